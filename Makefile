@@ -1,0 +1,66 @@
+# burstcache build. `make help` lists the targets.
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+GOTEST_FLAGS ?=
+
+CONTROLLER_GEN = $(shell hack/tool.sh controller-gen)
+GOLANGCI_LINT = $(shell hack/tool.sh golangci-lint)
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: generate
+generate: ## Generate deepcopy code for the API types.
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths="./api/..."
+
+.PHONY: manifests
+manifests: ## Generate CRDs, RBAC and webhook manifests in config/.
+	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=burstcache-manager paths="./controllers/..." output:rbac:artifacts:config=config/rbac
+
+.PHONY: fmt
+fmt: ## Run gofmt on the code.
+	gofmt -s -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: lint
+lint: ## Run golangci-lint (with the import rules of .golangci.yml).
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: verify
+verify: generate manifests ## Check that generated files and formatting are up to date.
+	@test -z "$$(gofmt -s -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -s -l $$(git ls-files '*.go'); exit 1; }
+	@git diff --exit-code -- api config || { echo "generated files are out of date: run make generate manifests"; exit 1; }
+
+##@ Build
+
+.PHONY: build
+build: ## Build bin/burstcache.
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/burstcache ./cmd/burstcache
+
+##@ Test
+
+.PHONY: envtest
+envtest: ## Build kube-apiserver, etcd and kubectl for envtest (cached).
+	@hack/envtest.sh >/dev/null
+
+.PHONY: test
+test: verify vet envtest build ## Run every test: unit, model-based, envtest and integration.
+	KUBEBUILDER_ASSETS="$(CURDIR)/bin/k8s" BURSTCACHE_BIN="$(CURDIR)/bin/burstcache" \
+		go test $(GOTEST_FLAGS) ./...
