@@ -1,0 +1,156 @@
+package ident
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"syscall"
+	"unsafe"
+)
+
+// ErrSwitch is returned when the thread's identity could not be switched, for
+// example because the process lacks CAP_SETUID or CAP_SETGID.
+var ErrSwitch = errors.New("cannot switch file-system identity")
+
+// Cred is an identity: the uid, gid and supplementary groups under which
+// file-system operations run.
+type Cred struct {
+	UID    uint32
+	GID    uint32
+	Groups []uint32
+}
+
+// String formats c as uid:gid[+groups].
+func (c Cred) String() string {
+	if len(c.Groups) == 0 {
+		return fmt.Sprintf("%d:%d", c.UID, c.GID)
+	}
+	return fmt.Sprintf("%d:%d+%v", c.UID, c.GID, c.Groups)
+}
+
+// Process returns the identity of the current process.
+func Process() Cred {
+	groups, _ := os.Getgroups()
+	c := Cred{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())}
+	for _, g := range groups {
+		c.Groups = append(c.Groups, uint32(g))
+	}
+	return c
+}
+
+type ctxKey struct{}
+
+// NewContext returns a context that carries c as the identity of the caller.
+func NewContext(ctx context.Context, c Cred) context.Context {
+	return context.WithValue(ctx, ctxKey{}, c)
+}
+
+// FromContext returns the caller's identity stored in ctx, if any.
+func FromContext(ctx context.Context) (Cred, bool) {
+	c, ok := ctx.Value(ctxKey{}).(Cred)
+	return c, ok
+}
+
+// DoContext runs fn as the identity carried by ctx, or as the process itself
+// when ctx carries none.
+func DoContext(ctx context.Context, fn func() error) error {
+	c, ok := FromContext(ctx)
+	if !ok {
+		return fn()
+	}
+	return Do(c, fn)
+}
+
+// Do runs fn with the file-system identity c. fn must do its file-system
+// calls on the calling goroutine and must not start goroutines that touch the
+// file system, since only the thread running fn carries the identity. When c
+// is the identity of the process, fn runs directly.
+func Do(c Cred, fn func() error) error {
+	if sameIdentity(c, Process()) {
+		return fn()
+	}
+	done := make(chan error, 1)
+	go func() {
+		// A fresh goroutine, locked to its thread for the whole call: if the
+		// identity cannot be restored, the goroutine exits still locked and the
+		// Go runtime destroys the thread instead of reusing it.
+		runtime.LockOSThread()
+		prev, err := switchTo(c)
+		if err != nil {
+			done <- err
+			return
+		}
+		err = fn()
+		if _, rerr := switchTo(prev); rerr != nil {
+			done <- errors.Join(err, rerr)
+			return
+		}
+		runtime.UnlockOSThread()
+		done <- err
+	}()
+	return <-done
+}
+
+func sameIdentity(a, b Cred) bool {
+	if a.UID != b.UID || a.GID != b.GID || len(a.Groups) != len(b.Groups) {
+		return false
+	}
+	x, y := slices.Clone(a.Groups), slices.Clone(b.Groups)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
+
+// switchTo sets the calling thread's groups, fsgid and fsuid to c and returns
+// the identity it had before. The raw system calls act on this thread only,
+// unlike syscall.Setgroups, which changes every thread of the process.
+func switchTo(c Cred) (Cred, error) {
+	prev := Cred{UID: fsuid(), GID: fsgid(), Groups: threadGroups()}
+	if err := setThreadGroups(c.Groups); err != nil {
+		return prev, fmt.Errorf("%w: setgroups %v: %w", ErrSwitch, c.Groups, err)
+	}
+	syscall.RawSyscall(syscall.SYS_SETFSGID, uintptr(c.GID), 0, 0)
+	syscall.RawSyscall(syscall.SYS_SETFSUID, uintptr(c.UID), 0, 0)
+	// setfsuid and setfsgid report no errors; reading the values back is the
+	// only way to know that the switch happened.
+	if fsuid() != c.UID || fsgid() != c.GID {
+		return prev, fmt.Errorf("%w: to %s", ErrSwitch, c)
+	}
+	return prev, nil
+}
+
+// fsuid returns the calling thread's fsuid: setfsuid with an invalid id
+// changes nothing and returns the current value.
+func fsuid() uint32 {
+	r, _, _ := syscall.RawSyscall(syscall.SYS_SETFSUID, ^uintptr(0), 0, 0)
+	return uint32(r)
+}
+
+func fsgid() uint32 {
+	r, _, _ := syscall.RawSyscall(syscall.SYS_SETFSGID, ^uintptr(0), 0, 0)
+	return uint32(r)
+}
+
+func threadGroups() []uint32 {
+	n, _, _ := syscall.RawSyscall(syscall.SYS_GETGROUPS, 0, 0, 0)
+	if int(n) <= 0 {
+		return nil
+	}
+	gs := make([]uint32, n)
+	n, _, _ = syscall.RawSyscall(syscall.SYS_GETGROUPS, n, uintptr(unsafe.Pointer(&gs[0])), 0)
+	return gs[:n]
+}
+
+func setThreadGroups(gs []uint32) error {
+	var p unsafe.Pointer
+	if len(gs) > 0 {
+		p = unsafe.Pointer(&gs[0])
+	}
+	if _, _, e := syscall.RawSyscall(syscall.SYS_SETGROUPS, uintptr(len(gs)), uintptr(p), 0); e != 0 {
+		return e
+	}
+	return nil
+}
