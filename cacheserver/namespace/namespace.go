@@ -1,0 +1,161 @@
+package namespace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Attr is what stat(2) reports for a file.
+type Attr struct {
+	// Ino is the inode number of the file on the backing file system.
+	Ino uint64
+	// Mode holds the file type and permission bits, as in syscall.Stat_t.
+	Mode uint32
+	// Nlink is the number of hard links.
+	Nlink uint32
+	// UID and GID own the file.
+	UID, GID uint32
+	// Size is the true size of the file, including data that the cache holds
+	// and the backing file system has not seen yet.
+	Size int64
+	// Blocks is the number of 512-byte blocks allocated.
+	Blocks int64
+	// Rdev is the device number of a device file.
+	Rdev uint64
+	// Atime, Mtime and Ctime are the access, modification and change times.
+	Atime, Mtime, Ctime time.Time
+}
+
+// IsDir reports whether a describes a directory.
+func (a Attr) IsDir() bool { return a.Mode&syscall.S_IFMT == syscall.S_IFDIR }
+
+// IsRegular reports whether a describes a regular file.
+func (a Attr) IsRegular() bool { return a.Mode&syscall.S_IFMT == syscall.S_IFREG }
+
+// DirEntry is one entry of a directory listing.
+type DirEntry struct {
+	Name string
+	// Mode holds the file type bits (syscall.S_IFMT) of the entry.
+	Mode uint32
+	Ino  uint64
+}
+
+// SetAttr says which attributes to change; nil fields stay as they are.
+type SetAttr struct {
+	Mode  *uint32
+	UID   *uint32
+	GID   *uint32
+	Size  *int64
+	Atime *time.Time
+	Mtime *time.Time
+	// AtimeNow and MtimeNow set the time to the current time of the backing
+	// file system (utimensat UTIME_NOW), which needs only write access.
+	AtimeNow, MtimeNow bool
+}
+
+// StatFS describes the capacity and use of the namespace: for a cache, the
+// capacity and use of the cache, not of the backing file system.
+type StatFS struct {
+	Bsize   uint32
+	Blocks  uint64
+	Bfree   uint64
+	Bavail  uint64
+	Files   uint64
+	Ffree   uint64
+	NameLen uint32
+}
+
+// FS is a file-system namespace. Every method may be called concurrently.
+// Implementations must not retain the byte slices passed to them after the
+// call returns.
+type FS interface {
+	// GetAttr returns the attributes of path without following a final
+	// symbolic link (lstat).
+	GetAttr(ctx context.Context, path string) (Attr, error)
+	// SetAttr changes attributes (chmod, chown, truncate, utimens) and returns
+	// the new ones.
+	SetAttr(ctx context.Context, path string, in SetAttr) (Attr, error)
+	// Access checks access(2) permission bits (R_OK, W_OK, X_OK) for the
+	// caller.
+	Access(ctx context.Context, path string, mask uint32) error
+	// ReadDir lists a directory, without "." and "..".
+	ReadDir(ctx context.Context, path string) ([]DirEntry, error)
+	// Mkdir creates a directory owned by the caller.
+	Mkdir(ctx context.Context, path string, mode uint32) (Attr, error)
+	// Mknod creates a special file (FIFO, socket, device).
+	Mknod(ctx context.Context, path string, mode uint32, dev uint64) (Attr, error)
+	// Rmdir removes an empty directory.
+	Rmdir(ctx context.Context, path string) error
+	// Unlink removes a file name; cached data of the file is forgotten,
+	// written back or not, since the file is gone.
+	Unlink(ctx context.Context, path string) error
+	// Rename renames oldPath to newPath with rename(2) semantics; flags are
+	// renameat2 flags (RENAME_NOREPLACE, RENAME_EXCHANGE).
+	Rename(ctx context.Context, oldPath, newPath string, flags uint32) error
+	// Symlink creates newPath as a symbolic link to target.
+	Symlink(ctx context.Context, target, newPath string) (Attr, error)
+	// Readlink returns the target of a symbolic link.
+	Readlink(ctx context.Context, path string) (string, error)
+	// Link creates newPath as a hard link to oldPath.
+	Link(ctx context.Context, oldPath, newPath string) (Attr, error)
+	// Create creates and opens a regular file owned by the caller; flags are
+	// open(2) flags, O_EXCL included.
+	Create(ctx context.Context, path string, flags int, mode uint32) (Attr, error)
+	// Open checks that the caller may open path with the open(2) flags and
+	// applies O_TRUNC.
+	Open(ctx context.Context, path string, flags int) (Attr, error)
+	// ReadAt reads up to len(p) bytes at off. It returns fewer bytes only at
+	// the end of the file, with io.EOF.
+	ReadAt(ctx context.Context, path string, p []byte, off int64) (int, error)
+	// WriteAt writes p at off, extending the file as needed.
+	WriteAt(ctx context.Context, path string, p []byte, off int64) (int, error)
+	// Fsync makes the data of path durable, as the cache's durability mode
+	// says: on the cache's SSD, or on the backing file system.
+	Fsync(ctx context.Context, path string) error
+	// StatFS reports capacity and use.
+	StatFS(ctx context.Context) (StatFS, error)
+	// Getxattr reads an extended attribute into dest, or returns its size
+	// when dest is empty.
+	Getxattr(ctx context.Context, path, name string, dest []byte) (int, error)
+	// Setxattr sets an extended attribute; flags are XATTR_CREATE or
+	// XATTR_REPLACE.
+	Setxattr(ctx context.Context, path, name string, value []byte, flags int) error
+	// Listxattr lists attribute names, NUL-separated, into dest, or returns
+	// the size needed when dest is empty.
+	Listxattr(ctx context.Context, path string, dest []byte) (int, error)
+	// Removexattr removes an extended attribute.
+	Removexattr(ctx context.Context, path, name string) error
+}
+
+// ErrBadPath is returned for a path that is not clean and relative, such as
+// "/a", "a/../b" or "a//b". It wraps syscall.EINVAL.
+var ErrBadPath = fmt.Errorf("path is not clean and relative: %w", syscall.EINVAL)
+
+// CheckPath returns ErrBadPath unless p is "" (the root) or a clean relative
+// path that stays below the root.
+func CheckPath(p string) error {
+	if p == "" {
+		return nil
+	}
+	if strings.HasPrefix(p, "/") || path.Clean(p) != p || p == "." || p == ".." || strings.HasPrefix(p, "../") {
+		return ErrBadPath
+	}
+	return nil
+}
+
+// Errno returns the errno that err carries, or EIO.
+func Errno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return syscall.EIO
+}

@@ -1,0 +1,63 @@
+package namespace
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"syscall"
+	"testing"
+)
+
+func TestCheckPath(t *testing.T) {
+	tests := map[string]struct {
+		path    string
+		wantErr bool
+	}{
+		"root":               {"", false},
+		"file":               {"a", false},
+		"nested":             {"a/b/c", false},
+		"dots in a name":     {"a/..b/c..", false},
+		"absolute":           {"/a", true},
+		"dot":                {".", true},
+		"dotdot":             {"..", true},
+		"escapes the root":   {"../a", true},
+		"inner dotdot":       {"a/../b", true},
+		"double slash":       {"a//b", true},
+		"trailing slash":     {"a/", true},
+		"inner dot":          {"a/./b", true},
+		"dotdot at the end":  {"a/..", true},
+		"climbs after names": {"a/b/../../..", true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := CheckPath(tc.path)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("CheckPath(%q) = %v, want error: %v", tc.path, err, tc.wantErr)
+			}
+			if err != nil && Errno(err) != syscall.EINVAL {
+				t.Fatalf("CheckPath(%q) errno = %v, want EINVAL", tc.path, Errno(err))
+			}
+		})
+	}
+}
+
+func TestErrno(t *testing.T) {
+	tests := map[string]struct {
+		err  error
+		want syscall.Errno
+	}{
+		"nil":             {nil, 0},
+		"bare errno":      {syscall.ENOENT, syscall.ENOENT},
+		"wrapped errno":   {fmt.Errorf("lookup a: %w", syscall.EACCES), syscall.EACCES},
+		"path error":      {&fs.PathError{Op: "open", Path: "a", Err: syscall.EROFS}, syscall.EROFS},
+		"no errno is EIO": {errors.New("connection reset"), syscall.EIO},
+		"joined errors":   {errors.Join(errors.New("x"), syscall.EDQUOT), syscall.EDQUOT},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := Errno(tc.err); got != tc.want {
+				t.Errorf("Errno(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
