@@ -1,0 +1,54 @@
+// Package wire is the data-path protocol between burstcache clients and cache
+// servers: length-framed requests and responses over TCP, several requests in
+// flight per connection, answered in any order.
+//
+// # Handshake
+//
+// A client that connects receives a server hello:
+//
+//	"BCW1" (4 bytes) | nonce (32 random bytes)
+//
+// and answers with:
+//
+//	"BCW1" (4 bytes) | HMAC-SHA256(secret, nonce) (32 bytes)
+//
+// The server replies with a four-byte little-endian errno: 0 admits the
+// client, EACCES refuses it and closes the connection. A server configured
+// without a secret admits every client; the client then sends the MAC computed
+// with an empty key. The secret never crosses the wire, and the nonce makes
+// every proof single-use.
+//
+// The handshake matters because every request carries the identity of the
+// calling process (uid, gid, groups) and a server started with
+// --act-as-caller runs backing-store operations as that identity, trusting
+// it. Only a peer that holds the secret (the FUSE daemon, which learns the
+// identity from the kernel) may speak for a caller. Without a secret, a server
+// must listen only where every peer is trusted, such as loopback on a
+// single-user machine. The protocol neither encrypts nor signs frames after
+// the handshake: it is meant for a cluster network, like NFS with AUTH_SYS.
+//
+// # Frames
+//
+// After the handshake both directions carry frames with a 20-byte header,
+// all integers little-endian:
+//
+//	offset size field
+//	0      8    request id, chosen by the client, echoed in the response
+//	8      4    code: the operation (request) or an errno, 0 for success (response)
+//	12     4    M, length of the metadata section
+//	16     4    D, length of the data section
+//	20     M    metadata
+//	20+M   D    data
+//
+// The metadata of a request starts with the caller's identity (uid u32,
+// gid u32, group count u16, groups u32 each), followed by the arguments of
+// the operation, encoded with Encoder: fixed-width little-endian integers,
+// and strings and byte slices as a u32 length followed by the bytes. The data
+// section carries file contents: the bytes to write in a request, the bytes
+// read in a response. A client reads the data section of a response straight
+// into the buffer the caller supplied, without an intermediate copy.
+//
+// M is at most MaxMeta and D at most MaxData; a peer that sends more is cut
+// off. Errors travel as errno values (syscall.Errno), so the FUSE layer can
+// hand them to the kernel unchanged.
+package wire

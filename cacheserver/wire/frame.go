@@ -1,0 +1,181 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"syscall"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+)
+
+// Op identifies the operation of a request. The values are part of the
+// protocol: never renumber them.
+type Op uint32
+
+const (
+	// MaxMeta is the largest metadata section a peer accepts.
+	MaxMeta = 16 << 20
+	// MaxData is the largest data section a peer accepts.
+	MaxData = 64 << 20
+
+	headerSize = 20
+)
+
+// ErrProtocol is returned when a peer sends a malformed frame. It wraps
+// syscall.EPROTO.
+var ErrProtocol = fmt.Errorf("wire protocol violation: %w", syscall.EPROTO)
+
+type header struct {
+	id        uint64
+	code      uint32
+	meta, dat uint32
+}
+
+func (h header) put(b []byte) {
+	binary.LittleEndian.PutUint64(b[0:], h.id)
+	binary.LittleEndian.PutUint32(b[8:], h.code)
+	binary.LittleEndian.PutUint32(b[12:], h.meta)
+	binary.LittleEndian.PutUint32(b[16:], h.dat)
+}
+
+func readHeader(r io.Reader, b []byte) (header, error) {
+	if _, err := io.ReadFull(r, b[:headerSize]); err != nil {
+		return header{}, err
+	}
+	h := header{
+		id:   binary.LittleEndian.Uint64(b[0:]),
+		code: binary.LittleEndian.Uint32(b[8:]),
+		meta: binary.LittleEndian.Uint32(b[12:]),
+		dat:  binary.LittleEndian.Uint32(b[16:]),
+	}
+	if h.meta > MaxMeta || h.dat > MaxData {
+		return h, fmt.Errorf("%w: frame of %d+%d bytes", ErrProtocol, h.meta, h.dat)
+	}
+	return h, nil
+}
+
+// Encoder appends values to a metadata section.
+type Encoder struct{ b []byte }
+
+// Bytes returns the encoded section.
+func (e *Encoder) Bytes() []byte { return e.b }
+
+// Uint64 appends v.
+func (e *Encoder) Uint64(v uint64) *Encoder {
+	e.b = binary.LittleEndian.AppendUint64(e.b, v)
+	return e
+}
+
+// Uint32 appends v.
+func (e *Encoder) Uint32(v uint32) *Encoder {
+	e.b = binary.LittleEndian.AppendUint32(e.b, v)
+	return e
+}
+
+// Int64 appends v.
+func (e *Encoder) Int64(v int64) *Encoder { return e.Uint64(uint64(v)) }
+
+// Bool appends v as one byte.
+func (e *Encoder) Bool(v bool) *Encoder {
+	if v {
+		e.b = append(e.b, 1)
+	} else {
+		e.b = append(e.b, 0)
+	}
+	return e
+}
+
+// String appends s, length first.
+func (e *Encoder) String(s string) *Encoder {
+	e.Uint32(uint32(len(s)))
+	e.b = append(e.b, s...)
+	return e
+}
+
+// Blob appends p, length first.
+func (e *Encoder) Blob(p []byte) *Encoder {
+	e.Uint32(uint32(len(p)))
+	e.b = append(e.b, p...)
+	return e
+}
+
+// Cred appends an identity.
+func (e *Encoder) Cred(c ident.Cred) *Encoder {
+	e.Uint32(c.UID).Uint32(c.GID)
+	e.b = binary.LittleEndian.AppendUint16(e.b, uint16(len(c.Groups)))
+	for _, g := range c.Groups {
+		e.Uint32(g)
+	}
+	return e
+}
+
+// Decoder reads values from a metadata section. After the first error every
+// read returns a zero value and Err reports the error.
+type Decoder struct {
+	b   []byte
+	err error
+}
+
+// NewDecoder returns a decoder over b.
+func NewDecoder(b []byte) *Decoder { return &Decoder{b: b} }
+
+// Err returns ErrProtocol if a read ran past the end of the section.
+func (d *Decoder) Err() error { return d.err }
+
+func (d *Decoder) take(n int) []byte {
+	if d.err != nil || n > len(d.b) || n < 0 {
+		d.err = fmt.Errorf("%w: short metadata", ErrProtocol)
+		return nil
+	}
+	p := d.b[:n:n]
+	d.b = d.b[n:]
+	return p
+}
+
+// Uint64 reads a uint64.
+func (d *Decoder) Uint64() uint64 {
+	if p := d.take(8); p != nil {
+		return binary.LittleEndian.Uint64(p)
+	}
+	return 0
+}
+
+// Uint32 reads a uint32.
+func (d *Decoder) Uint32() uint32 {
+	if p := d.take(4); p != nil {
+		return binary.LittleEndian.Uint32(p)
+	}
+	return 0
+}
+
+// Int64 reads an int64.
+func (d *Decoder) Int64() int64 { return int64(d.Uint64()) }
+
+// Bool reads a bool.
+func (d *Decoder) Bool() bool {
+	p := d.take(1)
+	return p != nil && p[0] != 0
+}
+
+// String reads a string.
+func (d *Decoder) String() string { return string(d.Blob()) }
+
+// Blob reads a byte slice; it aliases the section.
+func (d *Decoder) Blob() []byte {
+	n := d.Uint32()
+	return d.take(int(n))
+}
+
+// Cred reads an identity.
+func (d *Decoder) Cred() ident.Cred {
+	c := ident.Cred{UID: d.Uint32(), GID: d.Uint32()}
+	var n uint16
+	if p := d.take(2); p != nil {
+		n = binary.LittleEndian.Uint16(p)
+	}
+	for range n {
+		c.Groups = append(c.Groups, d.Uint32())
+	}
+	return c
+}

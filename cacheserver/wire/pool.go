@@ -1,0 +1,107 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// DefaultDialTimeout bounds how long a client waits to connect to and
+// authenticate with a server, so that an unreachable server is reported
+// quickly instead of hanging the caller.
+const DefaultDialTimeout = 3 * time.Second
+
+// Client sends calls to one server over a small pool of connections, dialled
+// on first use and again after a connection breaks.
+type Client struct {
+	addr    string
+	secret  []byte
+	timeout time.Duration
+	next    atomic.Uint64
+	slots   []slot
+}
+
+type slot struct {
+	mu sync.Mutex
+	c  *conn
+}
+
+// ClientOptions configure a Client.
+type ClientOptions struct {
+	// Secret is the shared secret of the servers.
+	Secret []byte
+	// Conns is the number of connections; 0 means 4.
+	Conns int
+	// DialTimeout bounds a dial and handshake; 0 means DefaultDialTimeout.
+	DialTimeout time.Duration
+}
+
+// NewClient returns a client of the server at addr. It does not connect yet.
+func NewClient(addr string, opts ClientOptions) *Client {
+	if opts.Conns <= 0 {
+		opts.Conns = 4
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = DefaultDialTimeout
+	}
+	return &Client{addr: addr, secret: opts.Secret, timeout: opts.DialTimeout, slots: make([]slot, opts.Conns)}
+}
+
+// Addr returns the address of the server.
+func (cl *Client) Addr() string { return cl.addr }
+
+// Do sends call and waits for the reply. An errno from the server is
+// returned as a syscall.Errno; a broken connection as ErrConnLost. Calls are
+// not retried, since not every operation is idempotent; the next call after
+// a connection broke dials a new one.
+func (cl *Client) Do(ctx context.Context, call *Call) (Reply, error) {
+	s := &cl.slots[cl.next.Add(1)%uint64(len(cl.slots))]
+	c, err := s.get(ctx, cl)
+	if err != nil {
+		return Reply{}, err
+	}
+	rep, err := c.do(ctx, call)
+	return rep, cl.wrap(call.Op, err)
+}
+
+func (cl *Client) wrap(op Op, err error) error {
+	var e syscall.Errno
+	if err == nil || (errors.As(err, &e) && err == e) {
+		return err
+	}
+	return fmt.Errorf("op %d on %s: %w", op, cl.addr, err)
+}
+
+func (s *slot) get(ctx context.Context, cl *Client) (*conn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.c != nil && !s.c.dead() {
+		return s.c, nil
+	}
+	c, err := dialConn(ctx, cl.addr, cl.secret, cl.timeout)
+	if err != nil {
+		return nil, err
+	}
+	s.c = c
+	return c, nil
+}
+
+// Close closes every connection; calls in flight fail with ErrConnLost.
+func (cl *Client) Close() error {
+	for i := range cl.slots {
+		s := &cl.slots[i]
+		s.mu.Lock()
+		if s.c != nil {
+			s.c.close()
+			s.c = nil
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+func asErrno(err error, e *syscall.Errno) bool { return errors.As(err, e) }

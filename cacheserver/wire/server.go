@@ -1,0 +1,254 @@
+package wire
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+)
+
+// Request is a request as a Handler sees it.
+type Request struct {
+	Op   Op
+	Cred ident.Cred
+	// Args decodes the arguments that follow the identity.
+	Args *Decoder
+	// Data is the data section. It is valid only until the handler returns.
+	Data []byte
+}
+
+// Response is what a Handler answers.
+type Response struct {
+	// Meta holds the results that go in the metadata section.
+	Meta Encoder
+	// Data is sent as the data section after the handler returns.
+	Data []byte
+	// Err, when not nil, is sent as its errno (EIO if it carries none) and
+	// Meta and Data are dropped.
+	Err error
+	buf []byte
+}
+
+// Buffer returns a scratch buffer of n bytes that stays valid until the
+// response has been sent, typically to read file data into before setting
+// Data to a prefix of it.
+func (r *Response) Buffer(n int) []byte {
+	r.buf = getBuf(n)
+	return r.buf
+}
+
+// Handler serves requests. ServeWire is called concurrently, once per
+// request, and must set resp.Err for a failed request.
+type Handler interface {
+	ServeWire(ctx context.Context, req *Request, resp *Response)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, req *Request, resp *Response)
+
+// ServeWire calls f.
+func (f HandlerFunc) ServeWire(ctx context.Context, req *Request, resp *Response) { f(ctx, req, resp) }
+
+// Server accepts connections and serves their requests with Handler.
+type Server struct {
+	Handler Handler
+	// Secret is the shared secret clients must prove they hold; empty
+	// admits every client.
+	Secret []byte
+	// InFlight bounds the requests served at once per connection; 0 means 64.
+	InFlight int
+	Log      *slog.Logger
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	ln     net.Listener
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// Serve accepts connections on ln until Close is called. It returns nil
+// after Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	s.ln, s.conns = ln, map[net.Conn]struct{}{}
+	s.mu.Unlock()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return nil
+			}
+			return err
+		}
+		if !s.track(c) {
+			c.Close()
+			return nil
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer s.untrack(c)
+			s.serveConn(c)
+		}()
+	}
+}
+
+// Close stops accepting, closes every connection and waits until the
+// requests being served have returned.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	c.Close()
+}
+
+func (s *Server) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.Default()
+	}
+	return s.Log
+}
+
+func (s *Server) serveConn(c net.Conn) {
+	setSocketBuffers(c)
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := serverHandshake(c, s.Secret); err != nil {
+		s.log().Warn("Refusing client", "remote", c.RemoteAddr(), "err", err)
+		return
+	}
+	c.SetDeadline(time.Time{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sc := &serverConn{s: s, w: bufio.NewWriterSize(c, 256<<10)}
+	inFlight := s.InFlight
+	if inFlight <= 0 {
+		inFlight = 64
+	}
+	sc.sem = make(chan struct{}, inFlight)
+	err := sc.readLoop(ctx, bufio.NewReaderSize(c, 256<<10))
+	sc.wg.Wait()
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		s.log().Warn("Closing connection", "remote", c.RemoteAddr(), "err", err)
+	}
+}
+
+type serverConn struct {
+	s   *Server
+	wmu sync.Mutex
+	w   *bufio.Writer
+	sem chan struct{}
+	wg  sync.WaitGroup
+}
+
+func (sc *serverConn) readLoop(ctx context.Context, r *bufio.Reader) error {
+	hb := make([]byte, headerSize)
+	for {
+		h, err := readHeader(r, hb)
+		if err != nil {
+			return err
+		}
+		meta := make([]byte, h.meta)
+		if _, err := io.ReadFull(r, meta); err != nil {
+			return err
+		}
+		data := getBuf(int(h.dat))
+		if _, err := io.ReadFull(r, data); err != nil {
+			return err
+		}
+		sc.sem <- struct{}{}
+		sc.wg.Add(1)
+		go sc.serve(ctx, h, meta, data)
+	}
+}
+
+func (sc *serverConn) serve(ctx context.Context, h header, meta, data []byte) {
+	defer sc.wg.Done()
+	defer func() { <-sc.sem }()
+	d := NewDecoder(meta)
+	req := &Request{Op: Op(h.code), Cred: d.Cred(), Args: d, Data: data}
+	resp := &Response{}
+	if d.Err() != nil {
+		resp.Err = d.Err()
+	} else {
+		sc.s.Handler.ServeWire(ctx, req, resp)
+	}
+	putBuf(data)
+	sc.reply(h.id, resp)
+	if resp.buf != nil {
+		putBuf(resp.buf)
+	}
+}
+
+func (sc *serverConn) reply(id uint64, resp *Response) {
+	h := header{id: id}
+	var meta, data []byte
+	if resp.Err != nil {
+		h.code = uint32(Errno(resp.Err))
+	} else {
+		meta, data = resp.Meta.Bytes(), resp.Data
+		h.meta, h.dat = uint32(len(meta)), uint32(len(data))
+	}
+	var hb [headerSize]byte
+	h.put(hb[:])
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
+	sc.w.Write(hb[:])
+	sc.w.Write(meta)
+	sc.w.Write(data)
+	// Errors surface in the read loop, which sees the connection die.
+	sc.w.Flush()
+}
+
+// Errno returns the errno that err carries, or EIO.
+func Errno(err error) syscall.Errno {
+	var e syscall.Errno
+	if errors.As(err, &e) && e != 0 {
+		return e
+	}
+	return syscall.EIO
+}
+
+// setSocketBuffers turns off Nagle's algorithm: frames are flushed whole and
+// a small metadata reply must not wait for an acknowledgement.
+func setSocketBuffers(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+}

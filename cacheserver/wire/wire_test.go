@@ -1,0 +1,267 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/google/go-cmp/cmp"
+)
+
+const (
+	opEcho Op = iota + 1
+	opFail
+	opWhoAmI
+	opSlowRead
+)
+
+// testHandler echoes data, fails with the errno it is given, reports the
+// caller's identity, or returns n bytes of a pattern after a delay.
+func testHandler(ctx context.Context, req *Request, resp *Response) {
+	switch req.Op {
+	case opEcho:
+		resp.Meta.String(req.Args.String())
+		resp.Data = append(resp.Buffer(len(req.Data))[:0], req.Data...)
+	case opFail:
+		resp.Err = syscall.Errno(req.Args.Uint32())
+	case opWhoAmI:
+		resp.Meta.Cred(req.Cred)
+	case opSlowRead:
+		n, delay := int(req.Args.Uint32()), time.Duration(req.Args.Int64())
+		time.Sleep(delay)
+		buf := resp.Buffer(n)
+		for i := range buf {
+			buf[i] = byte(n + i)
+		}
+		resp.Data = buf
+	default:
+		resp.Err = syscall.ENOSYS
+	}
+}
+
+func startServer(t *testing.T, secret string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Handler: HandlerFunc(testHandler), Secret: []byte(secret)}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		s.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+func newClient(t *testing.T, addr, secret string) *Client {
+	t.Helper()
+	cl := NewClient(addr, ClientOptions{Secret: []byte(secret), Conns: 2, DialTimeout: time.Second})
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+func slowRead(n int, delay time.Duration) []byte {
+	return (&Encoder{}).Uint32(uint32(n)).Int64(int64(delay)).Bytes()
+}
+
+func TestCallsCarryArgumentsDataIdentityAndErrno(t *testing.T) {
+	cl := newClient(t, startServer(t, "s3cret"), "s3cret")
+	ctx := context.Background()
+	cred := ident.Cred{UID: 1000, GID: 100, Groups: []uint32{10, 20}}
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
+	tests := map[string]struct {
+		call     Call
+		wantMeta []byte
+		wantData []byte
+		wantErr  error
+	}{
+		"echo of a 1 MiB payload": {
+			call:     Call{Op: opEcho, Args: (&Encoder{}).String("name").Bytes(), Data: payload},
+			wantMeta: (&Encoder{}).String("name").Bytes(), wantData: payload,
+		},
+		"errno comes back as itself": {
+			call: Call{Op: opFail, Args: (&Encoder{}).Uint32(uint32(syscall.ENOENT)).Bytes()}, wantErr: syscall.ENOENT,
+		},
+		"identity travels": {
+			call: Call{Op: opWhoAmI, Cred: cred}, wantMeta: (&Encoder{}).Cred(cred).Bytes(), wantData: []byte{},
+		},
+		"unknown op": {call: Call{Op: 99}, wantErr: syscall.ENOSYS},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rep, err := cl.Do(ctx, &tc.call)
+			if !errors.Is(err, tc.wantErr) || (err != nil) != (tc.wantErr != nil) {
+				t.Fatalf("Do: %v, want %v", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if diff := cmp.Diff(tc.wantMeta, rep.Meta); diff != "" {
+				t.Errorf("meta (-want +got):\n%s", diff)
+			}
+			if !bytes.Equal(rep.Data, tc.wantData) {
+				t.Errorf("data: got %d bytes, want %d", len(rep.Data), len(tc.wantData))
+			}
+		})
+	}
+}
+
+// TestResponsesOutOfOrder sends calls whose answers come back in the
+// reverse order of the requests over one connection, each straight into its
+// own buffer.
+func TestResponsesOutOfOrder(t *testing.T) {
+	cl := NewClient(startServer(t, ""), ClientOptions{Conns: 1})
+	defer cl.Close()
+	const calls = 8
+	var wg sync.WaitGroup
+	finished := make(chan int, calls)
+	errs := make(chan error, calls)
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := 1000 + i
+			dst := make([]byte, n)
+			delay := time.Duration(calls-i) * 40 * time.Millisecond
+			rep, err := cl.Do(context.Background(), &Call{Op: opSlowRead, Args: slowRead(n, delay), Dst: dst})
+			if err == nil && (rep.N != n || dst[n-1] != byte(n+n-1)) {
+				err = fmt.Errorf("call %d: got %d bytes, last %d", i, rep.N, dst[n-1])
+			}
+			errs <- err
+			finished <- i
+		}()
+		time.Sleep(5 * time.Millisecond)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if first := <-finished; first == 0 {
+		t.Errorf("the slowest call finished first: responses were serialised")
+	}
+}
+
+func TestHandshakeRefusesAWrongSecret(t *testing.T) {
+	addr := startServer(t, "right")
+	tests := map[string]string{"wrong secret": "wrong", "no secret": ""}
+	for name, secret := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := newClient(t, addr, secret).Do(context.Background(), &Call{Op: opWhoAmI})
+			if !errors.Is(err, ErrUnauthenticated) || !errors.Is(err, syscall.EACCES) {
+				t.Fatalf("Do with secret %q: %v, want ErrUnauthenticated", secret, err)
+			}
+		})
+	}
+}
+
+func TestUnreachableServerFailsQuickly(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	start := time.Now()
+	_, err = newClient(t, addr, "").Do(context.Background(), &Call{Op: opWhoAmI})
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("Do: %v, want ECONNREFUSED", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("failing took %v", d)
+	}
+}
+
+// TestSilentServerTimesOut checks that a peer that accepts but never says
+// hello is given up on after the dial timeout.
+func TestSilentServerTimesOut(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	start := time.Now()
+	_, err = newClient(t, ln.Addr().String(), "").Do(context.Background(), &Call{Op: opWhoAmI})
+	if err == nil {
+		t.Fatal("Do succeeded against a silent peer")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("failing took %v", d)
+	}
+}
+
+// TestCancelledCallLeavesBufferAlone abandons a call and checks that its
+// buffer is not written afterwards while the connection keeps working.
+func TestCancelledCallLeavesBufferAlone(t *testing.T) {
+	cl := NewClient(startServer(t, ""), ClientOptions{Conns: 1})
+	defer cl.Close()
+	dst := make([]byte, 4096)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := cl.Do(ctx, &Call{Op: opSlowRead, Args: slowRead(4096, 200*time.Millisecond), Dst: dst}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Do: %v, want deadline exceeded", err)
+	}
+	rep, err := cl.Do(context.Background(), &Call{Op: opSlowRead, Args: slowRead(10, 300*time.Millisecond)})
+	if err != nil || rep.N != 10 {
+		t.Fatalf("next call: %d bytes, %v", rep.N, err)
+	}
+	if !bytes.Equal(dst, make([]byte, 4096)) {
+		t.Errorf("abandoned buffer was written")
+	}
+}
+
+func TestServerRestartIsSurvived(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	s := &Server{Handler: HandlerFunc(testHandler)}
+	go s.Serve(ln)
+	cl := newClient(t, addr, "")
+	if _, err := cl.Do(context.Background(), &Call{Op: opWhoAmI}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if ln, err = net.Listen("tcp", addr); err != nil {
+		t.Fatal(err)
+	}
+	s2 := &Server{Handler: HandlerFunc(testHandler)}
+	go s2.Serve(ln)
+	defer s2.Close()
+	time.Sleep(50 * time.Millisecond)
+	if _, err := cl.Do(context.Background(), &Call{Op: opWhoAmI}); err != nil {
+		t.Fatalf("call after restart: %v", err)
+	}
+}
+
+func BenchmarkRead1MiB(b *testing.B) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	s := &Server{Handler: HandlerFunc(testHandler)}
+	go s.Serve(ln)
+	defer s.Close()
+	cl := NewClient(ln.Addr().String(), ClientOptions{})
+	defer cl.Close()
+	b.SetBytes(1 << 20)
+	b.RunParallel(func(pb *testing.PB) {
+		dst := make([]byte, 1<<20)
+		for pb.Next() {
+			if _, err := cl.Do(context.Background(), &Call{Op: opSlowRead, Args: slowRead(1<<20, 0), Dst: dst}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
