@@ -1,0 +1,144 @@
+package posixns
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+)
+
+// attrOf converts a stat(2) result.
+func attrOf(st *unix.Stat_t) namespace.Attr {
+	return namespace.Attr{
+		Ino:   st.Ino,
+		Mode:  st.Mode,
+		Nlink: uint32(st.Nlink),
+		UID:   st.Uid,
+		GID:   st.Gid,
+		Size:  st.Size,
+		// Blocks is in 512-byte units on Linux, as namespace.Attr wants.
+		Blocks: st.Blocks,
+		Rdev:   st.Rdev,
+		Atime:  time.Unix(st.Atim.Unix()),
+		Mtime:  time.Unix(st.Mtim.Unix()),
+		Ctime:  time.Unix(st.Ctim.Unix()),
+	}
+}
+
+// lstatAt returns the attributes of name in dirfd without following it.
+func lstatAt(dirfd int, name string) (namespace.Attr, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return namespace.Attr{}, err
+	}
+	return attrOf(&st), nil
+}
+
+// GetAttr returns the attributes of p without following a final symbolic
+// link.
+func (f *FS) GetAttr(ctx context.Context, p string) (namespace.Attr, error) {
+	var a namespace.Attr
+	err := f.at(ctx, "getattr", p, func(dirfd int, name string) (err error) {
+		a, err = lstatAt(dirfd, name)
+		return err
+	})
+	return a, err
+}
+
+// SetAttr changes the attributes of p in the order that keeps each change:
+// ownership first (chown clears setuid bits), then the mode, the size, and
+// the times last (truncation sets the modification time).
+func (f *FS) SetAttr(ctx context.Context, p string, in namespace.SetAttr) (namespace.Attr, error) {
+	var a namespace.Attr
+	err := f.at(ctx, "setattr", p, func(dirfd int, name string) (err error) {
+		if err := setAttrAt(dirfd, name, in); err != nil {
+			return err
+		}
+		a, err = lstatAt(dirfd, name)
+		return err
+	})
+	return a, err
+}
+
+func setAttrAt(dirfd int, name string, in namespace.SetAttr) error {
+	if in.UID != nil || in.GID != nil {
+		if err := unix.Fchownat(dirfd, name, idOrKeep(in.UID), idOrKeep(in.GID), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+	}
+	if in.Mode != nil {
+		// fchmodat2 with AT_SYMLINK_NOFOLLOW refuses a symbolic link
+		// (EOPNOTSUPP) instead of changing what it points to.
+		if err := unix.Fchmodat(dirfd, name, *in.Mode&07777, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+	}
+	if in.Size != nil {
+		if err := truncateAt(dirfd, name, *in.Size); err != nil {
+			return err
+		}
+	}
+	return setTimesAt(dirfd, name, in)
+}
+
+func idOrKeep(id *uint32) int {
+	if id == nil {
+		return -1
+	}
+	return int(*id)
+}
+
+// truncateAt truncates name: opening it for writing makes the same
+// permission check as truncate(2).
+func truncateAt(dirfd int, name string, size int64) error {
+	how := unix.OpenHow{Flags: unix.O_WRONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC, Resolve: resolve}
+	fd, err := unix.Openat2(dirfd, name, &how)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Ftruncate(fd, size)
+}
+
+func setTimesAt(dirfd int, name string, in namespace.SetAttr) error {
+	if in.Atime == nil && in.Mtime == nil && !in.AtimeNow && !in.MtimeNow {
+		return nil
+	}
+	ts := []unix.Timespec{timespec(in.Atime, in.AtimeNow), timespec(in.Mtime, in.MtimeNow)}
+	return unix.UtimesNanoAt(dirfd, name, ts, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+func timespec(t *time.Time, now bool) unix.Timespec {
+	switch {
+	case now:
+		return unix.Timespec{Nsec: unix.UTIME_NOW}
+	case t == nil:
+		return unix.Timespec{Nsec: unix.UTIME_OMIT}
+	}
+	return unix.NsecToTimespec(t.UnixNano())
+}
+
+// Access checks the caller's permission with faccessat2(AT_EACCESS), which
+// uses the thread's file-system identity rather than the real uid.
+func (f *FS) Access(ctx context.Context, p string, mask uint32) error {
+	return f.at(ctx, "access", p, func(dirfd int, name string) error {
+		return unix.Faccessat2(dirfd, name, mask, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW)
+	})
+}
+
+// StatFS reports the capacity and use of the file system holding the root.
+func (f *FS) StatFS(ctx context.Context) (namespace.StatFS, error) {
+	var st unix.Statfs_t
+	err := ident.DoContext(ctx, func() error { return unix.Fstatfs(f.root, &st) })
+	if err != nil {
+		return namespace.StatFS{}, fmt.Errorf("statfs: %w", err)
+	}
+	return namespace.StatFS{
+		Bsize: uint32(st.Bsize), Blocks: st.Blocks, Bfree: st.Bfree, Bavail: st.Bavail,
+		Files: st.Files, Ffree: st.Ffree, NameLen: uint32(st.Namelen),
+	}, nil
+}

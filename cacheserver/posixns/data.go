@@ -1,0 +1,199 @@
+package posixns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+)
+
+// openFlags keeps the open(2) flags that matter for a check and a
+// truncation; flags such as O_DIRECT or O_NOATIME would only make the open
+// fail where the file system or the identity does not support them.
+const openFlags = unix.O_ACCMODE | unix.O_TRUNC
+
+// Create creates and opens the regular file p with exactly mode. With
+// O_EXCL an existing p fails with EEXIST; without it an existing p is opened
+// as Open would.
+func (f *FS) Create(ctx context.Context, p string, flags int, mode uint32) (namespace.Attr, error) {
+	var a namespace.Attr
+	err := f.at(ctx, "create", p, func(dirfd int, name string) error {
+		var err error
+		for {
+			a, err = createAt(dirfd, name, flags, mode)
+			if !errors.Is(err, unix.EEXIST) || flags&unix.O_EXCL != 0 {
+				return err
+			}
+			a, err = openAt(dirfd, name, flags)
+			if !errors.Is(err, unix.ENOENT) {
+				return err
+			}
+			// The file was removed between the two opens: create it again.
+		}
+	})
+	return a, err
+}
+
+func createAt(dirfd int, name string, flags int, mode uint32) (namespace.Attr, error) {
+	fl := uint64(flags&openFlags) | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	how := unix.OpenHow{Flags: fl, Mode: uint64(mode & 07777), Resolve: resolve}
+	fd, err := unix.Openat2(dirfd, name, &how)
+	if err != nil {
+		return namespace.Attr{}, err
+	}
+	unix.Close(fd)
+	return fixMode(dirfd, name, mode)
+}
+
+// Open checks that the caller may open p with flags, and truncates it for
+// O_TRUNC.
+func (f *FS) Open(ctx context.Context, p string, flags int) (namespace.Attr, error) {
+	var a namespace.Attr
+	err := f.at(ctx, "open", p, func(dirfd int, name string) (err error) {
+		a, err = openAt(dirfd, name, flags)
+		return err
+	})
+	return a, err
+}
+
+func openAt(dirfd int, name string, flags int) (namespace.Attr, error) {
+	fl := uint64(flags&openFlags) | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
+	how := unix.OpenHow{Flags: fl, Resolve: resolve}
+	fd, err := unix.Openat2(dirfd, name, &how)
+	if err != nil {
+		return namespace.Attr{}, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return namespace.Attr{}, err
+	}
+	return attrOf(&st), nil
+}
+
+// openData opens p for a data call as the caller. A file stays usable
+// through a descriptor after its mode changes (a file created with mode 0444
+// and O_RDWR can be written), so when the caller may look p up and owns it,
+// and could therefore change its mode back anyway, a refused open is retried
+// with the server's own identity.
+func (f *FS) openData(ctx context.Context, p string, flags uint64) (int, error) {
+	if err := namespace.CheckPath(p); err != nil {
+		return -1, err
+	}
+	fl := flags | unix.O_NOFOLLOW | unix.O_NONBLOCK
+	var fd int
+	var a namespace.Attr
+	err := ident.DoContext(ctx, func() (err error) {
+		fd, err = f.openat2(p, fl, 0)
+		if errors.Is(err, unix.EACCES) {
+			fd = -1
+			a, err = f.ownedBy(ctx, p)
+		}
+		return err
+	})
+	if err != nil || fd >= 0 {
+		return fd, err
+	}
+	return f.openOwned(p, fl, a.Ino)
+}
+
+// ownedBy returns the attributes of p, looked up as the caller, and EACCES
+// unless the caller owns it.
+func (f *FS) ownedBy(ctx context.Context, p string) (namespace.Attr, error) {
+	dir, name := split(p)
+	dirfd, err := f.openDir(dir)
+	if err != nil {
+		return namespace.Attr{}, err
+	}
+	defer f.closeDir(dirfd)
+	a, err := lstatAt(dirfd, name)
+	if c, ok := ident.FromContext(ctx); err == nil && ok && c.UID != a.UID {
+		return a, unix.EACCES
+	}
+	return a, err
+}
+
+// openOwned opens p with the server's identity, and only if it is still the
+// file that ownedBy checked.
+func (f *FS) openOwned(p string, flags uint64, ino uint64) (int, error) {
+	fd, err := f.openat2(p, flags, 0)
+	if err != nil {
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Ino != ino {
+		unix.Close(fd)
+		return -1, unix.EACCES
+	}
+	return fd, nil
+}
+
+// ReadAt reads len(b) bytes at off, fewer only at the end of the file.
+func (f *FS) ReadAt(ctx context.Context, p string, b []byte, off int64) (int, error) {
+	fd, err := f.openData(ctx, p, unix.O_RDONLY)
+	if err != nil {
+		return 0, fmt.Errorf("read %q: %w", p, err)
+	}
+	defer unix.Close(fd)
+	n := 0
+	for n < len(b) {
+		m, err := unix.Pread(fd, b[n:], off+int64(n))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return n, fmt.Errorf("read %q: %w", p, err)
+		}
+		if m == 0 {
+			return n, io.EOF
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// WriteAt writes b at off. The write runs as the caller, so that the kernel
+// clears setuid and setgid bits as it would for the caller's own write.
+func (f *FS) WriteAt(ctx context.Context, p string, b []byte, off int64) (int, error) {
+	fd, err := f.openData(ctx, p, unix.O_WRONLY)
+	if err != nil {
+		return 0, fmt.Errorf("write %q: %w", p, err)
+	}
+	defer unix.Close(fd)
+	n := 0
+	err = ident.DoContext(ctx, func() error {
+		for n < len(b) {
+			m, err := unix.Pwrite(fd, b[n:], off+int64(n))
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			n += m
+		}
+		return nil
+	})
+	if err != nil {
+		return n, fmt.Errorf("write %q: %w", p, err)
+	}
+	return n, nil
+}
+
+// Fsync makes the data and metadata of p durable on the backing file system.
+func (f *FS) Fsync(ctx context.Context, p string) error {
+	fd, err := f.openData(ctx, p, unix.O_RDONLY)
+	if err != nil {
+		return fmt.Errorf("fsync %q: %w", p, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Fsync(fd); err != nil {
+		return fmt.Errorf("fsync %q: %w", p, err)
+	}
+	return nil
+}

@@ -1,0 +1,29 @@
+// Package posixns serves a namespace.FS from a local directory: the backing
+// file system (the PFS) as a cache server sees it.
+//
+// Every operation runs under ident.DoContext, so the kernel of the backing
+// file system makes every permission check, parent directories included, as
+// the identity carried by the context: the caller's, or the one an
+// administrator configured for the instance.
+//
+// Paths never leave the root. Parent directories and files are opened with
+// openat2(2) and RESOLVE_BENEATH|RESOLVE_NO_MAGICLINKS, so that a symbolic
+// link inside the tree that points outside it (absolutely, or with "..")
+// fails with EXDEV instead of being followed; the final name is then handled
+// with the *at system calls (fstatat, mkdirat, unlinkat, renameat2, ...)
+// without following a final symbolic link. Extended attributes are reached
+// through an O_PATH descriptor of the final name and its /proc/self/fd entry,
+// which names the file itself even when it is a symbolic link.
+//
+// Data calls (ReadAt, WriteAt, Fsync) open the file per call. They are only
+// made for a file that the caller has opened, and an open file stays usable
+// after its mode changes (a file created with mode 0444 and O_RDWR can be
+// written), so when the caller's identity may no longer open the file, the
+// descriptor is opened with the server's own identity and the write itself
+// still runs as the caller: the kernel then clears the setuid and setgid bits
+// on write exactly as it would for the caller.
+//
+// Modes of new files and directories are exactly the ones asked for: the
+// client's kernel has applied the caller's umask already, so the umask of the
+// server process, which the kernel applies again, is undone.
+package posixns

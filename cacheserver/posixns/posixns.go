@@ -1,0 +1,131 @@
+package posixns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+)
+
+// resolve keeps every lookup beneath the root: ".." cannot climb above it,
+// absolute symbolic links and links that climb out fail with EXDEV, and
+// /proc magic links are refused.
+const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
+
+// FS is a namespace.FS over a local directory. It is safe for concurrent use.
+type FS struct {
+	root int
+	dir  string
+}
+
+var _ namespace.FS = (*FS)(nil)
+
+// New opens the directory dir as the root of a namespace. The directory stays
+// open until Close, so it is served even if it is renamed.
+func New(dir string) (*FS, error) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening backing directory %s: %w", dir, err)
+	}
+	return &FS{root: fd, dir: dir}, nil
+}
+
+// Close releases the root directory. No call may be made after Close.
+func (f *FS) Close() error {
+	return unix.Close(f.root)
+}
+
+// Dir returns the directory that f serves, as it was given to New.
+func (f *FS) Dir() string { return f.dir }
+
+// split returns the parent directory of p (relative to the root, "." for the
+// root itself) and its final name ("." for the root).
+func split(p string) (dir, name string) {
+	if p == "" {
+		return ".", "."
+	}
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 {
+		return ".", p
+	}
+	return p[:i], p[i+1:]
+}
+
+// openat2 opens p beneath the root, retrying when a concurrent rename makes
+// the kernel refuse to resolve ".." safely.
+func (f *FS) openat2(p string, flags uint64, mode uint32) (int, error) {
+	how := unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Mode: uint64(mode), Resolve: resolve}
+	for {
+		fd, err := unix.Openat2(f.root, p, &how)
+		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
+			return fd, err
+		}
+	}
+}
+
+// openDir opens the directory dir beneath the root with O_PATH: only search
+// permission on the directories that lead to it is needed, as for any lookup.
+func (f *FS) openDir(dir string) (int, error) {
+	if dir == "." {
+		return f.root, nil
+	}
+	return f.openat2(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+}
+
+func (f *FS) closeDir(fd int) {
+	if fd != f.root {
+		unix.Close(fd)
+	}
+}
+
+// at runs fn as the identity in ctx with the parent directory of p open and
+// the final name of p.
+func (f *FS) at(ctx context.Context, op, p string, fn func(dirfd int, name string) error) error {
+	if err := namespace.CheckPath(p); err != nil {
+		return fmt.Errorf("%s %q: %w", op, p, err)
+	}
+	err := ident.DoContext(ctx, func() error {
+		dir, name := split(p)
+		dirfd, err := f.openDir(dir)
+		if err != nil {
+			return err
+		}
+		defer f.closeDir(dirfd)
+		return fn(dirfd, name)
+	})
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", op, p, err)
+	}
+	return nil
+}
+
+// at2 is at for the two paths of rename and link.
+func (f *FS) at2(ctx context.Context, op, p1, p2 string, fn func(d1 int, n1 string, d2 int, n2 string) error) error {
+	if err := errors.Join(namespace.CheckPath(p1), namespace.CheckPath(p2)); err != nil {
+		return fmt.Errorf("%s %q %q: %w", op, p1, p2, namespace.ErrBadPath)
+	}
+	err := ident.DoContext(ctx, func() error {
+		dir1, name1 := split(p1)
+		dir2, name2 := split(p2)
+		d1, err := f.openDir(dir1)
+		if err != nil {
+			return err
+		}
+		defer f.closeDir(d1)
+		d2, err := f.openDir(dir2)
+		if err != nil {
+			return err
+		}
+		defer f.closeDir(d2)
+		return fn(d1, name1, d2, name2)
+	})
+	if err != nil {
+		return fmt.Errorf("%s %q %q: %w", op, p1, p2, err)
+	}
+	return nil
+}
