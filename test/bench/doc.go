@@ -1,0 +1,23 @@
+// Command bench measures burstcache against the file systems it competes
+// with, in one run on one machine, and prints ratios.
+//
+// It runs the same IOR-like workloads (file-per-process and shared-file
+// sequential 1 MiB writes and reads, 4 KiB random reads and writes, and
+// create/stat/unlink rates) against:
+//
+//   - raw: the backing directory itself;
+//   - passthrough: a bare go-fuse loopback mount of the backing directory,
+//     the cost of FUSE alone;
+//   - burstcache: a standalone cache (`burstcache local up`) over the backing
+//     directory, cold (nothing cached), warm (everything cached), and while
+//     write-back is running;
+//   - slow: a backing store that adds a fixed latency to every operation
+//     (a latency-injecting FUSE loopback with the kernel page cache off, the
+//     way a remote parallel file system feels), alone and behind burstcache.
+//
+// Machines here are noisy, so each number is only compared with numbers
+// measured in the same run. Results go to stdout as a table, and with -out to
+// a Markdown file and an SVG plot that the README shows.
+//
+//	go run ./test/bench -burstcache bin/burstcache -out docs/bench
+package main

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Columns of the result table, in the order they are printed.
+const (
+	colRaw         = "raw"
+	colPassthrough = "passthrough"
+	colCold        = "burstcache cold"
+	colWarm        = "burstcache warm"
+	colWriteBack   = "during write-back"
+	colSlow        = "slow backing"
+	colSlowCached  = "burstcache over slow"
+)
+
+var columns = []string{colRaw, colPassthrough, colCold, colWarm, colWriteBack, colSlow, colSlowCached}
+
+// results maps workload name and column to a rate.
+type results map[string]map[string]float64
+
+func (r results) set(w, col string, v float64) {
+	if r[w] == nil {
+		r[w] = map[string]float64{}
+	}
+	r[w][col] = v
+}
+
+type config struct {
+	work     string
+	bin      string
+	out      string
+	delay    time.Duration
+	servers  int
+	capacity string
+	ballast  int64
+	p        params
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.work, "work", "/var/tmp/burstcache-bench", "scratch directory on the disk under test")
+	flag.StringVar(&c.bin, "burstcache", "bin/burstcache", "burstcache binary")
+	flag.StringVar(&c.out, "out", "", "directory for results.md and results.svg (none: stdout only)")
+	flag.DurationVar(&c.delay, "delay", time.Millisecond, "latency the slow backing store adds to every operation")
+	flag.IntVar(&c.servers, "servers", 2, "cache servers")
+	flag.StringVar(&c.capacity, "capacity", "2Gi", "cache capacity")
+	flag.Int64Var(&c.ballast, "ballast", 256<<20, "dirty bytes being written back during the write-back column")
+	flag.IntVar(&c.p.procs, "procs", 2, "concurrent processes (goroutines with their own files)")
+	flag.Int64Var(&c.p.fileSize, "size", 64<<20, "bytes per process")
+	flag.IntVar(&c.p.blockSize, "block", 1<<20, "sequential transfer size")
+	flag.IntVar(&c.p.randOps, "randops", 4000, "operations of each random workload")
+	flag.IntVar(&c.p.metaFiles, "files", 2000, "files of each metadata workload")
+	flag.Parse()
+	log.SetFlags(0)
+
+	restore, err := raisePipeSize()
+	if err != nil {
+		log.Fatalf("bench: %v", err)
+	}
+	defer restore()
+	res, err := run(c)
+	if err == nil {
+		err = report(os.Stdout, c, res)
+	}
+	if err == nil && c.out != "" {
+		err = writeReport(c, res)
+	}
+	if err != nil {
+		log.Printf("bench: %v", err)
+		restore()
+		os.Exit(1)
+	}
+}
+
+func run(c config) (results, error) {
+	if !dropCaches() {
+		log.Print("cannot drop the page cache (not root?): reads may come from memory")
+	}
+	if err := os.RemoveAll(c.work); err != nil {
+		return nil, err
+	}
+	res := results{}
+	steps := []struct {
+		name string
+		fn   func(config, results) error
+	}{
+		{"raw directory", runRaw},
+		{"FUSE passthrough", runPassthrough},
+		{"burstcache", runCache},
+		{"slow backing", runSlow},
+	}
+	for _, s := range steps {
+		log.Printf("Measuring %s", s.name)
+		if err := s.fn(c, res); err != nil {
+			return res, fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	return res, os.RemoveAll(c.work)
+}
+
+// measure runs every workload in a fresh directory under root and records
+// the rates in col. prepareRoot is where prepare writes (the backing
+// directory, to keep prepared files out of a cache), or root itself.
+func measure(res results, col, root, prepareRoot string, p params, only func(workload) bool) error {
+	for _, w := range workloads {
+		if only != nil && !only(w) {
+			continue
+		}
+		sub := filepath.Base(scratch(root, "w"))
+		if err := mkdirs(filepath.Join(root, sub), filepath.Join(prepareRoot, sub)); err != nil {
+			return err
+		}
+		rate, err := measureOne(w, filepath.Join(root, sub), filepath.Join(prepareRoot, sub), p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.name, err)
+		}
+		res.set(w.name, col, rate)
+	}
+	return nil
+}
+
+func measureOne(w workload, dir, prepareDir string, p params) (float64, error) {
+	if w.prepare != nil {
+		if err := w.prepare(prepareDir, p); err != nil {
+			return 0, fmt.Errorf("prepare: %w", err)
+		}
+	}
+	dropCaches()
+	return timed(func() (float64, error) { return w.run(dir, p) })
+}
+
+func runRaw(c config, res results) error {
+	dir := filepath.Join(c.work, "raw")
+	if err := mkdirs(dir); err != nil {
+		return err
+	}
+	return measure(res, colRaw, dir, dir, c.p, nil)
+}
+
+func runPassthrough(c config, res results) error {
+	dir, mnt := filepath.Join(c.work, "pt-backing"), filepath.Join(c.work, "pt-mnt")
+	if err := mkdirs(dir, mnt); err != nil {
+		return err
+	}
+	srv, err := mountLoopback(dir, mnt)
+	if err != nil {
+		return err
+	}
+	defer unmount(srv, mnt)
+	return measure(res, colPassthrough, mnt, dir, c.p, nil)
+}
+
+func isRead(w workload) bool { return w.prepare != nil && w.unit == "MB/s" }
+func isData(w workload) bool { return w.unit == "MB/s" }
+
+// runCache measures burstcache over the local disk: every workload cold,
+// then data workloads warm (re-read, or overwrite of cached extents), then
+// warm again while write-back of other data runs.
+func runCache(c config, res results) error {
+	if _, err := os.Stat(c.bin); err != nil {
+		log.Printf("Skipping burstcache: %v (run make build)", err)
+		return nil
+	}
+	backing, mnt := filepath.Join(c.work, "bc-backing"), filepath.Join(c.work, "bc-mnt")
+	if err := mkdirs(backing, mnt); err != nil {
+		return err
+	}
+	bc := &burstcache{bin: c.bin, mnt: mnt, servers: c.servers, capacity: c.capacity}
+	if err := bc.up(backing, filepath.Join(c.work, "bc-cache")); err != nil {
+		return err
+	}
+	err := errors.Join(
+		coldWarm(res, bc, mnt, backing, c.p),
+		duringWriteBack(res, bc, mnt, backing, c),
+	)
+	return errors.Join(err, bc.down())
+}
+
+func coldWarm(res results, _ *burstcache, mnt, backing string, p params) error {
+	for _, w := range workloads {
+		sub := filepath.Base(scratch(mnt, "w"))
+		dir, pdir := filepath.Join(mnt, sub), filepath.Join(backing, sub)
+		if err := mkdirs(dir); err != nil {
+			return err
+		}
+		cold, err := measureOne(w, dir, pdir, p)
+		if err != nil {
+			return fmt.Errorf("%s cold: %w", w.name, err)
+		}
+		res.set(w.name, colCold, cold)
+		if !isData(w) {
+			continue
+		}
+		dropCaches()
+		warm, err := timed(func() (float64, error) { return w.run(dir, p) })
+		if err != nil {
+			return fmt.Errorf("%s warm: %w", w.name, err)
+		}
+		res.set(w.name, colWarm, warm)
+	}
+	return nil
+}
+
+// duringWriteBack writes ballast dirty data, starts its write-back, and
+// measures warm data workloads while it runs.
+func duringWriteBack(res results, bc *burstcache, mnt, _ string, c config) error {
+	for _, w := range workloads {
+		if !isData(w) {
+			continue
+		}
+		dir := scratch(mnt, "wb")
+		if err := mkdirs(dir); err != nil {
+			return err
+		}
+		if w.prepare != nil {
+			if err := w.prepare(dir, c.p); err != nil {
+				return err
+			}
+			// Read once so the workload's own data is cached (warm).
+			if _, err := w.run(dir, c.p); err != nil {
+				return err
+			}
+		}
+		ballast := scratch(mnt, "ballast")
+		if err := mkdirs(ballast); err != nil {
+			return err
+		}
+		bp := c.p
+		bp.procs, bp.fileSize = 1, c.ballast
+		if _, err := seqWrite(false)(ballast, bp); err != nil {
+			return err
+		}
+		wait := bc.flushAsync(filepath.Base(ballast))
+		rate, err := timed(func() (float64, error) { return w.run(dir, c.p) })
+		if werr := wait(); werr != nil {
+			err = errors.Join(err, werr)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.name, err)
+		}
+		res.set(w.name, colWriteBack, rate)
+	}
+	return nil
+}
+
+// runSlow measures the latency-injected backing store alone, and burstcache
+// over it after the data is cached.
+func runSlow(c config, res results) error {
+	dir, smnt := filepath.Join(c.work, "slow-backing"), filepath.Join(c.work, "slow-mnt")
+	if err := mkdirs(dir, smnt); err != nil {
+		return err
+	}
+	srv, err := mountSlow(dir, smnt, c.delay)
+	if err != nil {
+		return err
+	}
+	defer unmount(srv, smnt)
+	if err := measure(res, colSlow, smnt, dir, c.p, nil); err != nil {
+		return err
+	}
+	if _, err := os.Stat(c.bin); err != nil {
+		return nil
+	}
+	return slowCached(c, res, srv, smnt)
+}
+
+func slowCached(c config, res results, _ *fuse.Server, smnt string) error {
+	mnt := filepath.Join(c.work, "slowbc-mnt")
+	if err := mkdirs(mnt); err != nil {
+		return err
+	}
+	bc := &burstcache{bin: c.bin, mnt: mnt, servers: c.servers, capacity: c.capacity}
+	if err := bc.up(smnt, filepath.Join(c.work, "slowbc-cache")); err != nil {
+		return err
+	}
+	err := func() error {
+		for _, w := range workloads {
+			if !isRead(w) {
+				continue
+			}
+			dir := scratch(mnt, "w")
+			if err := mkdirs(dir); err != nil {
+				return err
+			}
+			if err := w.prepare(dir, c.p); err != nil {
+				return err
+			}
+			if _, err := w.run(dir, c.p); err != nil { // copy up everything once
+				return err
+			}
+			dropCaches()
+			rate, err := timed(func() (float64, error) { return w.run(dir, c.p) })
+			if err != nil {
+				return fmt.Errorf("%s: %w", w.name, err)
+			}
+			res.set(w.name, colSlowCached, rate)
+		}
+		return nil
+	}()
+	return errors.Join(err, bc.down())
+}
