@@ -1,0 +1,129 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// Client calls the control API of one server.
+type Client struct {
+	base string
+	http *http.Client
+}
+
+// NewClient returns a client of the control API at addr ("host:port" or a
+// URL). A nil hc means http.DefaultClient; give one with a timeout for calls
+// other than Flush and Drain, which block until the flush ends.
+func NewClient(addr string, hc *http.Client) *Client {
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return &Client{base: strings.TrimSuffix(addr, "/"), http: hc}
+}
+
+// Flush writes back every dirty byte of the server. It blocks until the
+// flush ends or ctx does. An incomplete flush returns the bytes left and an
+// error matching ErrFlushIncomplete.
+func (c *Client) Flush(ctx context.Context) (FlushResult, error) {
+	return c.flush(ctx, "flush")
+}
+
+// Drain makes the server refuse new writes with EROFS, then flushes as
+// Flush does.
+func (c *Client) Drain(ctx context.Context) (FlushResult, error) {
+	return c.flush(ctx, "drain")
+}
+
+func (c *Client) flush(ctx context.Context, op string) (FlushResult, error) {
+	var res FlushResult
+	err := c.call(ctx, op, http.MethodPost, "/v1/"+op, nil, &res)
+	if e, ok := err.(*Error); ok {
+		res.RemainingBytes, res.Error = e.Body.RemainingBytes, e.Body.Error
+	}
+	return res, err
+}
+
+// FlushPath writes back the dirty data of path.
+func (c *Client) FlushPath(ctx context.Context, path string) error {
+	return c.call(ctx, "flush path", http.MethodPost, "/v1/paths/flush", PathRequest{path}, nil)
+}
+
+// EvictPath drops the clean cached data of path.
+func (c *Client) EvictPath(ctx context.Context, path string) error {
+	return c.call(ctx, "evict path", http.MethodPost, "/v1/paths/evict", PathRequest{path}, nil)
+}
+
+// InvalidatePath forgets the clean cached data of path, so that changes made
+// to the backing store behind the cache's back are seen.
+func (c *Client) InvalidatePath(ctx context.Context, path string) error {
+	return c.call(ctx, "invalidate path", http.MethodPost, "/v1/paths/invalidate", PathRequest{path}, nil)
+}
+
+// Preload copies the extents of path that this server holds up from the
+// backing store.
+func (c *Client) Preload(ctx context.Context, path string) error {
+	return c.call(ctx, "preload", http.MethodPost, "/v1/paths/preload", PathRequest{path}, nil)
+}
+
+// Stats returns the server's statistics.
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	var st Stats
+	err := c.call(ctx, "stats", http.MethodGet, "/v1/stats", nil, &st)
+	return st, err
+}
+
+// SetTunables changes the server's knobs.
+func (c *Client) SetTunables(ctx context.Context, t Tunables) error {
+	return c.call(ctx, "set tunables", http.MethodPut, "/v1/tunables", t, nil)
+}
+
+// Ready returns nil if the server serves its data path.
+func (c *Client) Ready(ctx context.Context) error {
+	return c.call(ctx, "ready", http.MethodGet, "/readyz", nil, nil)
+}
+
+func (c *Client) call(ctx context.Context, op, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("control %s: %w", op, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return fmt.Errorf("control %s: %w", op, err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("control %s: %w", op, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("control %s: reading the answer: %w", op, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		e := &Error{Op: op, Status: resp.StatusCode}
+		if json.Unmarshal(data, &e.Body) != nil || e.Body.Error == "" {
+			e.Body.Error = strings.TrimSpace(string(data))
+		}
+		return e
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("control %s: decoding the answer: %w", op, err)
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// fakeService records the calls it gets and fails as it is told.
+type fakeService struct {
+	mu        sync.Mutex
+	calls     []string
+	remaining int64
+	err       error
+	tunables  Tunables
+	ready     bool
+}
+
+func (f *fakeService) record(call string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, call)
+	return f.err
+}
+
+func (f *fakeService) Flush(context.Context) (int64, error) { return f.remaining, f.record("flush") }
+func (f *fakeService) Drain(context.Context) (int64, error) { return f.remaining, f.record("drain") }
+func (f *fakeService) FlushPath(_ context.Context, p string) error {
+	return f.record("flush " + p)
+}
+func (f *fakeService) EvictPath(_ context.Context, p string) error {
+	return f.record("evict " + p)
+}
+func (f *fakeService) InvalidatePath(_ context.Context, p string) error {
+	return f.record("invalidate " + p)
+}
+func (f *fakeService) Preload(_ context.Context, p string) error { return f.record("preload " + p) }
+func (f *fakeService) Stats(context.Context) (Stats, error) {
+	return Stats{Server: ServerInfo{Index: 1, Servers: 3}, Hits: 3, Misses: 1, DirtyBytes: 42}, f.record("stats")
+}
+func (f *fakeService) SetTunables(_ context.Context, t Tunables) error {
+	f.tunables = t
+	return f.record("tunables")
+}
+func (f *fakeService) Ready() bool { return f.ready }
+
+func start(t *testing.T, svc *fakeService) *Client {
+	t.Helper()
+	srv := httptest.NewServer(NewHandler(svc, nil))
+	t.Cleanup(srv.Close)
+	return NewClient(srv.URL, nil)
+}
+
+func TestPathCallsReachTheService(t *testing.T) {
+	ctx := context.Background()
+	tests := map[string]struct {
+		call     func(*Client) error
+		svcErr   error
+		want     string
+		wantErrn error
+	}{
+		"flush path":      {call: func(c *Client) error { return c.FlushPath(ctx, "a/b") }, want: "flush a/b"},
+		"evict":           {call: func(c *Client) error { return c.EvictPath(ctx, "a") }, want: "evict a"},
+		"invalidate":      {call: func(c *Client) error { return c.InvalidatePath(ctx, "x") }, want: "invalidate x"},
+		"preload":         {call: func(c *Client) error { return c.Preload(ctx, "y") }, want: "preload y"},
+		"errno preserved": {call: func(c *Client) error { return c.Preload(ctx, "z") }, svcErr: fmt.Errorf("open z: %w", syscall.ENOENT), want: "preload z", wantErrn: syscall.ENOENT},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			svc := &fakeService{err: tc.svcErr}
+			err := tc.call(start(t, svc))
+			if tc.wantErrn == nil && err != nil || tc.wantErrn != nil && !errors.Is(err, tc.wantErrn) {
+				t.Fatalf("call: %v, want %v", err, tc.wantErrn)
+			}
+			if diff := cmp.Diff([]string{tc.want}, svc.calls); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFlushReportsWhatIsLeft(t *testing.T) {
+	tests := map[string]struct {
+		remaining  int64
+		err        error
+		want       FlushResult
+		incomplete bool
+	}{
+		"complete":   {want: FlushResult{}},
+		"incomplete": {remaining: 4096, err: fmt.Errorf("write back a: %w", syscall.ENOSPC), want: FlushResult{RemainingBytes: 4096, Error: "write back a: no space left on device"}, incomplete: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := start(t, &fakeService{remaining: tc.remaining, err: tc.err})
+			for _, flush := range []func(context.Context) (FlushResult, error){c.Flush, c.Drain} {
+				res, err := flush(context.Background())
+				if diff := cmp.Diff(tc.want, res); diff != "" {
+					t.Errorf("result (-want +got):\n%s", diff)
+				}
+				if errors.Is(err, ErrFlushIncomplete) != tc.incomplete || (err != nil) != tc.incomplete {
+					t.Errorf("err = %v, want incomplete: %v", err, tc.incomplete)
+				}
+				if tc.incomplete && !errors.Is(err, syscall.ENOSPC) {
+					t.Errorf("err = %v, want ENOSPC", err)
+				}
+			}
+		})
+	}
+}
+
+func TestStatsTunablesAndReadiness(t *testing.T) {
+	svc := &fakeService{}
+	c := start(t, svc)
+	ctx := context.Background()
+	st, err := c.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Server.Servers != 3 || st.DirtyBytes != 42 || st.HitRatio() != 0.75 {
+		t.Errorf("stats = %+v", st)
+	}
+	high, threads := 80, 8
+	if err := c.SetTunables(ctx, Tunables{DirtyHighWatermarkPercent: &high, WriteBackThreads: &threads}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Tunables{DirtyHighWatermarkPercent: &high, WriteBackThreads: &threads}, svc.tunables); diff != "" {
+		t.Errorf("tunables (-want +got):\n%s", diff)
+	}
+	if err := c.Ready(ctx); err == nil {
+		t.Errorf("Ready succeeded on a server that does not serve")
+	}
+	svc.ready = true
+	if err := c.Ready(ctx); err != nil {
+		t.Errorf("Ready: %v", err)
+	}
+}

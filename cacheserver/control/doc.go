@@ -1,0 +1,24 @@
+// Package control is the control API of a burstcache cache server: the
+// request and response types, the HTTP handler a server mounts, and the
+// typed Client that the operator, the CSI driver and the command line use.
+//
+// It is the only package under cacheserver/ that code outside it may
+// import, and it imports nothing of the server: the server implements
+// Service.
+//
+// The API is HTTP with JSON bodies on the server's control address:
+//
+//	POST /v1/flush               write back every dirty byte; FlushResult
+//	POST /v1/drain               refuse new writes (EROFS), then flush; FlushResult
+//	POST /v1/paths/flush         write back one path; body PathRequest
+//	POST /v1/paths/evict         drop the clean cached data of a path
+//	POST /v1/paths/invalidate    forget a path's clean data, to see out-of-band changes
+//	POST /v1/paths/preload       copy a path up from the backing store
+//	GET  /v1/stats               Stats
+//	PUT  /v1/tunables            change Tunables live
+//	GET  /healthz                200 while the process runs
+//	GET  /readyz                 200 while the server serves the data path
+//
+// A failed call answers a non-2xx status with an ErrorBody; the client
+// returns it as an *Error that matches its errno with errors.Is.
+package control

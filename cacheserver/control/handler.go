@@ -1,0 +1,142 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"syscall"
+)
+
+// Service is what a cache server provides through the control API. Its
+// methods are called concurrently.
+type Service interface {
+	// Flush writes back every dirty byte and returns the dirty bytes left,
+	// with an error if it could not finish.
+	Flush(ctx context.Context) (remaining int64, err error)
+	// Drain makes new writes fail with EROFS, then flushes.
+	Drain(ctx context.Context) (remaining int64, err error)
+	FlushPath(ctx context.Context, path string) error
+	EvictPath(ctx context.Context, path string) error
+	InvalidatePath(ctx context.Context, path string) error
+	Preload(ctx context.Context, path string) error
+	Stats(ctx context.Context) (Stats, error)
+	SetTunables(ctx context.Context, t Tunables) error
+	// Ready reports whether the data path is being served.
+	Ready() bool
+}
+
+// NewHandler returns the HTTP handler of the control API over svc.
+func NewHandler(svc Service, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	h := &handler{svc: svc, log: log}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/flush", h.flush(svc.Flush, "flush"))
+	mux.HandleFunc("POST /v1/drain", h.flush(svc.Drain, "drain"))
+	mux.HandleFunc("POST /v1/paths/flush", h.path(svc.FlushPath))
+	mux.HandleFunc("POST /v1/paths/evict", h.path(svc.EvictPath))
+	mux.HandleFunc("POST /v1/paths/invalidate", h.path(svc.InvalidatePath))
+	mux.HandleFunc("POST /v1/paths/preload", h.path(svc.Preload))
+	mux.HandleFunc("GET /v1/stats", h.stats)
+	mux.HandleFunc("PUT /v1/tunables", h.tunables)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", h.ready)
+	return mux
+}
+
+type handler struct {
+	svc Service
+	log *slog.Logger
+}
+
+func (h *handler) flush(fn func(context.Context) (int64, error), op string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		h.log.Info("Flushing on request", "op", op)
+		remaining, err := fn(r.Context())
+		if err != nil {
+			h.log.Error("Flush incomplete", "op", op, "remainingBytes", remaining, "err", err)
+			body := errorBody(err)
+			body.RemainingBytes = remaining
+			writeJSON(w, http.StatusInternalServerError, body)
+			return
+		}
+		writeJSON(w, http.StatusOK, FlushResult{RemainingBytes: remaining})
+	}
+}
+
+func (h *handler) path(fn func(context.Context, string) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req PathRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			writeJSON(w, http.StatusBadRequest, ErrorBody{Error: err.Error(), Errno: int(syscall.EINVAL)})
+			return
+		}
+		if err := fn(r.Context(), req.Path); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, struct{}{})
+	}
+}
+
+func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
+	st, err := h.svc.Stats(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (h *handler) tunables(w http.ResponseWriter, r *http.Request) {
+	var t Tunables
+	if err := json.NewDecoder(r.Body).Decode(&t); err != nil {
+		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: err.Error(), Errno: int(syscall.EINVAL)})
+		return
+	}
+	if err := h.svc.SetTunables(r.Context(), t); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+func (h *handler) ready(w http.ResponseWriter, _ *http.Request) {
+	if !h.svc.Ready() {
+		http.Error(w, "not serving", http.StatusServiceUnavailable)
+		return
+	}
+	w.Write([]byte("ok\n"))
+}
+
+func errorBody(err error) ErrorBody {
+	body := ErrorBody{Error: err.Error()}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		body.Errno = int(e)
+	}
+	return body
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	status := http.StatusInternalServerError
+	body := errorBody(err)
+	switch syscall.Errno(body.Errno) {
+	case syscall.ENOENT:
+		status = http.StatusNotFound
+	case syscall.EINVAL:
+		status = http.StatusBadRequest
+	case syscall.EACCES, syscall.EPERM:
+		status = http.StatusForbidden
+	}
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}

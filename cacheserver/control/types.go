@@ -1,0 +1,128 @@
+package control
+
+import (
+	"fmt"
+	"syscall"
+)
+
+// ServerInfo describes a cache server.
+type ServerInfo struct {
+	// Instance names the cache instance the server belongs to.
+	Instance string `json:"instance"`
+	// Index is the server's place among Servers servers.
+	Index   int `json:"index"`
+	Servers int `json:"servers"`
+	// ExtentSize is the striping unit in bytes.
+	ExtentSize int64 `json:"extentSize"`
+	// DataAddress is the address of the data-path protocol.
+	DataAddress string `json:"dataAddress"`
+	// Backing is the backing directory as the server sees it.
+	Backing string `json:"backing"`
+	// Durability is Cache or Backing: where fsync makes data durable.
+	Durability string `json:"durability"`
+	// Draining is true once Drain was called: writes fail with EROFS.
+	Draining bool `json:"draining"`
+	// ActAsCaller is true when backing-store operations run as the caller.
+	ActAsCaller bool `json:"actAsCaller"`
+}
+
+// Stats is what a server reports about its cache.
+type Stats struct {
+	Server ServerInfo `json:"server"`
+	// CapacityBytes is the size of the cache.
+	CapacityBytes int64 `json:"capacityBytes"`
+	// CachedBytes is the data the cache holds, clean or dirty.
+	CachedBytes int64 `json:"cachedBytes"`
+	// DirtyBytes is the data not yet written back.
+	DirtyBytes int64 `json:"dirtyBytes"`
+	// Hits and Misses count extent reads served from the cache and copied
+	// up from the backing store.
+	Hits   uint64 `json:"hits"`
+	Misses uint64 `json:"misses"`
+	// CopyUpBytes and WriteBackBytes count bytes read from and written to
+	// the backing store.
+	CopyUpBytes    int64 `json:"copyUpBytes"`
+	WriteBackBytes int64 `json:"writeBackBytes"`
+	// WriteBackLagSeconds is the age of the oldest dirty data.
+	WriteBackLagSeconds float64 `json:"writeBackLagSeconds"`
+	// Files is the number of files with cached data.
+	Files int64 `json:"files"`
+	// WriteBackErrors counts failed write-backs; LastWriteBackError says
+	// why the latest one failed.
+	WriteBackErrors    uint64 `json:"writeBackErrors"`
+	LastWriteBackError string `json:"lastWriteBackError,omitempty"`
+}
+
+// HitRatio returns Hits / (Hits + Misses), or 0 before any read.
+func (s Stats) HitRatio() float64 {
+	if s.Hits+s.Misses == 0 {
+		return 0
+	}
+	return float64(s.Hits) / float64(s.Hits+s.Misses)
+}
+
+// FlushResult is the answer to Flush and Drain.
+type FlushResult struct {
+	// RemainingBytes is the dirty data left when the call returned: 0 after
+	// a complete flush.
+	RemainingBytes int64 `json:"remainingBytes"`
+	// Error says why the flush could not finish; empty on success.
+	Error string `json:"error,omitempty"`
+}
+
+// PathRequest names a path relative to the root of the backing store.
+type PathRequest struct {
+	Path string `json:"path"`
+}
+
+// Tunables are the knobs that may change while a server runs; nil fields
+// stay as they are. Watermarks are percentages of the capacity.
+type Tunables struct {
+	DirtyHighWatermarkPercent *int   `json:"dirtyHighWatermarkPercent,omitempty"`
+	DirtyLowWatermarkPercent  *int   `json:"dirtyLowWatermarkPercent,omitempty"`
+	EvictHighWatermarkPercent *int   `json:"evictHighWatermarkPercent,omitempty"`
+	EvictLowWatermarkPercent  *int   `json:"evictLowWatermarkPercent,omitempty"`
+	WriteBackThreads          *int   `json:"writeBackThreads,omitempty"`
+	MaxFileSize               *int64 `json:"maxFileSize,omitempty"`
+	MaxFiles                  *int64 `json:"maxFiles,omitempty"`
+}
+
+// ErrorBody is the body of a failed call.
+type ErrorBody struct {
+	Error string `json:"error"`
+	// Errno is the errno of the failure, 0 if it has none.
+	Errno int `json:"errno,omitempty"`
+	// RemainingBytes is set by a flush or drain that could not finish.
+	RemainingBytes int64 `json:"remainingBytes,omitempty"`
+}
+
+// Error is a failed control call as the Client returns it.
+type Error struct {
+	// Op is the call that failed, such as "flush".
+	Op string
+	// Status is the HTTP status.
+	Status int
+	Body   ErrorBody
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("control %s: %s (HTTP %d)", e.Op, e.Body.Error, e.Status)
+}
+
+// Unwrap returns the errno of the failure, so that errors.Is(err,
+// syscall.ENOENT) works, or ErrFlushIncomplete for a flush that left dirty
+// data.
+func (e *Error) Unwrap() []error {
+	var errs []error
+	if e.Body.Errno != 0 {
+		errs = append(errs, syscall.Errno(e.Body.Errno))
+	}
+	if e.Body.RemainingBytes > 0 {
+		errs = append(errs, ErrFlushIncomplete)
+	}
+	return errs
+}
+
+// ErrFlushIncomplete is matched by the error of a Flush or Drain that
+// returned with dirty data left.
+var ErrFlushIncomplete = fmt.Errorf("flush left dirty data behind")
