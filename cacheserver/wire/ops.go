@@ -1,0 +1,203 @@
+package wire
+
+import (
+	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+)
+
+// The operations of the protocol. Data operations go to the server that
+// holds an extent (or to every server); metadata operations go to the
+// server that placement assigns to the path.
+const (
+	// OpRead (path, off i64, len u32) answers the bytes read in the data
+	// section and a bool that is true at the end of the file the server knows.
+	OpRead Op = 1 + iota
+	// OpWrite (path, off i64; data) answers the count written (u32).
+	OpWrite
+	// OpTrim (path, size i64) drops cached data past size.
+	OpTrim
+	// OpDrop (path) forgets cached data of path, dirty or not.
+	OpDrop
+	// OpFlushAndDrop (path) writes back then forgets cached data of path.
+	OpFlushAndDrop
+	// OpSync (path) makes the cached data of path durable per the server's
+	// durability setting.
+	OpSync
+	// OpExtendSize (path, size i64) records that the file is at least size
+	// bytes long.
+	OpExtendSize
+	// OpStatFS () answers a StatFS of the server's cache.
+	OpStatFS
+
+	// OpGetAttr (path) answers an Attr.
+	OpGetAttr
+	// OpSetAttr (path, SetAttr) answers an Attr.
+	OpSetAttr
+	// OpTruncate (path, size i64) sets the size of the file on the backing
+	// store and in the cache, after the client trimmed every server.
+	OpTruncate
+	// OpAccess (path, mask u32).
+	OpAccess
+	// OpReadDir (path) answers a count (u32) and that many entries
+	// (name, mode u32, ino u64).
+	OpReadDir
+	// OpMkdir (path, mode u32) answers an Attr.
+	OpMkdir
+	// OpMknod (path, mode u32, dev u64) answers an Attr.
+	OpMknod
+	// OpRmdir (path).
+	OpRmdir
+	// OpUnlink (path).
+	OpUnlink
+	// OpRename (old, new, flags u32).
+	OpRename
+	// OpSymlink (target, path) answers an Attr.
+	OpSymlink
+	// OpReadlink (path) answers the target.
+	OpReadlink
+	// OpLink (old, new) answers an Attr.
+	OpLink
+	// OpCreate (path, flags u32, mode u32) answers an Attr.
+	OpCreate
+	// OpOpen (path, flags u32) answers an Attr.
+	OpOpen
+	// OpGetxattr (path, name, size u32) answers the size (u32) and, when
+	// size > 0, the value in the data section.
+	OpGetxattr
+	// OpSetxattr (path, name, flags u32; value in the data section).
+	OpSetxattr
+	// OpListxattr (path, size u32) answers like OpGetxattr.
+	OpListxattr
+	// OpRemovexattr (path, name).
+	OpRemovexattr
+	// OpClearSetid (path) clears the setuid bit, and the setgid bit of a
+	// group-executable file, before a caller without CAP_FSETID writes.
+	OpClearSetid
+)
+
+// Attr appends a.
+func (e *Encoder) Attr(a namespace.Attr) *Encoder {
+	e.Uint64(a.Ino).Uint32(a.Mode).Uint32(a.Nlink).Uint32(a.UID).Uint32(a.GID)
+	e.Int64(a.Size).Int64(a.Blocks).Uint64(a.Rdev)
+	return e.Time(a.Atime).Time(a.Mtime).Time(a.Ctime)
+}
+
+// Time appends t as nanoseconds since the epoch.
+func (e *Encoder) Time(t time.Time) *Encoder { return e.Int64(t.UnixNano()) }
+
+// Attr reads an Attr.
+func (d *Decoder) Attr() namespace.Attr {
+	return namespace.Attr{
+		Ino: d.Uint64(), Mode: d.Uint32(), Nlink: d.Uint32(), UID: d.Uint32(), GID: d.Uint32(),
+		Size: d.Int64(), Blocks: d.Int64(), Rdev: d.Uint64(),
+		Atime: d.Time(), Mtime: d.Time(), Ctime: d.Time(),
+	}
+}
+
+// Time reads a time.
+func (d *Decoder) Time() time.Time { return time.Unix(0, d.Int64()) }
+
+const (
+	setMode = 1 << iota
+	setUID
+	setGID
+	setSize
+	setAtime
+	setMtime
+	setAtimeNow
+	setMtimeNow
+)
+
+// SetAttr appends s: a bit mask of the fields present, then those fields.
+func (e *Encoder) SetAttr(s namespace.SetAttr) *Encoder {
+	var mask uint32
+	for bit, present := range map[uint32]bool{
+		setMode: s.Mode != nil, setUID: s.UID != nil, setGID: s.GID != nil, setSize: s.Size != nil,
+		setAtime: s.Atime != nil, setMtime: s.Mtime != nil, setAtimeNow: s.AtimeNow, setMtimeNow: s.MtimeNow,
+	} {
+		if present {
+			mask |= bit
+		}
+	}
+	e.Uint32(mask)
+	if s.Mode != nil {
+		e.Uint32(*s.Mode)
+	}
+	if s.UID != nil {
+		e.Uint32(*s.UID)
+	}
+	if s.GID != nil {
+		e.Uint32(*s.GID)
+	}
+	if s.Size != nil {
+		e.Int64(*s.Size)
+	}
+	if s.Atime != nil {
+		e.Time(*s.Atime)
+	}
+	if s.Mtime != nil {
+		e.Time(*s.Mtime)
+	}
+	return e
+}
+
+// SetAttr reads a SetAttr.
+func (d *Decoder) SetAttr() namespace.SetAttr {
+	mask := d.Uint32()
+	s := namespace.SetAttr{AtimeNow: mask&setAtimeNow != 0, MtimeNow: mask&setMtimeNow != 0}
+	if mask&setMode != 0 {
+		s.Mode = ptr(d.Uint32())
+	}
+	if mask&setUID != 0 {
+		s.UID = ptr(d.Uint32())
+	}
+	if mask&setGID != 0 {
+		s.GID = ptr(d.Uint32())
+	}
+	if mask&setSize != 0 {
+		s.Size = ptr(d.Int64())
+	}
+	if mask&setAtime != 0 {
+		s.Atime = ptr(d.Time())
+	}
+	if mask&setMtime != 0 {
+		s.Mtime = ptr(d.Time())
+	}
+	return s
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// StatFS appends s.
+func (e *Encoder) StatFS(s namespace.StatFS) *Encoder {
+	e.Uint32(s.Bsize).Uint64(s.Blocks).Uint64(s.Bfree).Uint64(s.Bavail)
+	return e.Uint64(s.Files).Uint64(s.Ffree).Uint32(s.NameLen)
+}
+
+// StatFS reads a StatFS.
+func (d *Decoder) StatFS() namespace.StatFS {
+	return namespace.StatFS{
+		Bsize: d.Uint32(), Blocks: d.Uint64(), Bfree: d.Uint64(), Bavail: d.Uint64(),
+		Files: d.Uint64(), Ffree: d.Uint64(), NameLen: d.Uint32(),
+	}
+}
+
+// DirEntries appends a directory listing.
+func (e *Encoder) DirEntries(es []namespace.DirEntry) *Encoder {
+	e.Uint32(uint32(len(es)))
+	for _, de := range es {
+		e.String(de.Name).Uint32(de.Mode).Uint64(de.Ino)
+	}
+	return e
+}
+
+// DirEntries reads a directory listing.
+func (d *Decoder) DirEntries() []namespace.DirEntry {
+	n := d.Uint32()
+	var es []namespace.DirEntry
+	for i := uint32(0); i < n && d.Err() == nil; i++ {
+		es = append(es, namespace.DirEntry{Name: d.String(), Mode: d.Uint32(), Ino: d.Uint64()})
+	}
+	return es
+}
