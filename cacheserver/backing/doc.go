@@ -1,0 +1,14 @@
+// Package backing is the store behind a cache: the parallel file system whose
+// files the cache keeps extents of.
+//
+// Store is the interface the cache engine uses. Dir implements it over a POSIX
+// directory: ranged reads and writes go to the same offsets of the same
+// relative paths, writes create missing parent directories, and regions never
+// written stay holes, so sparse files stay sparse. Dir runs every system call
+// under the identity carried by the call's context (see package ident), so
+// the kernel checks permissions, parent directories included, as if the
+// caller touched the file system itself.
+//
+// Faulty wraps a Store to add latency, inject errors and count calls, for
+// tests of what the engine does when the backing store is slow or failing.
+package backing

@@ -1,0 +1,136 @@
+package backing
+
+import (
+	"context"
+	"io/fs"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Op names a Store method, for Faulty's rules and counters.
+type Op string
+
+// The operations Faulty can slow down, fail and count.
+const (
+	OpReadAt   Op = "ReadAt"
+	OpWriteAt  Op = "WriteAt"
+	OpStat     Op = "Stat"
+	OpTruncate Op = "Truncate"
+	OpSync     Op = "Sync"
+	OpRemove   Op = "Remove"
+	OpRename   Op = "Rename"
+	OpReadDir  Op = "ReadDir"
+)
+
+// Faulty wraps a Store, adding latency and errors to chosen operations and
+// counting calls. Its methods are safe for concurrent use.
+type Faulty struct {
+	Store
+
+	mu      sync.Mutex
+	errs    map[Op]error
+	latency map[Op]time.Duration
+	calls   sync.Map // Op -> *atomic.Int64
+}
+
+// NewFaulty wraps s with no faults.
+func NewFaulty(s Store) *Faulty {
+	return &Faulty{Store: s, errs: map[Op]error{}, latency: map[Op]time.Duration{}}
+}
+
+// SetError makes op fail with err; nil clears the fault.
+func (f *Faulty) SetError(op Op, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.errs[op] = err
+}
+
+// SetLatency delays every call of op by d.
+func (f *Faulty) SetLatency(op Op, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.latency[op] = d
+}
+
+// Calls returns how many times op was called.
+func (f *Faulty) Calls(op Op) int64 {
+	c, _ := f.calls.LoadOrStore(op, new(atomic.Int64))
+	return c.(*atomic.Int64).Load()
+}
+
+func (f *Faulty) enter(op Op) error {
+	c, _ := f.calls.LoadOrStore(op, new(atomic.Int64))
+	c.(*atomic.Int64).Add(1)
+	f.mu.Lock()
+	err, d := f.errs[op], f.latency[op]
+	f.mu.Unlock()
+	if d > 0 {
+		time.Sleep(d)
+	}
+	return err
+}
+
+// ReadAt implements Store.
+func (f *Faulty) ReadAt(ctx context.Context, p string, b []byte, off int64) (int, error) {
+	if err := f.enter(OpReadAt); err != nil {
+		return 0, err
+	}
+	return f.Store.ReadAt(ctx, p, b, off)
+}
+
+// WriteAt implements Store.
+func (f *Faulty) WriteAt(ctx context.Context, p string, b []byte, off int64) (int, error) {
+	if err := f.enter(OpWriteAt); err != nil {
+		return 0, err
+	}
+	return f.Store.WriteAt(ctx, p, b, off)
+}
+
+// Stat implements Store.
+func (f *Faulty) Stat(ctx context.Context, p string) (fs.FileInfo, error) {
+	if err := f.enter(OpStat); err != nil {
+		return nil, err
+	}
+	return f.Store.Stat(ctx, p)
+}
+
+// Truncate implements Store.
+func (f *Faulty) Truncate(ctx context.Context, p string, size int64) error {
+	if err := f.enter(OpTruncate); err != nil {
+		return err
+	}
+	return f.Store.Truncate(ctx, p, size)
+}
+
+// Sync implements Store.
+func (f *Faulty) Sync(ctx context.Context, p string) error {
+	if err := f.enter(OpSync); err != nil {
+		return err
+	}
+	return f.Store.Sync(ctx, p)
+}
+
+// Remove implements Store.
+func (f *Faulty) Remove(ctx context.Context, p string) error {
+	if err := f.enter(OpRemove); err != nil {
+		return err
+	}
+	return f.Store.Remove(ctx, p)
+}
+
+// Rename implements Store.
+func (f *Faulty) Rename(ctx context.Context, oldPath, newPath string) error {
+	if err := f.enter(OpRename); err != nil {
+		return err
+	}
+	return f.Store.Rename(ctx, oldPath, newPath)
+}
+
+// ReadDir implements Store.
+func (f *Faulty) ReadDir(ctx context.Context, p string) ([]fs.DirEntry, error) {
+	if err := f.enter(OpReadDir); err != nil {
+		return nil, err
+	}
+	return f.Store.ReadDir(ctx, p)
+}

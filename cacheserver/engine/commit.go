@@ -1,0 +1,154 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/burstcache/burstcache/cacheserver/index"
+)
+
+// markExtLocked queues the index entry of x for the next commit.
+func (e *Engine) markExtLocked(x *extent) { e.idxExt[x.key()] = struct{}{} }
+
+// markFileLocked queues the file record of f for the next commit.
+func (e *Engine) markFileLocked(f *file) { e.idxFile[f.path] = struct{}{} }
+
+// freeSlotLocked retires a slot that an index entry may still name: it
+// becomes reusable only after the commit that forgets that entry is durable,
+// or a crash could leave the old entry pointing at new data.
+func (e *Engine) freeSlotLocked(slot int32) {
+	e.pendingFree = append(e.pendingFree, slot)
+	e.kickCommit()
+}
+
+func (e *Engine) kickCommit() {
+	select {
+	case e.commitKick <- struct{}{}:
+	default:
+	}
+}
+
+// committer is the single group committer of the index.
+func (e *Engine) committer() {
+	defer e.wg.Done()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-e.commitKick:
+		}
+		if err := e.commitOnce(); err != nil {
+			e.log.Error("Committing cache index failed", "err", err)
+		}
+	}
+}
+
+// commitOnce commits every index change made so far, in one transaction.
+func (e *Engine) commitOnce() error {
+	e.mu.Lock()
+	e.commitStarted++
+	seq := e.commitStarted
+	batch, keys, files := e.batchLocked()
+	freeing := e.pendingFree
+	e.pendingFree = nil
+	e.mu.Unlock()
+
+	err := e.commitBatch(batch)
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err != nil {
+		// Nothing of the batch is durable: queue it again, keep the slots.
+		for _, k := range keys {
+			e.idxExt[k] = struct{}{}
+		}
+		for _, p := range files {
+			e.idxFile[p] = struct{}{}
+		}
+		e.pendingFree = append(e.pendingFree, freeing...)
+	} else {
+		e.free = append(e.free, freeing...)
+	}
+	e.commitErr = err
+	e.commitDone = seq
+	e.cond.Broadcast()
+	return err
+}
+
+// commitBatch makes batch durable.
+func (e *Engine) commitBatch(b index.Batch) error {
+	if len(b.Extents) == 0 && len(b.Files) == 0 {
+		return nil
+	}
+	// Durable step 1: fdatasync the slab. Every entry in the batch names a
+	// slot whose data was written before the entry was queued, so after this
+	// the data the batch refers to is on disk. A crash here leaves the index
+	// as of the previous commit: new slots are unreferenced (free on
+	// recovery), and dirty extents written in place are recovered as dirty
+	// over their whole valid range.
+	if err := e.slab.Sync(); err != nil {
+		return err
+	}
+	// Durable step 2: the bbolt transaction (see index.DB.Commit). A crash
+	// before it completes leaves the previous index; after it, the batch.
+	return e.idx.Commit(b)
+}
+
+// batchLocked serialises the queued changes from the current in-memory state.
+func (e *Engine) batchLocked() (index.Batch, []index.Key, []string) {
+	b := index.Batch{Extents: map[index.Key]*index.Extent{}, Files: map[string]*index.File{}}
+	keys := make([]index.Key, 0, len(e.idxExt))
+	for k := range e.idxExt {
+		keys = append(keys, k)
+		b.Extents[k] = e.entryLocked(k)
+	}
+	files := make([]string, 0, len(e.idxFile))
+	for p := range e.idxFile {
+		files = append(files, p)
+		if f := e.files[p]; f != nil && f.record {
+			b.Files[p] = &index.File{Size: f.size, Cred: f.cred}
+		} else {
+			b.Files[p] = nil
+		}
+	}
+	clear(e.idxExt)
+	clear(e.idxFile)
+	return b, keys, files
+}
+
+// entryLocked returns the index entry of k, or nil when it has none.
+func (e *Engine) entryLocked(k index.Key) *index.Extent {
+	f := e.files[k.Path]
+	if f == nil {
+		return nil
+	}
+	x := f.extents[k.Index]
+	if x == nil || x.state != ready {
+		return nil
+	}
+	return &index.Extent{Slot: uint32(x.slot), Valid: uint32(x.valid),
+		DirtyLo: uint32(x.lo), DirtyHi: uint32(x.hi), LastWrite: x.lastWrite.UnixNano()}
+}
+
+// waitCommit makes every change made before the call durable.
+func (e *Engine) waitCommit(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	target := e.commitStarted + 1
+	e.kickCommit()
+	for e.commitDone < target {
+		if e.closed && e.active == 0 {
+			return ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		e.cond.Wait()
+	}
+	if e.commitErr != nil {
+		return errors.Join(errCommit, e.commitErr)
+	}
+	return nil
+}
+
+var errCommit = errors.New("committing cache index")

@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/backing"
+	"github.com/burstcache/burstcache/cacheserver/vfs"
+)
+
+// Sentinel errors. Callers match them with errors.Is and map them to errno.
+var (
+	// ErrFileTooLarge (EFBIG): a write or truncate past Tunables.MaxFileSize.
+	ErrFileTooLarge = errors.New("file too large")
+	// ErrTooManyFiles (EDQUOT): the first write to a new file when the cache
+	// already holds Tunables.MaxFiles files.
+	ErrTooManyFiles = errors.New("too many files")
+	// ErrReadOnly (EROFS): bytes written to the cache device within the
+	// write window passed Multiplier x Capacity; the cache refuses writes
+	// until old writes leave the window.
+	ErrReadOnly = errors.New("cache is read-only: write window exceeded")
+	// ErrClosed: the engine was closed.
+	ErrClosed = errors.New("cache engine closed")
+	// ErrDirtyLeft: a flush gave up with dirty data left; the error says
+	// how much and wraps the last write-back error.
+	ErrDirtyLeft = errors.New("dirty data left after flush")
+	// ErrGeometry: the cache directory was made with another extent size or
+	// a larger capacity than the configuration asks for.
+	ErrGeometry = errors.New("cache directory geometry does not match the configuration")
+	// ErrInvalid: an argument (negative offset or size, bad path, bad
+	// configuration) is invalid (EINVAL).
+	ErrInvalid = errors.New("invalid argument")
+)
+
+// Durability says what Sync guarantees.
+type Durability string
+
+const (
+	// Cache: Sync returns once the file's data and the cache index are
+	// durable on the cache device.
+	Cache Durability = "Cache"
+	// Backing: Sync returns once the file's dirty data is written back and
+	// fsynced on the backing store.
+	Backing Durability = "Backing"
+)
+
+// Clock tells the time. Tests substitute a fake one to move the write window.
+type Clock interface {
+	Now() time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+// WriteWindow limits the bytes written to the cache device: at most
+// Multiplier x Capacity within any sliding Length.
+type WriteWindow struct {
+	// Multiplier defaults to 10; a negative value disables the limit.
+	Multiplier float64
+	// Length defaults to 24h.
+	Length time.Duration
+}
+
+// Tunables are the knobs that can change while the engine runs.
+type Tunables struct {
+	// WriteBackThreads is the number of write-back workers (default 4).
+	WriteBackThreads int
+	// DirtyHigh and DirtyLow are percentages of Capacity: write-back starts
+	// when dirty extents pass DirtyHigh and stops at DirtyLow (default 50, 25).
+	DirtyHigh, DirtyLow int
+	// EvictHigh and EvictLow are percentages of Capacity: eviction of clean
+	// extents starts past EvictHigh and stops at EvictLow (default 95, 85).
+	EvictHigh, EvictLow int
+	// MaxFileSize limits the size of a file in bytes; 0 means no limit.
+	MaxFileSize int64
+	// MaxFiles limits the number of files written through the cache that
+	// it still holds; 0 means no limit.
+	MaxFiles int64
+	// WriteWindow limits the bytes written to the cache device.
+	WriteWindow WriteWindow
+}
+
+// Config configures an Engine.
+type Config struct {
+	// Dir is the cache directory on the local SSD.
+	Dir string
+	// Backing is the store the cache is in front of.
+	Backing backing.Store
+	// ExtentSize is the unit of caching in bytes (default 1 MiB).
+	ExtentSize int64
+	// Capacity is the cache space in bytes, rounded down to extents.
+	Capacity int64
+	// Tunables holds the run-time knobs.
+	Tunables Tunables
+	// Durability says what Sync guarantees (default Cache).
+	Durability Durability
+	// Clock defaults to the system clock.
+	Clock Clock
+	// FS is the file system of Dir (default vfs.OS).
+	FS vfs.FS
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.ExtentSize == 0 {
+		c.ExtentSize = 1 << 20
+	}
+	if c.Clock == nil {
+		c.Clock = realClock{}
+	}
+	if c.FS == nil {
+		c.FS = vfs.OS{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Durability == "" {
+		c.Durability = Cache
+	}
+	c.Tunables = c.Tunables.withDefaults()
+	switch {
+	case c.Dir == "" || c.Backing == nil:
+		return c, fmt.Errorf("%w: Dir and Backing are required", ErrInvalid)
+	case c.ExtentSize < 4096 || c.ExtentSize > 1<<30:
+		return c, fmt.Errorf("%w: extent size %d", ErrInvalid, c.ExtentSize)
+	case c.Capacity/c.ExtentSize < 2:
+		return c, fmt.Errorf("%w: capacity %d holds fewer than 2 extents", ErrInvalid, c.Capacity)
+	case c.Durability != Cache && c.Durability != Backing:
+		return c, fmt.Errorf("%w: durability %q", ErrInvalid, c.Durability)
+	}
+	return c, nil
+}
+
+func (t Tunables) withDefaults() Tunables {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&t.WriteBackThreads, 4)
+	def(&t.DirtyHigh, 50)
+	def(&t.DirtyLow, 25)
+	def(&t.EvictHigh, 95)
+	def(&t.EvictLow, 85)
+	t.DirtyLow = min(t.DirtyLow, t.DirtyHigh)
+	t.EvictLow = min(t.EvictLow, t.EvictHigh)
+	if t.WriteWindow.Multiplier == 0 {
+		t.WriteWindow.Multiplier = 10
+	}
+	if t.WriteWindow.Length <= 0 {
+		t.WriteWindow.Length = 24 * time.Hour
+	}
+	return t
+}

@@ -1,0 +1,227 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/backing"
+	"github.com/burstcache/burstcache/cacheserver/index"
+	"github.com/burstcache/burstcache/cacheserver/slab"
+)
+
+// Engine is a write-back cache of a backing store's files on a local disk.
+// Its methods are safe for concurrent use.
+type Engine struct {
+	cfg     Config
+	log     *slog.Logger
+	backing backing.Store
+	es      int64
+	slab    *slab.Slab
+	idx     *index.DB
+	bufs    sync.Pool
+
+	mu    sync.Mutex
+	cond  *sync.Cond // broadcast on any change waiters may wait for
+	tun   Tunables
+	files map[string]*file
+	nfile int64 // files with a record
+
+	free        []int32 // slots no durable index entry refers to
+	pendingFree []int32 // slots freed in memory, still named by the index
+	used        int64   // slots referenced by extents
+	clean       xlist
+	dirty       xlist
+	dirtyBytes  int64
+
+	// Index changes not yet committed, and the committer's progress.
+	idxExt        map[index.Key]struct{}
+	idxFile       map[string]struct{}
+	commitStarted uint64
+	commitDone    uint64
+	commitErr     error
+	commitKick    chan struct{}
+
+	wbActive     bool
+	flushAll     int
+	spaceWaiters int
+	workers      int
+	failStreak   int
+
+	window window
+	st     counters
+
+	closed bool
+	active int
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// Open opens the cache directory cfg.Dir, creating it or recovering the
+// state a previous engine left there, and starts the write-back workers and
+// the index committer. Dirty extents found on recovery are written back.
+func Open(cfg Config) (*Engine, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg: cfg, log: cfg.Logger, backing: cfg.Backing, es: cfg.ExtentSize, tun: cfg.Tunables,
+		files: map[string]*file{}, idxExt: map[index.Key]struct{}{}, idxFile: map[string]struct{}{},
+		commitKick: make(chan struct{}, 1), stop: make(chan struct{}),
+	}
+	e.cond = sync.NewCond(&e.mu)
+	e.bufs.New = func() any { b := make([]byte, e.es); return &b }
+	e.window.length = cfg.Tunables.WriteWindow.Length
+	if err := e.openStore(); err != nil {
+		return nil, err
+	}
+	e.start()
+	return e, nil
+}
+
+// openStore opens the slab and the index and rebuilds the in-memory state.
+func (e *Engine) openStore() error {
+	if err := e.cfg.FS.MkdirAll(e.cfg.Dir, 0o700); err != nil {
+		return fmt.Errorf("creating cache directory: %w", err)
+	}
+	idx, err := index.Open(filepath.Join(e.cfg.Dir, "index.db"), e.cfg.FS)
+	if err != nil {
+		return err
+	}
+	slots, err := e.geometry(idx)
+	if err != nil {
+		idx.Close()
+		return err
+	}
+	sl, err := slab.Open(e.cfg.FS, filepath.Join(e.cfg.Dir, "slab"), e.es, slots)
+	if err != nil {
+		idx.Close()
+		return err
+	}
+	e.idx, e.slab = idx, sl
+	if err := e.recover(); err != nil {
+		idx.Close()
+		sl.Close()
+		return err
+	}
+	return nil
+}
+
+// geometry checks the stored extent size and slot count against the
+// configuration and records them in a new index.
+func (e *Engine) geometry(idx *index.DB) (int64, error) {
+	want := index.Meta{ExtentSize: e.es, Slots: e.cfg.Capacity / e.es}
+	m, ok, err := idx.Meta()
+	if err != nil {
+		return 0, err
+	}
+	if ok && (m.ExtentSize != want.ExtentSize || m.Slots > want.Slots) {
+		return 0, fmt.Errorf("%w: directory has %d slots of %d bytes, config asks %d of %d",
+			ErrGeometry, m.Slots, m.ExtentSize, want.Slots, want.ExtentSize)
+	}
+	if !ok || m.Slots != want.Slots {
+		// Durable step: growing the slab is safe in either order, since no
+		// index entry names a slot past the old count.
+		if err := idx.SetMeta(want); err != nil {
+			return 0, err
+		}
+	}
+	return want.Slots, nil
+}
+
+func (e *Engine) start() {
+	e.wg.Add(2)
+	go e.committer()
+	go e.ticker()
+	e.mu.Lock()
+	e.startWorkersLocked()
+	e.mu.Unlock()
+}
+
+// Close stops the workers, commits the index and closes the cache
+// directory. It does not flush: dirty data stays for the next Open.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return ErrClosed
+	}
+	e.closed = true
+	e.cond.Broadcast()
+	for e.active > 0 {
+		e.cond.Wait()
+	}
+	e.mu.Unlock()
+	close(e.stop)
+	e.wg.Wait()
+	err := e.commitOnce()
+	e.log.Info("Closing cache engine", "dir", e.cfg.Dir, "commitErr", err)
+	return joinErr(err, e.idx.Close(), e.slab.Close())
+}
+
+// enter admits an API call; leave ends it. Close waits for admitted calls.
+func (e *Engine) enter() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	e.active++
+	return nil
+}
+
+func (e *Engine) leave() {
+	e.mu.Lock()
+	e.active--
+	if e.active == 0 {
+		e.cond.Broadcast()
+	}
+	e.mu.Unlock()
+}
+
+// ticker wakes waiters periodically, so that write-back retries after its
+// backoff and waits notice cancelled contexts.
+func (e *Engine) ticker() {
+	defer e.wg.Done()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+			e.mu.Lock()
+			e.cond.Broadcast()
+			e.mu.Unlock()
+		}
+	}
+}
+
+// fileLocked returns the state of path, creating it.
+func (e *Engine) fileLocked(path string) *file {
+	f := e.files[path]
+	if f == nil {
+		f = &file{path: path, extents: map[int64]*extent{}}
+		e.files[path] = f
+	}
+	return f
+}
+
+func (e *Engine) getBuf() *[]byte  { return e.bufs.Get().(*[]byte) }
+func (e *Engine) putBuf(b *[]byte) { e.bufs.Put(b) }
+
+// waitCtxLocked waits on cond, waking when ctx is done too.
+func (e *Engine) waitCtxLocked(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if e.closed {
+		return ErrClosed
+	}
+	e.cond.Wait()
+	return ctx.Err()
+}

@@ -1,0 +1,114 @@
+package engine
+
+import (
+	"sync"
+	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/index"
+)
+
+// extentState is the life cycle of an in-memory extent.
+type extentState uint8
+
+const (
+	// loading: a placeholder whose creator holds mu and is filling a slot.
+	loading extentState = iota
+	// ready: the extent's slot holds its data.
+	ready
+	// dead: removed from its file; holders of a stale pointer retry.
+	dead
+)
+
+// extent is one cached extent of a file.
+//
+// Locking: mu guards the content of the slot (readers and write-back take it
+// shared, writers exclusively). state, slot and valid change only with mu held
+// exclusively and Engine.mu held; lo, hi, gen and the list links change with
+// Engine.mu held and mu held in either mode. Lock order: file.wbmu, then
+// extent.mu, then Engine.mu (Engine.mu may only TryLock an extent).
+type extent struct {
+	f   *file
+	idx int64
+	mu  sync.RWMutex
+
+	state  extentState
+	slot   int32
+	valid  int32 // bytes [0, valid) of the slot are data; past it, zeros
+	lo, hi int32 // dirty byte range; lo == hi means clean
+	gen    uint64
+	// lastWrite orders write-back; dirtySince gives the write-back lag.
+	lastWrite, dirtySince time.Time
+
+	wb       bool // a write-back of this extent is in flight
+	failures int
+	retryAt  time.Time
+
+	list       *xlist
+	prev, next *extent
+}
+
+func (x *extent) dirty() bool { return x.hi > x.lo }
+
+func (x *extent) key() index.Key { return index.Key{Path: x.f.path, Index: x.idx} }
+
+// file is the in-memory state of one file the engine knows.
+type file struct {
+	path    string
+	extents map[int64]*extent
+
+	// wbmu is held shared by write-back while it writes to the backing
+	// file, and exclusively by operations that must not race with it
+	// (trim, truncate, drop).
+	wbmu sync.RWMutex
+
+	// Guarded by Engine.mu.
+	size        int64 // size the cache knows: writes, ExtendSize, truncate
+	backingSize int64 // size of the backing file, as last seen
+	statted     bool  // backingSize is known
+	exists      bool  // the backing file existed when statted
+	record      bool  // has a durable file record (counts against MaxFiles)
+	cred        *ident.Cred
+	dead        bool
+}
+
+// xlist is an intrusive doubly linked list of extents: the clean list in
+// least-recently-used order, the dirty list in least-recently-written order.
+type xlist struct {
+	head, tail *extent
+	n          int
+}
+
+func (l *xlist) pushBack(x *extent) {
+	x.list, x.prev, x.next = l, l.tail, nil
+	if l.tail != nil {
+		l.tail.next = x
+	} else {
+		l.head = x
+	}
+	l.tail = x
+	l.n++
+}
+
+func (l *xlist) remove(x *extent) {
+	if x.list != l {
+		return
+	}
+	if x.prev != nil {
+		x.prev.next = x.next
+	} else {
+		l.head = x.next
+	}
+	if x.next != nil {
+		x.next.prev = x.prev
+	} else {
+		l.tail = x.prev
+	}
+	x.list, x.prev, x.next = nil, nil, nil
+	l.n--
+}
+
+func (l *xlist) moveToBack(x *extent) {
+	l.remove(x)
+	l.pushBack(x)
+}

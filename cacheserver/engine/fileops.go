@@ -1,0 +1,208 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+)
+
+// Size returns the true size of path: the largest of the backing file's
+// size, the end of data only the cache holds, and sizes given to ExtendSize.
+func (e *Engine) Size(ctx context.Context, path string) (int64, error) {
+	if err := e.enter(); err != nil {
+		return 0, err
+	}
+	defer e.leave()
+	e.mu.Lock()
+	if f := e.files[path]; f != nil {
+		f.statted = false
+	}
+	e.mu.Unlock()
+	f, err := e.statFile(ctx, path)
+	if err != nil {
+		return 0, err
+	}
+	return e.knownSize(f), nil
+}
+
+// ExtendSize durably records that path is at least size bytes long, for a
+// file whose data past the backing end of file another server holds. It
+// returns once the record is committed to the index.
+func (e *Engine) ExtendSize(ctx context.Context, path string, size int64) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	if !validPath(path) || size < 0 {
+		return fmt.Errorf("extend %q to %d: %w", path, size, ErrInvalid)
+	}
+	e.mu.Lock()
+	f := e.fileLocked(path)
+	grew := size > f.size
+	if grew {
+		f.size = size
+		if !f.record {
+			f.record = true
+			e.nfile++
+		}
+		e.markFileLocked(f)
+	}
+	e.mu.Unlock()
+	if !grew {
+		return nil
+	}
+	return e.waitCommit(ctx)
+}
+
+// Sync makes the data written to path so far durable: on the cache device
+// (Durability Cache: the slab is fdatasynced and the index committed), or on
+// the backing store (Durability Backing: the path's dirty extents are written
+// back and the backing file fsynced).
+func (e *Engine) Sync(ctx context.Context, path string) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	if e.cfg.Durability == Cache {
+		return e.waitCommit(ctx)
+	}
+	if err := e.flushTree(ctx, path); err != nil {
+		return err
+	}
+	err := e.backing.Sync(ctx, path)
+	if errorsIsNotExist(err) && e.known(path) {
+		// Nothing of the file was ever written back: nothing to sync.
+		return nil
+	}
+	return err
+}
+
+// known reports whether the cache holds anything of path.
+func (e *Engine) known(path string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f := e.files[path]
+	return f != nil && (f.record || len(f.extents) > 0)
+}
+
+// Truncate sets the size of path: on the backing store, then in the cache
+// (extents past size dropped, dirty ones included, the last one trimmed).
+func (e *Engine) Truncate(ctx context.Context, path string, size int64) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	e.mu.Lock()
+	maxSize := e.tun.MaxFileSize
+	e.mu.Unlock()
+	if size < 0 || !validPath(path) {
+		return fmt.Errorf("truncate %q to %d: %w", path, size, ErrInvalid)
+	}
+	if maxSize > 0 && size > maxSize {
+		return fmt.Errorf("truncate %s to %d, limit %d: %w", path, size, maxSize, ErrFileTooLarge)
+	}
+	e.mu.Lock()
+	f := e.fileLocked(path)
+	e.mu.Unlock()
+	// Holding wbmu keeps write-back from writing past size between the two
+	// truncations.
+	f.wbmu.Lock()
+	defer f.wbmu.Unlock()
+	if err := e.backing.Truncate(ctx, path, size); err != nil {
+		return fmt.Errorf("truncating %s: %w", path, err)
+	}
+	e.trimLocked(f, size)
+	e.mu.Lock()
+	f.backingSize, f.statted, f.exists = size, true, true
+	e.mu.Unlock()
+	return nil
+}
+
+// Trim drops what the cache holds of path past size: extents past it, dirty
+// ones included, and the tail of the last one. It waits for in-flight
+// write-back of the file. The backing file is left alone.
+func (e *Engine) Trim(ctx context.Context, path string, size int64) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	if size < 0 {
+		return fmt.Errorf("trim %q to %d: %w", path, size, ErrInvalid)
+	}
+	e.mu.Lock()
+	f := e.files[path]
+	e.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	f.wbmu.Lock()
+	defer f.wbmu.Unlock()
+	e.trimLocked(f, size)
+	return nil
+}
+
+// trimLocked trims f to size; the caller holds f.wbmu.
+func (e *Engine) trimLocked(f *file, size int64) {
+	e.dropExtents(f, func(x *extent) bool { return x.idx*e.es >= size }, true)
+	e.mu.Lock()
+	x := f.extents[size/e.es]
+	e.mu.Unlock()
+	if in := int32(size % e.es); x != nil && in > 0 {
+		x.mu.Lock()
+		e.mu.Lock()
+		e.trimExtentLocked(x, in)
+		e.mu.Unlock()
+		x.mu.Unlock()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f.size = size
+	f.backingSize = min(f.backingSize, size)
+	if f.record {
+		e.markFileLocked(f)
+	}
+}
+
+// trimExtentLocked cuts x, held exclusively, to in bytes.
+func (e *Engine) trimExtentLocked(x *extent, in int32) {
+	if x.state != ready || x.valid <= in && x.hi <= in {
+		return
+	}
+	x.valid = min(x.valid, in)
+	if x.dirty() {
+		if in <= x.lo {
+			e.setCleanLocked(x)
+		} else if x.hi > in {
+			e.dirtyBytes -= int64(x.hi - in)
+			x.hi = in
+		}
+	}
+	x.gen++
+	e.markExtLocked(x)
+}
+
+// dropExtents removes the extents of f that match, dirty ones only if
+// dropDirty, and returns how many dirty extents it left. The caller holds
+// f.wbmu exclusively, so no write-back of f is in flight.
+func (e *Engine) dropExtents(f *file, match func(*extent) bool, dropDirty bool) int {
+	e.mu.Lock()
+	xs := make([]*extent, 0, len(f.extents))
+	for _, x := range f.extents {
+		if match(x) {
+			xs = append(xs, x)
+		}
+	}
+	e.mu.Unlock()
+	left := 0
+	for _, x := range xs {
+		x.mu.Lock()
+		e.mu.Lock()
+		if dropDirty || !x.dirty() {
+			e.removeExtentLocked(x)
+		} else {
+			left++
+		}
+		e.mu.Unlock()
+		x.mu.Unlock()
+	}
+	return left
+}

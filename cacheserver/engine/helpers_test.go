@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/burstcache/burstcache/cacheserver/backing"
+)
+
+// rig is an engine over a temporary backing directory.
+type rig struct {
+	t       testing.TB
+	cfg     Config
+	root    string // backing directory
+	faulty  *backing.Faulty
+	e       *Engine
+}
+
+// newRig opens an engine of slots extents of es bytes; mod adjusts the
+// configuration.
+func newRig(t testing.TB, es int64, slots int64, mod func(*Config)) *rig {
+	t.Helper()
+	r := &rig{t: t, root: t.TempDir()}
+	r.faulty = backing.NewFaulty(backing.NewDir(r.root))
+	r.cfg = Config{
+		Dir: filepath.Join(t.TempDir(), "cache"), Backing: r.faulty, ExtentSize: es, Capacity: es * slots,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	}
+	if mod != nil {
+		mod(&r.cfg)
+	}
+	r.open()
+	t.Cleanup(func() {
+		if r.e != nil {
+			r.e.Close()
+		}
+	})
+	return r
+}
+
+func (r *rig) open() {
+	r.t.Helper()
+	e, err := Open(r.cfg)
+	if err != nil {
+		r.t.Fatalf("Open: %v", err)
+	}
+	r.e = e
+}
+
+// restart closes the engine (without flushing) and opens it again.
+func (r *rig) restart() {
+	r.t.Helper()
+	if err := r.e.Close(); err != nil {
+		r.t.Fatalf("Close: %v", err)
+	}
+	r.open()
+}
+
+func (r *rig) write(p string, off int64, data []byte) {
+	r.t.Helper()
+	n, err := r.e.WriteAt(context.Background(), p, data, off)
+	if err != nil || n != len(data) {
+		r.t.Fatalf("WriteAt(%s, %d, %d bytes) = %d, %v", p, off, len(data), n, err)
+	}
+}
+
+func (r *rig) backingFile(p string) []byte {
+	r.t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.root, p))
+	if err != nil && !os.IsNotExist(err) {
+		r.t.Fatal(err)
+	}
+	return b
+}
+
+// readAll reads path through the engine up to its size.
+func (r *rig) readAll(p string) []byte {
+	r.t.Helper()
+	ctx := context.Background()
+	size, err := r.e.Size(ctx, p)
+	if err != nil {
+		r.t.Fatalf("Size(%s): %v", p, err)
+	}
+	b := make([]byte, size)
+	n, err := r.e.ReadAt(ctx, p, b, 0)
+	if int64(n) != size || (err != nil && n != len(b)) {
+		r.t.Fatalf("ReadAt(%s) = %d, %v; size %d", p, n, err, size)
+	}
+	return b
+}

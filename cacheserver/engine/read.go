@@ -1,0 +1,234 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+
+	"github.com/burstcache/burstcache/cacheserver/backing"
+)
+
+// ReadAt reads len(p) bytes of path at off. A missing extent is first
+// copied up from the backing file (zero-filled past the backing end of file);
+// concurrent readers of the same missing extent share one copy-up. The read
+// stops at the size the engine knows for the file, with io.EOF.
+func (e *Engine) ReadAt(ctx context.Context, path string, p []byte, off int64) (int, error) {
+	if err := e.enter(); err != nil {
+		return 0, err
+	}
+	defer e.leave()
+	if off < 0 {
+		return 0, fmt.Errorf("read %s at %d: %w", path, off, ErrInvalid)
+	}
+	f, err := e.statFile(ctx, path)
+	if err != nil {
+		return 0, err
+	}
+	size := e.knownSize(f)
+	if off >= size {
+		return 0, io.EOF
+	}
+	want := int(min(int64(len(p)), size-off))
+	n, err := e.readRange(ctx, f, p[:want], off)
+	e.mu.Lock()
+	e.st.bytesRead += int64(n)
+	e.mu.Unlock()
+	if err == nil && n < len(p) {
+		err = io.EOF
+	}
+	return n, err
+}
+
+func (e *Engine) readRange(ctx context.Context, f *file, p []byte, off int64) (int, error) {
+	n := 0
+	for n < len(p) {
+		pos := off + int64(n)
+		idx, in := pos/e.es, pos%e.es
+		chunk := int(min(e.es-in, int64(len(p)-n)))
+		if err := e.readExtent(ctx, f, idx, p[n:n+chunk], in); err != nil {
+			return n, fmt.Errorf("reading %s at %d: %w", f.path, pos, err)
+		}
+		n += chunk
+	}
+	return n, nil
+}
+
+// knownSize is the size reads stop at.
+func (e *Engine) knownSize(f *file) int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return max(f.size, f.backingSize)
+}
+
+// statFile returns the state of path, learning the backing file's size on
+// first use. A file that neither the cache nor the backing store knows is
+// fs.ErrNotExist.
+func (e *Engine) statFile(ctx context.Context, path string) (*file, error) {
+	if !validPath(path) {
+		return nil, fmt.Errorf("path %q: %w", path, ErrInvalid)
+	}
+	e.mu.Lock()
+	f := e.fileLocked(path)
+	statted := f.statted
+	e.mu.Unlock()
+	if !statted {
+		fi, err := e.backing.Stat(ctx, path)
+		if err != nil && !errorsIsNotExist(err) {
+			return nil, fmt.Errorf("stat %s: %w", path, err)
+		}
+		e.mu.Lock()
+		if !f.statted {
+			f.statted, f.exists = true, err == nil
+			if err == nil {
+				f.backingSize = fi.Size()
+			}
+		}
+		e.mu.Unlock()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !f.exists && !f.record && len(f.extents) == 0 {
+		return f, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
+	}
+	return f, nil
+}
+
+// readExtent copies extent idx of f, from offset in, into p, copying it up
+// first if missing. An empty p only makes sure the extent is cached.
+func (e *Engine) readExtent(ctx context.Context, f *file, idx int64, p []byte, in int64) error {
+	missed := false
+	for {
+		e.mu.Lock()
+		x := f.extents[idx]
+		e.mu.Unlock()
+		if x == nil {
+			err := e.copyUp(ctx, f, idx)
+			if errors.Is(err, errDropped) {
+				return e.readUncached(ctx, f, idx, p, in)
+			}
+			if err != nil {
+				return err
+			}
+			missed = true
+			continue
+		}
+		x.mu.RLock()
+		done, err := e.readCached(x, p, in, !missed)
+		x.mu.RUnlock()
+		if done || err != nil {
+			return err
+		}
+	}
+}
+
+// readUncached reads from the backing store directly, for a file dropped
+// while it was read.
+func (e *Engine) readUncached(ctx context.Context, f *file, idx int64, p []byte, in int64) error {
+	n, err := backing.ReadFull(ctx, e.backing, f.path, p, idx*e.es+in)
+	clear(p[n:])
+	return err
+}
+
+// readCached serves p from x, which the caller holds shared; done is false
+// when x died meanwhile.
+func (e *Engine) readCached(x *extent, p []byte, in int64, hit bool) (done bool, err error) {
+	e.mu.Lock()
+	if x.state != ready {
+		e.mu.Unlock()
+		return false, nil
+	}
+	if hit {
+		e.st.hits++
+	}
+	if x.list == &e.clean {
+		e.clean.moveToBack(x)
+	}
+	slot, valid := x.slot, int64(x.valid)
+	e.mu.Unlock()
+	if n := max(min(valid-in, int64(len(p))), 0); n > 0 {
+		if err := e.slab.ReadAt(int(slot), p[:n], in); err != nil {
+			return true, err
+		}
+		clear(p[n:])
+	} else {
+		clear(p)
+	}
+	return true, nil
+}
+
+// copyUp brings extent idx of f into the cache, unless someone else did.
+func (e *Engine) copyUp(ctx context.Context, f *file, idx int64) error {
+	slot, err := e.allocSlot(ctx)
+	if err != nil {
+		return err
+	}
+	x, err := e.placeholder(f, idx, slot)
+	if x == nil || err != nil {
+		return err
+	}
+	defer x.mu.Unlock()
+	buf := e.getBuf()
+	defer e.putBuf(buf)
+	n, err := e.readBacking(ctx, f, idx, *buf)
+	if err == nil {
+		err = e.slab.WriteAt(int(slot), (*buf)[:n], 0)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err != nil {
+		e.abandonLocked(x, slot)
+		return err
+	}
+	e.st.misses++
+	e.st.copyUp += int64(n)
+	e.countDeviceWriteLocked(int64(n))
+	e.publishLocked(x, slot, int32(n))
+	e.clean.pushBack(x)
+	return nil
+}
+
+// placeholder inserts a loading extent idx of f holding slot, locked
+// exclusively by the caller. It returns nil, releasing the slot, when the
+// extent exists already (the caller retries) or f was dropped.
+func (e *Engine) placeholder(f *file, idx int64, slot int32) (*extent, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if f.extents[idx] != nil || f.dead {
+		e.releaseSlotLocked(slot)
+		if f.dead {
+			return nil, errDropped
+		}
+		return nil, nil
+	}
+	x := &extent{f: f, idx: idx, state: loading, slot: -1}
+	x.mu.Lock()
+	f.extents[idx] = x
+	return x, nil
+}
+
+// abandonLocked removes a placeholder whose fill failed.
+func (e *Engine) abandonLocked(x *extent, slot int32) {
+	x.state = dead
+	delete(x.f.extents, x.idx)
+	e.releaseSlotLocked(slot)
+}
+
+// publishLocked makes a filled placeholder ready. Its slot data is written,
+// so the index entry queued here is committed after the data.
+func (e *Engine) publishLocked(x *extent, slot, valid int32) {
+	x.state, x.slot, x.valid = ready, slot, valid
+	e.markExtLocked(x)
+	e.cond.Broadcast()
+}
+
+// readBacking reads extent idx of f from the backing store into buf and
+// returns how many bytes the backing file has there.
+func (e *Engine) readBacking(ctx context.Context, f *file, idx int64, buf []byte) (int, error) {
+	n, err := backing.ReadFull(ctx, e.backing, f.path, buf[:e.es], idx*e.es)
+	if err != nil {
+		return 0, fmt.Errorf("copying up extent %d of %s: %w", idx, f.path, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,73 @@
+package engine
+
+import "time"
+
+// Stats is a snapshot of an engine's counters and state.
+type Stats struct {
+	Hits, Misses   int64 // extent accesses served from the cache / copied up
+	BytesRead      int64 // bytes returned by ReadAt
+	BytesWritten   int64 // bytes accepted by WriteAt
+	CopyUpBytes    int64 // bytes copied up from the backing store
+	WriteBackBytes int64 // bytes written back to the backing store
+	Evictions      int64 // clean extents evicted
+	CachedBytes    int64 // space of cached extents (slots in use x extent size)
+	DirtyBytes     int64 // bytes not yet written back
+	Capacity       int64 // cache space in bytes
+	DirtyExtents   int64
+	// WindowBytes are the bytes written to the cache device (writes and
+	// copy-ups) within the write window; past WindowLimit (-1: no limit)
+	// the cache is ReadOnly.
+	WindowBytes, WindowLimit int64
+	ReadOnly                 bool
+	// WriteBackLag is the age of the oldest dirty data.
+	WriteBackLag time.Duration
+	// Files is the number of files with cached data or a file record.
+	Files int64
+	// WriteBackErrors counts failed write-backs; LastWriteBackError is the
+	// text of the latest one.
+	WriteBackErrors    int64
+	LastWriteBackError string
+}
+
+// counters are the monotonic parts of Stats, guarded by Engine.mu.
+type counters struct {
+	hits, misses, bytesRead, bytesWritten  int64
+	copyUp, writeBack, evictions, wbErrors int64
+	lastWBErr                              error
+}
+
+// Stats returns a snapshot of the engine's statistics.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.cfg.Clock.Now()
+	s := Stats{
+		Hits: e.st.hits, Misses: e.st.misses, BytesRead: e.st.bytesRead, BytesWritten: e.st.bytesWritten,
+		CopyUpBytes: e.st.copyUp, WriteBackBytes: e.st.writeBack, Evictions: e.st.evictions,
+		CachedBytes: e.used * e.es, DirtyBytes: e.dirtyBytes, Capacity: e.slab.Slots() * e.es,
+		DirtyExtents: int64(e.dirty.n), WindowBytes: e.window.sum(now), WindowLimit: e.windowLimitLocked(),
+		ReadOnly: e.readOnlyLocked(), WriteBackErrors: e.st.wbErrors,
+	}
+	if e.st.lastWBErr != nil {
+		s.LastWriteBackError = e.st.lastWBErr.Error()
+	}
+	for x := e.dirty.head; x != nil; x = x.next {
+		s.WriteBackLag = max(s.WriteBackLag, now.Sub(x.dirtySince))
+	}
+	for _, f := range e.files {
+		if f.record || len(f.extents) > 0 {
+			s.Files++
+		}
+	}
+	return s
+}
+
+// SetTunables changes the knobs of a running engine.
+func (e *Engine) SetTunables(t Tunables) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.tun = t.withDefaults()
+	e.window.length = e.tun.WriteWindow.Length
+	e.startWorkersLocked()
+	e.cond.Broadcast()
+}

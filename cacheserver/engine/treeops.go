@@ -1,0 +1,288 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"time"
+)
+
+// Unlink forgets path in the cache, dirty data included, and removes it
+// from the backing store. A file only the cache held (never written back)
+// is not an error.
+func (e *Engine) Unlink(ctx context.Context, p string) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	had := e.drop(p)
+	err := e.backing.Remove(ctx, p)
+	if errorsIsNotExist(err) && had {
+		return nil
+	}
+	return err
+}
+
+// Drop forgets every extent of path, dirty ones included (the file is gone),
+// and its file record. It waits for in-flight write-back of the file.
+func (e *Engine) Drop(ctx context.Context, p string) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	e.drop(p)
+	return nil
+}
+
+// drop forgets path and reports whether the cache held anything of it.
+func (e *Engine) drop(p string) bool {
+	e.mu.Lock()
+	f := e.files[p]
+	e.mu.Unlock()
+	if f == nil {
+		return false
+	}
+	f.wbmu.Lock()
+	defer f.wbmu.Unlock()
+	e.mu.Lock()
+	had := f.record || len(f.extents) > 0
+	e.forgetFileLocked(f)
+	e.mu.Unlock()
+	e.dropExtents(f, func(*extent) bool { return true }, true)
+	return had
+}
+
+// forgetFileLocked removes f from the engine; writers still holding it
+// see it dead and stop.
+func (e *Engine) forgetFileLocked(f *file) {
+	f.dead = true
+	if e.files[f.path] == f {
+		delete(e.files, f.path)
+	}
+	if f.record {
+		f.record = false
+		e.nfile--
+		e.markFileLocked(f)
+	}
+}
+
+// Rename renames oldPath to newPath on the backing store. Cached data is
+// keyed by path and placed on servers by a hash of it, so it cannot follow a
+// rename: both paths (files or whole trees) are flushed and dropped first.
+func (e *Engine) Rename(ctx context.Context, oldPath, newPath string) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	for _, p := range []string{oldPath, newPath} {
+		if err := e.flushAndDrop(ctx, p); err != nil {
+			return fmt.Errorf("rename %s to %s: %w", oldPath, newPath, err)
+		}
+	}
+	return e.backing.Rename(ctx, oldPath, newPath)
+}
+
+// FlushAndDrop writes back the dirty extents of a path, or of every file
+// under a directory, then forgets them and their file records.
+func (e *Engine) FlushAndDrop(ctx context.Context, pathOrDir string) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	return e.flushAndDrop(ctx, pathOrDir)
+}
+
+func (e *Engine) flushAndDrop(ctx context.Context, p string) error {
+	for {
+		if err := e.flushTree(ctx, p); err != nil {
+			return err
+		}
+		// Writes that raced with the flush left dirty extents: go again.
+		if e.dropTree(p, true) == 0 {
+			return nil
+		}
+	}
+}
+
+// FlushPath writes back the dirty extents of a path or of every file under
+// a directory, blocking until they are clean.
+func (e *Engine) FlushPath(ctx context.Context, pathOrDir string) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	return e.flushTree(ctx, pathOrDir)
+}
+
+// EvictPath writes back, then drops the extents of a path or tree.
+func (e *Engine) EvictPath(ctx context.Context, pathOrDir string) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	if err := e.flushTree(ctx, pathOrDir); err != nil {
+		return err
+	}
+	e.dropTree(pathOrDir, false)
+	return nil
+}
+
+// InvalidatePath drops the clean extents of a path or tree, and forgets the
+// backing sizes seen, so that reads see changes made to the backing store
+// behind the cache's back. Dirty extents stay.
+func (e *Engine) InvalidatePath(ctx context.Context, pathOrDir string) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	e.dropTree(pathOrDir, false)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, f := range e.filesUnderLocked(pathOrDir) {
+		f.statted = false
+	}
+	return nil
+}
+
+// dropTree drops the clean extents of the files under dir, and with
+// records also the records of files left without extents. It returns how
+// many dirty extents it left.
+func (e *Engine) dropTree(dir string, records bool) int {
+	e.mu.Lock()
+	fs := e.filesUnderLocked(dir)
+	e.mu.Unlock()
+	left := 0
+	for _, f := range fs {
+		f.wbmu.Lock()
+		left += e.dropExtents(f, func(*extent) bool { return true }, false)
+		e.mu.Lock()
+		if records && len(f.extents) == 0 {
+			e.forgetFileLocked(f)
+		}
+		e.mu.Unlock()
+		f.wbmu.Unlock()
+	}
+	return left
+}
+
+// flushTree writes back, on the calling goroutine, every dirty extent under
+// dir, retrying failures with backoff until flushGiveUp in a row.
+func (e *Engine) flushTree(ctx context.Context, dir string) error {
+	failures := 0
+	for {
+		xs, busy := e.dirtyUnder(dir)
+		if len(xs) == 0 && !busy {
+			return nil
+		}
+		for _, x := range xs {
+			if !e.claim(x) {
+				continue
+			}
+			if err := e.writeBack(x); err != nil {
+				if failures++; failures >= flushGiveUp {
+					return fmt.Errorf("flushing %s: %w", dir, e.dirtyLeft(err))
+				}
+				if err := sleepCtx(ctx, min(backoffMin<<failures, backoffMax)); err != nil {
+					return fmt.Errorf("flushing %s: %w", dir, e.dirtyLeft(err))
+				}
+			} else {
+				failures = 0
+			}
+		}
+		if busy && len(xs) == 0 {
+			if err := sleepCtx(ctx, time.Millisecond); err != nil {
+				return fmt.Errorf("flushing %s: %w", dir, e.dirtyLeft(err))
+			}
+		}
+	}
+}
+
+// dirtyUnder lists the dirty extents under dir nobody writes back, and
+// reports whether others are being written back.
+func (e *Engine) dirtyUnder(dir string) (xs []*extent, busy bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, f := range e.filesUnderLocked(dir) {
+		for _, x := range f.extents {
+			if x.state == ready && x.dirty() {
+				busy = busy || x.wb
+				if !x.wb {
+					xs = append(xs, x)
+				}
+			}
+		}
+	}
+	return xs, busy
+}
+
+// claim marks x as being written back, if it is dirty and nobody else is.
+func (e *Engine) claim(x *extent) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if x.wb || x.state != ready || !x.dirty() {
+		return false
+	}
+	x.wb = true
+	return true
+}
+
+func (e *Engine) dirtyLeft(cause error) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.dirtyLeftLocked(cause)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Preload copies up whole files: path itself, or every file under it when
+// it is a directory.
+func (e *Engine) Preload(ctx context.Context, p string) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	return e.preload(ctx, p)
+}
+
+func (e *Engine) preload(ctx context.Context, p string) error {
+	fi, err := e.backing.Stat(ctx, p)
+	if err != nil {
+		return fmt.Errorf("preloading %s: %w", p, err)
+	}
+	if !fi.IsDir() {
+		return e.preloadFile(ctx, p)
+	}
+	des, err := e.backing.ReadDir(ctx, p)
+	if err != nil {
+		return fmt.Errorf("preloading %s: %w", p, err)
+	}
+	for _, de := range des {
+		if err := e.preload(ctx, path.Join(p, de.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Engine) preloadFile(ctx context.Context, p string) error {
+	f, err := e.statFile(ctx, p)
+	if err != nil {
+		return err
+	}
+	size := e.knownSize(f)
+	for idx := int64(0); idx*e.es < size; idx++ {
+		if err := e.readExtent(ctx, f, idx, nil, 0); err != nil {
+			return fmt.Errorf("preloading %s: %w", p, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+)
+
+const (
+	backoffMin = 10 * time.Millisecond
+	backoffMax = 5 * time.Second
+	// flushGiveUp is how many consecutive write-back failures, with no
+	// success in between, make a flush give up and report what is left.
+	flushGiveUp = 8
+)
+
+// kickWriteBackLocked wakes the write-back workers.
+func (e *Engine) kickWriteBackLocked() { e.cond.Broadcast() }
+
+// startWorkersLocked starts workers up to the configured thread count;
+// workers numbered past it exit by themselves.
+func (e *Engine) startWorkersLocked() {
+	for e.workers < e.tun.WriteBackThreads {
+		e.wg.Add(1)
+		go e.worker(e.workers)
+		e.workers++
+	}
+}
+
+// worker writes back dirty extents while write-back is wanted.
+func (e *Engine) worker(id int) {
+	defer e.wg.Done()
+	e.mu.Lock()
+	for {
+		if e.closed || id >= e.tun.WriteBackThreads {
+			e.workers--
+			e.mu.Unlock()
+			return
+		}
+		x := e.pickDirtyLocked()
+		if x == nil {
+			e.cond.Wait()
+			continue
+		}
+		e.mu.Unlock()
+		e.writeBack(x)
+		e.mu.Lock()
+	}
+}
+
+// pickDirtyLocked claims the least recently written dirty extent when
+// write-back is wanted: past the dirty high watermark down to the low one,
+// during a flush, or when writers wait for space.
+func (e *Engine) pickDirtyLocked() *extent {
+	dirty, total := int64(e.dirty.n), e.slab.Slots()
+	if dirty*100 >= total*int64(e.tun.DirtyHigh) {
+		e.wbActive = true
+	}
+	if dirty*100 <= total*int64(e.tun.DirtyLow) {
+		e.wbActive = false
+	}
+	evictStuck := e.used*100 >= total*int64(e.tun.EvictHigh) && e.clean.n == 0
+	if !e.wbActive && e.flushAll == 0 && e.spaceWaiters == 0 && !evictStuck {
+		return nil
+	}
+	now := time.Now()
+	for x := e.dirty.head; x != nil; x = x.next {
+		if !x.wb && !now.Before(x.retryAt) {
+			x.wb = true
+			return x
+		}
+	}
+	return nil
+}
+
+// writeBack writes the dirty range of x, claimed by the caller, to the
+// backing file, and marks x clean unless it was written meanwhile.
+func (e *Engine) writeBack(x *extent) error {
+	f := x.f
+	f.wbmu.RLock()
+	defer f.wbmu.RUnlock()
+	buf := e.getBuf()
+	defer e.putBuf(buf)
+	x.mu.RLock()
+	e.mu.Lock()
+	ok, slot, lo, hi, gen, cred := x.state == ready && x.dirty(), x.slot, x.lo, x.hi, x.gen, f.cred
+	e.mu.Unlock()
+	var err error
+	if ok {
+		err = e.slab.ReadAt(int(slot), (*buf)[lo:hi], int64(lo))
+	}
+	x.mu.RUnlock()
+	if ok && err == nil {
+		ctx := context.Background()
+		if cred != nil {
+			ctx = ident.NewContext(ctx, *cred)
+		}
+		_, err = e.backing.WriteAt(ctx, f.path, (*buf)[lo:hi], x.idx*e.es+int64(lo))
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x.wb = false
+	e.cond.Broadcast()
+	if !ok {
+		return nil
+	}
+	if err != nil {
+		return e.writeBackFailedLocked(x, err)
+	}
+	e.writeBackDoneLocked(x, gen, lo, hi)
+	return nil
+}
+
+func (e *Engine) writeBackFailedLocked(x *extent, err error) error {
+	err = fmt.Errorf("writing back extent %d of %s: %w", x.idx, x.f.path, err)
+	x.failures++
+	x.retryAt = time.Now().Add(min(backoffMin<<min(x.failures, 20), backoffMax))
+	e.st.wbErrors++
+	e.st.lastWBErr = err
+	e.failStreak++
+	e.log.Warn("Write-back failed, retrying", "path", x.f.path, "extent", x.idx, "failures", x.failures, "err", err)
+	return err
+}
+
+// writeBackDoneLocked records a successful write-back of [lo, hi) of x at
+// generation gen. The clean state is committed with the next batch: a crash
+// before that only writes the extent back again.
+func (e *Engine) writeBackDoneLocked(x *extent, gen uint64, lo, hi int32) {
+	x.failures, x.retryAt = 0, time.Time{}
+	e.failStreak = 0
+	e.st.writeBack += int64(hi - lo)
+	x.f.backingSize = max(x.f.backingSize, x.idx*e.es+int64(hi))
+	x.f.exists = true
+	if x.state == ready && x.gen == gen {
+		e.setCleanLocked(x)
+		e.markExtLocked(x)
+	}
+}
+
+// Flush writes back every dirty extent, with all workers, and blocks until
+// no dirty byte is left. It returns an error wrapping ErrDirtyLeft, saying
+// what is left, when ctx ends or write-back keeps failing.
+func (e *Engine) Flush(ctx context.Context) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.flushAll++
+	defer func() { e.flushAll-- }()
+	e.cond.Broadcast()
+	errs := e.st.wbErrors
+	for e.dirty.n > 0 {
+		if e.st.wbErrors-errs >= flushGiveUp && e.failStreak >= flushGiveUp {
+			return e.dirtyLeftLocked(e.st.lastWBErr)
+		}
+		if err := e.waitCtxLocked(ctx); err != nil {
+			return e.dirtyLeftLocked(err)
+		}
+	}
+	return nil
+}
+
+func (e *Engine) dirtyLeftLocked(cause error) error {
+	return fmt.Errorf("%w: %d bytes in %d extents: %w", ErrDirtyLeft, e.dirtyBytes, e.dirty.n, cause)
+}

@@ -1,0 +1,80 @@
+package index
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+)
+
+func encodeKey(k Key) []byte {
+	b := make([]byte, 0, len(k.Path)+9)
+	b = append(b, k.Path...)
+	b = append(b, 0)
+	return binary.BigEndian.AppendUint64(b, uint64(k.Index))
+}
+
+func decodeKey(b []byte) (Key, error) {
+	i := bytes.IndexByte(b, 0)
+	if i < 0 || len(b)-i-1 != 8 {
+		return Key{}, fmt.Errorf("extent key %q: %w", b, ErrCorrupt)
+	}
+	return Key{Path: string(b[:i]), Index: int64(binary.BigEndian.Uint64(b[i+1:]))}, nil
+}
+
+func encodeExtent(e *Extent) []byte {
+	b := make([]byte, 0, 24)
+	for _, v := range []uint32{e.Slot, e.Valid, e.DirtyLo, e.DirtyHi} {
+		b = binary.BigEndian.AppendUint32(b, v)
+	}
+	return binary.BigEndian.AppendUint64(b, uint64(e.LastWrite))
+}
+
+func decodeExtent(b []byte) (Extent, error) {
+	if len(b) != 24 {
+		return Extent{}, ErrCorrupt
+	}
+	u := func(i int) uint32 { return binary.BigEndian.Uint32(b[4*i:]) }
+	return Extent{Slot: u(0), Valid: u(1), DirtyLo: u(2), DirtyHi: u(3),
+		LastWrite: int64(binary.BigEndian.Uint64(b[16:]))}, nil
+}
+
+func encodeFile(f *File) []byte {
+	b := binary.BigEndian.AppendUint64(nil, uint64(f.Size))
+	if f.Cred == nil {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = binary.BigEndian.AppendUint32(b, f.Cred.UID)
+	b = binary.BigEndian.AppendUint32(b, f.Cred.GID)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(f.Cred.Groups)))
+	for _, g := range f.Cred.Groups {
+		b = binary.BigEndian.AppendUint32(b, g)
+	}
+	return b
+}
+
+func decodeFile(b []byte) (File, error) {
+	if len(b) < 9 {
+		return File{}, ErrCorrupt
+	}
+	f := File{Size: int64(binary.BigEndian.Uint64(b))}
+	if b[8] == 0 {
+		return f, nil
+	}
+	b = b[9:]
+	if len(b) < 12 {
+		return File{}, ErrCorrupt
+	}
+	c := &ident.Cred{UID: binary.BigEndian.Uint32(b), GID: binary.BigEndian.Uint32(b[4:])}
+	n := int(binary.BigEndian.Uint32(b[8:]))
+	if len(b) != 12+4*n {
+		return File{}, ErrCorrupt
+	}
+	for i := range n {
+		c.Groups = append(c.Groups, binary.BigEndian.Uint32(b[12+4*i:]))
+	}
+	f.Cred = c
+	return f, nil
+}

@@ -1,0 +1,30 @@
+// Package index is the durable extent index of a cache directory.
+//
+// The index says which slot of the slab holds each cached extent, how much of
+// the slot is valid, which bytes are dirty, and, per file, the size the cache
+// knows and the identity of its last writer. It lives in a bbolt database
+// (file "index.db" in the cache directory): bbolt commits are atomic and
+// fsynced, so after a crash the index is exactly as of its last commit.
+//
+// # On-disk format
+//
+// All integers are big-endian. Three buckets:
+//
+//	meta     "version"     uint32 format version (1)
+//	         "extentSize"  uint64 bytes per extent and per slot
+//	         "slots"       uint64 number of slots in the slab
+//	extents  key:   path bytes, 0x00, uint64 extent number
+//	         value: uint32 slot, uint32 valid length, uint32 dirty start,
+//	                uint32 dirty end (start == end: clean), int64 last
+//	                write (Unix nanoseconds)                     = 24 bytes
+//	files    key:   path bytes
+//	         value: int64 known size, uint8 has-identity,
+//	                uint32 uid, uint32 gid, uint32 group count,
+//	                uint32 groups...
+//
+// Paths never contain 0x00, so an extent key sorts after its path and before
+// the path of any other file with that prefix.
+//
+// Every commit runs as one durable step of the cache directory's vfs.FS, so a
+// crashing test file system can stop the engine exactly at a commit.
+package index

@@ -1,0 +1,73 @@
+package vfs
+
+import (
+	"io"
+	"io/fs"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// FS is the part of a file system the cache engine uses for its directory.
+type FS interface {
+	// OpenFile opens name like os.OpenFile.
+	OpenFile(name string, flag int, perm fs.FileMode) (File, error)
+	// MkdirAll creates a directory and its parents like os.MkdirAll.
+	MkdirAll(name string, perm fs.FileMode) error
+	// Durable runs fn, a step that makes state durable outside of this FS
+	// (the commit of an embedded database), as one durable step. An
+	// implementation that has crashed returns an error without running fn.
+	Durable(step string, fn func() error) error
+}
+
+// File is an open file of an FS. ReadAt and WriteAt follow io.ReaderAt and
+// io.WriterAt; implementations must not retain p.
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+	// Sync makes every completed write of the file durable (fdatasync).
+	Sync() error
+	// Allocate reserves disk space for [off, off+n) like fallocate(2), so
+	// that later writes there overwrite allocated blocks.
+	Allocate(off, n int64) error
+	// Size returns the current size of the file.
+	Size() (int64, error)
+}
+
+// OS is the FS of the operating system.
+type OS struct{}
+
+// OpenFile implements FS.
+func (OS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+// MkdirAll implements FS.
+func (OS) MkdirAll(name string, perm fs.FileMode) error { return os.MkdirAll(name, perm) }
+
+// Durable implements FS by running fn.
+func (OS) Durable(_ string, fn func() error) error { return fn() }
+
+type osFile struct{ *os.File }
+
+func (f osFile) Sync() error { return unix.Fdatasync(int(f.Fd())) }
+
+func (f osFile) Allocate(off, n int64) error {
+	if err := unix.Fallocate(int(f.Fd()), 0, off, n); err != nil {
+		return &fs.PathError{Op: "fallocate", Path: f.Name(), Err: err}
+	}
+	return nil
+}
+
+func (f osFile) Size() (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
