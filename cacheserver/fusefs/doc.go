@@ -1,0 +1,51 @@
+// Package fusefs serves a namespace.FS through FUSE
+// (github.com/hanwen/go-fuse/v2), so that programs use the cached files
+// through an ordinary mount.
+//
+// # Identity and permissions
+//
+// Every request carries the caller's uid and gid in its FUSE header; the
+// supplementary groups are read from the "Groups:" line of
+// /proc/PID/status of the calling process (and cached for a second). The
+// three travel to the namespace in the context (ident.NewContext), which
+// runs every backing-store operation as that identity, or as the identity
+// its administrator configured. The kernel of the backing file system
+// therefore makes every permission check: search permission on parent
+// directories, write permission on the directory for create, unlink and
+// rename, the sticky bit, ownership for chmod, chown and utimes, and the
+// clearing of the setuid and setgid bits when an unprivileged caller writes
+// or truncates. The mount does not use the default_permissions option: with
+// it the client's kernel would check against the attributes it has cached
+// (and, for an instance acting as a fixed identity, against owners that are
+// not the caller), which is both weaker and wrong. The tests under
+// test/posix prove the checks through a real mount.
+//
+// With the client cache on, the kernel's write-back cache holds writes and
+// sends them later with no caller; CAP_HANDLE_KILLPRIV_V2 makes the kernel
+// send a write that must clear setuid and setgid bits through to the file
+// system with the writer's identity, and the file system clears the bits
+// itself after a write by an unprivileged caller when the namespace has not.
+//
+// # Open files
+//
+// Open files keep their node, whose path in the tree follows renames. When a
+// file that this mount still has open is unlinked, or replaced by a rename,
+// it is renamed to a hidden name in the same directory (".burstcache-open-"
+// followed by a number, the "silly rename" of NFS), so that it stays readable
+// and writable through its descriptors; the hidden name is removed at the
+// last release and never listed by readdir, and stat on a descriptor reports
+// one link less, as if the name were gone.
+//
+// # Locks
+//
+// POSIX and BSD locks are left to the kernel (the mount does not ask for
+// CAP_POSIX_LOCKS or CAP_FLOCK_LOCKS), which enforces them among the
+// processes of the node that holds the mount. Locks do not reach other
+// mounts.
+//
+// # Consistency
+//
+// With the client cache off, attribute and entry timeouts are zero and the
+// kernel drops cached pages at every open, so two mounts see each other's
+// writes after close (close-to-open consistency, as NFS gives).
+package fusefs

@@ -1,0 +1,206 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+	"golang.org/x/sys/unix"
+)
+
+// hiddenPrefix starts the names of files that were unlinked while open.
+const hiddenPrefix = ".burstcache-open-"
+
+// handle is an open file. Its data calls run as the identity that opened
+// it, whose open the namespace checked, whoever sends them later (the
+// kernel's write-back of cached pages comes with no caller).
+type handle struct {
+	as    context.Context
+	cred  ident.Cred
+	flags uint32
+	// passFd is a descriptor for FUSE passthrough, or -1.
+	passFd int
+}
+
+var _ fs.FilePassthroughFder = (*handle)(nil)
+
+// PassthroughFd returns the descriptor the kernel may read and write
+// directly, if the Options.Passthrough hook gave one.
+func (h *handle) PassthroughFd() (int, bool) { return h.passFd, h.passFd >= 0 }
+
+// newHandle opens a handle on n for the identity in ctx.
+func (n *node) newHandle(ctx context.Context, flags uint32) (*handle, uint32) {
+	cred, _ := ident.FromContext(ctx)
+	h := &handle{as: ident.NewContext(context.Background(), cred), cred: cred, flags: flags, passFd: -1}
+	if hook := n.m.opts.Passthrough; hook != nil {
+		if fd, ok := hook(h.as, n.path(), flags); ok {
+			h.passFd = fd
+		}
+	}
+	n.mu.Lock()
+	n.opens++
+	n.mu.Unlock()
+	var fuseFlags uint32
+	if n.m.opts.ClientCache {
+		fuseFlags |= fuse.FOPEN_KEEP_CACHE
+	}
+	if h.passFd >= 0 {
+		fuseFlags |= fuse.FOPEN_PASSTHROUGH
+	}
+	return h, fuseFlags
+}
+
+// Open opens the file n.
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	ctx = n.ctx(ctx)
+	a, err := n.m.fsys.Open(ctx, n.path(), int(flags))
+	if err != nil {
+		return nil, 0, errno(err)
+	}
+	n.mode.Store(a.Mode)
+	h, fuseFlags := n.newHandle(ctx, flags)
+	return h, fuseFlags, 0
+}
+
+// Create creates and opens a regular file.
+func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	ctx = n.ctx(ctx)
+	a, err := n.m.fsys.Create(ctx, n.child(name), int(flags), mode)
+	if err != nil {
+		return nil, nil, 0, errno(err)
+	}
+	ci := n.newChild(ctx, a, out)
+	c := ci.Operations().(*node)
+	h, fuseFlags := c.newHandle(ctx, flags)
+	return ci, h, fuseFlags, 0
+}
+
+// Read reads from an open file.
+func (n *node) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h := f.(*handle)
+	got, err := n.m.fsys.ReadAt(h.as, n.path(), dest, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, errno(err)
+	}
+	return fuse.ReadResultData(dest[:got]), 0
+}
+
+// Write writes to an open file.
+func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
+	h := f.(*handle)
+	p := n.path()
+	got, err := n.m.fsys.WriteAt(h.as, p, data, off)
+	if err != nil {
+		return uint32(got), errno(err)
+	}
+	if h.cred.UID != 0 && killBits(n.mode.Load()) != 0 {
+		n.killPriv(h.as, p)
+	}
+	return uint32(got), 0
+}
+
+// killBits returns the setuid and setgid bits that a write by an
+// unprivileged caller clears from mode: setgid only with group execute,
+// since without it the bit marks mandatory locking.
+func killBits(mode uint32) uint32 {
+	bits := mode & unix.S_ISUID
+	if mode&(unix.S_ISGID|unix.S_IXGRP) == unix.S_ISGID|unix.S_IXGRP {
+		bits |= unix.S_ISGID
+	}
+	return bits
+}
+
+// killPriv clears the setuid and setgid bits of p after a write, where the
+// namespace did not clear them itself.
+func (n *node) killPriv(ctx context.Context, p string) {
+	a, err := n.m.fsys.GetAttr(ctx, p)
+	if err != nil || killBits(a.Mode) == 0 {
+		n.mode.Store(a.Mode)
+		return
+	}
+	mode := a.Mode & 07777 &^ killBits(a.Mode)
+	if a, err = n.m.fsys.SetAttr(ctx, p, namespace.SetAttr{Mode: &mode}); err == nil {
+		n.mode.Store(a.Mode)
+	}
+}
+
+// Fsync makes the file's data durable as the namespace defines it.
+func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
+	as := n.ctx(ctx)
+	if h, ok := f.(*handle); ok {
+		as = h.as
+	}
+	return errno(n.m.fsys.Fsync(as, n.path()))
+}
+
+// Flush is called at every close. Writes reach the namespace as they are
+// made (and the kernel sends cached pages before the flush), so there is
+// nothing left to do.
+func (n *node) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
+	return 0
+}
+
+// Release closes a handle; the last one removes the hidden name of a file
+// that was unlinked while open.
+func (n *node) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
+	if h, ok := f.(*handle); ok && h.passFd >= 0 {
+		unix.Close(h.passFd)
+	}
+	n.mu.Lock()
+	n.opens--
+	last := n.opens == 0 && n.hidden
+	as := n.unlinkAs
+	n.mu.Unlock()
+	if !last {
+		return 0
+	}
+	name, parent := n.Parent()
+	if parent == nil {
+		return 0
+	}
+	if err := n.m.fsys.Unlink(as, n.path()); err != nil {
+		n.m.log.Warn("Removing the hidden name of an unlinked file failed", "path", n.path(), "err", err)
+		return errno(err)
+	}
+	n.mu.Lock()
+	n.hidden = false
+	n.mu.Unlock()
+	parent.RmChild(name)
+	return 0
+}
+
+// hide renames the open file n, name in parent, to a hidden name.
+func (n *node) hide(ctx context.Context, parent *node, name string) syscall.Errno {
+	hidden := hiddenPrefix + strconv.FormatUint(rand.Uint64(), 36)
+	if err := n.m.fsys.Rename(ctx, parent.child(name), parent.child(hidden), renameNoReplace); err != nil {
+		return errno(err)
+	}
+	parent.MvChild(name, parent.EmbeddedInode(), hidden, true)
+	cred, _ := ident.FromContext(ctx)
+	n.mu.Lock()
+	n.hidden = true
+	n.unlinkAs = ident.NewContext(context.Background(), cred)
+	n.mu.Unlock()
+	return 0
+}
+
+// unhide undoes hide when the rename it made way for failed.
+func (n *node) unhide(ctx context.Context, parent *node, name string) {
+	hidden, _ := n.Parent()
+	if err := n.m.fsys.Rename(ctx, parent.child(hidden), parent.child(name), renameNoReplace); err != nil {
+		n.m.log.Warn("Restoring a file hidden for a failed rename failed", "path", parent.child(hidden), "err", err)
+		return
+	}
+	parent.MvChild(hidden, parent.EmbeddedInode(), name, true)
+	n.mu.Lock()
+	n.hidden = false
+	n.mu.Unlock()
+}

@@ -1,0 +1,197 @@
+package fusefs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+
+	"github.com/burstcache/burstcache/cacheserver/posixns"
+)
+
+// mount serves a fresh backing directory on a fresh mount point and returns
+// both; the mount goes away with the test, lazily if it is still busy.
+func mount(t *testing.T, opts Options) (mnt, backing string, s *Server) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting with mount(2) needs root")
+	}
+	backing, mnt = t.TempDir(), t.TempDir()
+	fsys, err := posixns.New(backing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.DirectMount = true
+	s, err = Mount(mnt, fsys, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Unmount(); err != nil {
+			unix.Unmount(mnt, unix.MNT_DETACH)
+		}
+		fsys.Close()
+	})
+	return mnt, backing, s
+}
+
+func TestParseGroups(t *testing.T) {
+	tests := map[string]struct {
+		status string
+		want   []uint32
+	}{
+		"several": {"Name:\tsh\nGid:\t1\t1\t1\t1\nGroups:\t4 24 1000 \nNStgid:\t9\n", []uint32{4, 24, 1000}},
+		"none":    {"Name:\tsh\nGroups:\t\nNStgid:\t9\n", nil},
+		"missing": {"Name:\tsh\n", nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if d := cmp.Diff(tc.want, parseGroups([]byte(tc.status))); d != "" {
+				t.Errorf("parseGroups (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestKillBits(t *testing.T) {
+	tests := map[string]struct{ mode, want uint32 }{
+		"setuid":                    {0o4755, unix.S_ISUID},
+		"setgid with group execute": {0o2775, unix.S_ISGID},
+		"setgid without group exec": {0o2664, 0},
+		"both":                      {0o6755, unix.S_ISUID | unix.S_ISGID},
+		"neither":                   {0o755, 0},
+	}
+	for name, tc := range tests {
+		if got := killBits(tc.mode); got != tc.want {
+			t.Errorf("%s: killBits(%o) = %o, want %o", name, tc.mode, got, tc.want)
+		}
+	}
+}
+
+func TestMountServesFiles(t *testing.T) {
+	for name, opts := range map[string]Options{"no client cache": {}, "client cache": {ClientCache: true}} {
+		t.Run(name, func(t *testing.T) {
+			mnt, backing, _ := mount(t, opts)
+			if err := os.WriteFile(filepath.Join(mnt, "f"), []byte("hello"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(filepath.Join(mnt, "f"), filepath.Join(mnt, "g")); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(filepath.Join(mnt, "g"))
+			if err != nil || string(got) != "hello" {
+				t.Fatalf("read back %q, %v", got, err)
+			}
+			if got, err := os.ReadFile(filepath.Join(backing, "g")); err != nil || string(got) != "hello" {
+				t.Fatalf("backing holds %q, %v", got, err)
+			}
+			var st unix.Statfs_t
+			if err := unix.Statfs(mnt, &st); err != nil || st.Blocks == 0 {
+				t.Fatalf("statfs: %+v, %v", st, err)
+			}
+		})
+	}
+}
+
+// TestUnlinkOpenFile proves the hidden rename: the descriptor keeps working,
+// the name is gone from listings and stat, and the hidden name goes at
+// close.
+func TestUnlinkOpenFile(t *testing.T) {
+	mnt, backing, _ := mount(t, Options{})
+	p := filepath.Join(mnt, "f")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("stat after unlink: %v", err)
+	}
+	if _, err := f.WriteAt([]byte("still here"), 0); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 10)
+	if _, err := f.ReadAt(buf, 0); err != nil || string(buf) != "still here" {
+		t.Fatalf("read after unlink %q, %v", buf, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Nlink != 0 {
+		t.Fatalf("fstat after unlink: nlink %d, %v", st.Nlink, err)
+	}
+	if entries, _ := os.ReadDir(mnt); len(entries) != 0 {
+		t.Fatalf("mount lists %v after unlink", entries)
+	}
+	if entries, _ := os.ReadDir(backing); len(entries) != 1 || !strings.HasPrefix(entries[0].Name(), hiddenPrefix) {
+		t.Fatalf("backing holds %v while the file is open, want one hidden name", entries)
+	}
+	f.Close()
+	waitEntries(t, backing, 0)
+}
+
+// TestRenameOverOpenFile proves that a file replaced by a rename stays
+// readable through its descriptor.
+func TestRenameOverOpenFile(t *testing.T) {
+	mnt, backing, _ := mount(t, Options{})
+	a, b := filepath.Join(mnt, "a"), filepath.Join(mnt, "b")
+	os.WriteFile(a, []byte("new"), 0o644)
+	os.WriteFile(b, []byte("old"), 0o644)
+	f, err := os.Open(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := os.Rename(a, b); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 3)
+	if _, err := f.ReadAt(buf, 0); err != nil || string(buf) != "old" {
+		t.Fatalf("replaced file reads %q, %v", buf, err)
+	}
+	if got, _ := os.ReadFile(b); string(got) != "new" {
+		t.Fatalf("b holds %q after the rename", got)
+	}
+	f.Close()
+	waitEntries(t, backing, 1)
+}
+
+// TestUnmountBusy proves that a busy mount is refused and stays served.
+func TestUnmountBusy(t *testing.T) {
+	mnt, _, s := mount(t, Options{ShutdownTimeout: 5e9})
+	f, err := os.Create(filepath.Join(mnt, "busy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Unmount()
+	if !errors.Is(err, syscall.EBUSY) {
+		t.Fatalf("Unmount of a busy mount = %v, want EBUSY", err)
+	}
+	if _, err := f.Write([]byte("x")); err != nil {
+		t.Fatalf("mount stopped serving after a refused unmount: %v", err)
+	}
+	f.Close()
+	if err := s.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	s.Wait()
+}
+
+// waitEntries waits until dir holds n entries: the kernel sends the release
+// of a closed file after close(2) has returned.
+func waitEntries(t *testing.T, dir string, n int) {
+	t.Helper()
+	var entries []os.DirEntry
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if entries, _ = os.ReadDir(dir); len(entries) == n {
+			return
+		}
+	}
+	t.Fatalf("%s holds %v after the last close, want %d entries", dir, entries, n)
+}

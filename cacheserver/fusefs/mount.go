@@ -1,0 +1,197 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+)
+
+// Options configures a mount. The zero value is a mount without client
+// cache, through fusermount, with the defaults below.
+type Options struct {
+	// MaxWrite is the largest read or write request; 1 MiB if zero.
+	MaxWrite int
+	// MaxReadAhead is the kernel's read-ahead; 1 MiB if zero.
+	MaxReadAhead int
+	// ClientCache turns on the kernel's write-back cache and keeps cached
+	// pages across opens. Without it, attribute and entry timeouts are zero
+	// and two mounts see each other's writes after close.
+	ClientCache bool
+	// AttrTimeout and EntryTimeout are how long the kernel trusts attributes
+	// and names when ClientCache is on; one second if zero. They are zero
+	// when ClientCache is off.
+	AttrTimeout, EntryTimeout time.Duration
+	// Passthrough, if set, may return a descriptor of the file's data on a
+	// local file system for FUSE passthrough (Linux 6.9 and later): the
+	// kernel then reads and writes it directly. The mount closes it at
+	// release. It is called at every open with the opener's identity.
+	Passthrough func(ctx context.Context, path string, flags uint32) (fd int, ok bool)
+	// DirectMount mounts with mount(2), which needs root, instead of
+	// fusermount3.
+	DirectMount bool
+	// FsName is the source shown by mount(8) and df(1); "burstcache" if
+	// empty. The file system type is always fuse.burstcache.
+	FsName string
+	// ShutdownTimeout bounds each step of Unmount; ten seconds if zero.
+	ShutdownTimeout time.Duration
+	// Logger receives the mount's logs; slog.Default() if nil.
+	Logger *slog.Logger
+	// Debug logs every FUSE request.
+	Debug bool
+}
+
+// ErrShutdownTimeout is returned by Unmount when the kernel or the serving
+// loops did not finish in time; the mount was then detached and its FUSE
+// connection aborted.
+var ErrShutdownTimeout = errors.New("fuse shutdown timed out")
+
+// Server is a mounted namespace.
+type Server struct {
+	dir     string
+	fsys    namespace.FS
+	opts    Options
+	log     *slog.Logger
+	callers callers
+	server  *fuse.Server
+	// conn is the FUSE connection's number in /sys/fs/fuse/connections.
+	conn uint32
+	done chan struct{}
+}
+
+// Mount mounts fsys on the directory mountpoint and serves it until Unmount.
+func Mount(mountpoint string, fsys namespace.FS, opts Options) (*Server, error) {
+	opts = opts.withDefaults()
+	s := &Server{dir: mountpoint, fsys: fsys, opts: opts, log: opts.Logger, done: make(chan struct{})}
+	root := &node{m: s}
+	server, err := fs.Mount(mountpoint, root, s.fsOptions())
+	if err != nil {
+		return nil, fmt.Errorf("mounting %s: %w", mountpoint, err)
+	}
+	s.server = server
+	var st unix.Stat_t
+	if err := unix.Stat(mountpoint, &st); err == nil {
+		s.conn = unix.Minor(st.Dev)
+	}
+	go func() {
+		server.Wait()
+		close(s.done)
+	}()
+	s.log.Info("Serving FUSE mount", "mountpoint", mountpoint, "clientCache", opts.ClientCache)
+	return s, nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxWrite == 0 {
+		o.MaxWrite = 1 << 20
+	}
+	if o.MaxReadAhead == 0 {
+		o.MaxReadAhead = 1 << 20
+	}
+	if !o.ClientCache {
+		o.AttrTimeout, o.EntryTimeout = 0, 0
+	} else {
+		o.AttrTimeout = cmpOr(o.AttrTimeout, time.Second)
+		o.EntryTimeout = cmpOr(o.EntryTimeout, time.Second)
+	}
+	if o.FsName == "" {
+		o.FsName = "burstcache"
+	}
+	o.ShutdownTimeout = cmpOr(o.ShutdownTimeout, 10*time.Second)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// fsOptions translates Options for go-fuse. CAP_HANDLE_KILLPRIV_V2 is asked
+// for in every mode: without it the kernel clears setuid bits on write with
+// a chmod as the writer, which fails when the writer is not the owner.
+func (s *Server) fsOptions() *fs.Options {
+	o := s.opts
+	neg := time.Duration(0)
+	caps := uint64(fuse.CAP_HANDLE_KILLPRIV_V2)
+	if o.ClientCache {
+		caps |= fuse.CAP_WRITEBACK_CACHE
+	}
+	return &fs.Options{
+		MountOptions: fuse.MountOptions{
+			AllowOther:        true,
+			FsName:            o.FsName,
+			Name:              "burstcache",
+			MaxWrite:          o.MaxWrite,
+			MaxReadAhead:      o.MaxReadAhead,
+			DirectMountStrict: o.DirectMount,
+			ExtraCapabilities: caps,
+			Debug:             o.Debug,
+		},
+		EntryTimeout:    &o.EntryTimeout,
+		AttrTimeout:     &o.AttrTimeout,
+		NegativeTimeout: &neg,
+	}
+}
+
+// Dir returns the mount point.
+func (s *Server) Dir() string { return s.dir }
+
+// Wait blocks until the mount stops serving: after Unmount, or after
+// someone else unmounted it.
+func (s *Server) Wait() {
+	<-s.done
+}
+
+// Unmount unmounts and waits until the serving loops have stopped. A mount
+// still in use fails with EBUSY and stays. When the kernel or the loops
+// hang past the shutdown timeout, the mount is detached and its FUSE
+// connection aborted, and ErrShutdownTimeout is returned.
+func (s *Server) Unmount() error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.server.Unmount() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			return fmt.Errorf("unmounting %s: %w", s.dir, err)
+		}
+	case <-time.After(s.opts.ShutdownTimeout):
+		s.log.Warn("Aborting a FUSE mount that does not unmount", "mountpoint", s.dir)
+		s.abort()
+	}
+	select {
+	case <-s.done:
+		return nil
+	case <-time.After(s.opts.ShutdownTimeout):
+		s.abort()
+		return fmt.Errorf("unmounting %s: %w", s.dir, ErrShutdownTimeout)
+	}
+}
+
+// abort detaches the mount and aborts its FUSE connection, which fails
+// every pending request and ends the serving loops.
+func (s *Server) abort() {
+	unix.Unmount(s.dir, unix.MNT_DETACH)
+	const ctl = "/sys/fs/fuse/connections"
+	if _, err := os.Stat(filepath.Join(ctl, strconv.Itoa(int(s.conn)))); err != nil {
+		unix.Mount("fusectl", ctl, "fusectl", 0, "")
+	}
+	abort := filepath.Join(ctl, strconv.Itoa(int(s.conn)), "abort")
+	if err := os.WriteFile(abort, []byte("1"), 0); err != nil {
+		s.log.Error("Aborting the FUSE connection failed", "connection", s.conn, "err", err)
+	}
+}

@@ -1,0 +1,187 @@
+package fusefs
+
+import (
+	"context"
+	"path"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+)
+
+// node is one file or directory of the mount. Its path is its place in
+// go-fuse's tree of inodes, which go-fuse keeps up to date on rename.
+type node struct {
+	fs.Inode
+	m *Server
+
+	// mode is the last mode seen, for the setuid clearing on write.
+	mode atomic.Uint32
+
+	mu sync.Mutex
+	// opens counts the open handles of this node.
+	opens int
+	// hidden is set once the node has been renamed to a hidden name because
+	// it was unlinked while open; unlinkAs is who unlinked it.
+	hidden   bool
+	unlinkAs context.Context
+}
+
+var (
+	_ fs.NodeLookuper   = (*node)(nil)
+	_ fs.NodeGetattrer  = (*node)(nil)
+	_ fs.NodeSetattrer  = (*node)(nil)
+	_ fs.NodeAccesser   = (*node)(nil)
+	_ fs.NodeStatfser   = (*node)(nil)
+	_ fs.NodeOpendirer  = (*node)(nil)
+	_ fs.NodeReaddirer  = (*node)(nil)
+	_ fs.NodeMkdirer    = (*node)(nil)
+	_ fs.NodeMknoder    = (*node)(nil)
+	_ fs.NodeRmdirer    = (*node)(nil)
+	_ fs.NodeUnlinker   = (*node)(nil)
+	_ fs.NodeRenamer    = (*node)(nil)
+	_ fs.NodeSymlinker  = (*node)(nil)
+	_ fs.NodeReadlinker = (*node)(nil)
+	_ fs.NodeLinker     = (*node)(nil)
+	_ fs.NodeCreater    = (*node)(nil)
+	_ fs.NodeOpener     = (*node)(nil)
+	_ fs.NodeReader     = (*node)(nil)
+	_ fs.NodeWriter     = (*node)(nil)
+	_ fs.NodeFsyncer    = (*node)(nil)
+	_ fs.NodeFlusher    = (*node)(nil)
+	_ fs.NodeReleaser   = (*node)(nil)
+)
+
+// path returns the namespace path of n ("" for the root).
+func (n *node) path() string {
+	return n.Path(n.Root())
+}
+
+// child returns the namespace path of name in directory n.
+func (n *node) child(name string) string {
+	return path.Join(n.path(), name)
+}
+
+// ctx returns ctx with the caller's identity.
+func (n *node) ctx(ctx context.Context) context.Context {
+	return n.m.callers.context(ctx)
+}
+
+// errno converts an error of the namespace for the kernel.
+func errno(err error) syscall.Errno {
+	return namespace.Errno(err)
+}
+
+// fill converts a namespace.Attr for the kernel and remembers the mode.
+func (n *node) fill(a namespace.Attr, out *fuse.Attr) {
+	n.mode.Store(a.Mode)
+	out.Ino = a.Ino
+	out.Mode = a.Mode
+	out.Nlink = a.Nlink
+	out.Uid, out.Gid = a.UID, a.GID
+	out.Size = uint64(a.Size)
+	out.Blocks = uint64(a.Blocks)
+	out.Rdev = uint32(a.Rdev)
+	out.Blksize = 4096
+	out.Atime, out.Atimensec = split(a.Atime)
+	out.Mtime, out.Mtimensec = split(a.Mtime)
+	out.Ctime, out.Ctimensec = split(a.Ctime)
+	n.mu.Lock()
+	if n.hidden && out.Nlink > 0 {
+		// The hidden name does not count: the file was unlinked.
+		out.Nlink--
+	}
+	n.mu.Unlock()
+}
+
+func split(t time.Time) (uint64, uint32) {
+	return uint64(t.Unix()), uint32(t.Nanosecond())
+}
+
+// newChild makes the inode for a file of directory n with attributes a.
+func (n *node) newChild(ctx context.Context, a namespace.Attr, out *fuse.EntryOut) *fs.Inode {
+	c := &node{m: n.m}
+	c.fill(a, &out.Attr)
+	return n.NewInode(ctx, c, fs.StableAttr{Mode: a.Mode & syscall.S_IFMT, Ino: a.Ino})
+}
+
+// Lookup finds name in directory n.
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	a, err := n.m.fsys.GetAttr(n.ctx(ctx), n.child(name))
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, a, out), 0
+}
+
+// Getattr reports the attributes of n.
+func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	a, err := n.m.fsys.GetAttr(n.ctx(ctx), n.path())
+	if err != nil {
+		return errno(err)
+	}
+	n.fill(a, &out.Attr)
+	return 0
+}
+
+// Setattr changes attributes: chmod, chown, truncate and utimens.
+func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	a, err := n.m.fsys.SetAttr(n.ctx(ctx), n.path(), setAttr(in))
+	if err != nil {
+		return errno(err)
+	}
+	n.fill(a, &out.Attr)
+	return 0
+}
+
+// setAttr converts a FUSE SETATTR request. Times to be set to "now" stay
+// UTIME_NOW, which needs only write access where an explicit time needs
+// ownership.
+func setAttr(in *fuse.SetAttrIn) namespace.SetAttr {
+	var s namespace.SetAttr
+	if m, ok := in.GetMode(); ok {
+		s.Mode = &m
+	}
+	if u, ok := in.GetUID(); ok {
+		s.UID = &u
+	}
+	if g, ok := in.GetGID(); ok {
+		s.GID = &g
+	}
+	if sz, ok := in.GetSize(); ok {
+		size := int64(sz)
+		s.Size = &size
+	}
+	s.AtimeNow = in.Valid&fuse.FATTR_ATIME_NOW != 0
+	s.MtimeNow = in.Valid&fuse.FATTR_MTIME_NOW != 0
+	if t, ok := in.GetATime(); ok && !s.AtimeNow {
+		s.Atime = &t
+	}
+	if t, ok := in.GetMTime(); ok && !s.MtimeNow {
+		s.Mtime = &t
+	}
+	return s
+}
+
+// Access checks access(2) permission for the caller.
+func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
+	return errno(n.m.fsys.Access(n.ctx(ctx), n.path(), mask))
+}
+
+// Statfs reports the capacity and use of the namespace.
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	st, err := n.m.fsys.StatFS(n.ctx(ctx))
+	if err != nil {
+		return errno(err)
+	}
+	*out = fuse.StatfsOut{
+		Blocks: st.Blocks, Bfree: st.Bfree, Bavail: st.Bavail, Files: st.Files, Ffree: st.Ffree,
+		Bsize: st.Bsize, NameLen: st.NameLen, Frsize: st.Bsize,
+	}
+	return 0
+}
