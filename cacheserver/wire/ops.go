@@ -74,6 +74,10 @@ const (
 	// OpClearSetid (path) clears the setuid bit, and the setgid bit of a
 	// group-executable file, before a caller without CAP_FSETID writes.
 	OpClearSetid
+	// OpInfo () answers the server's index (u32), the number of servers
+	// (u32), the extent size (i64) and the instance name, so that a client
+	// can check it has the servers in the right order.
+	OpInfo
 )
 
 // Attr appends a.

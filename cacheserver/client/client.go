@@ -1,0 +1,168 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+	"github.com/burstcache/burstcache/cacheserver/placement"
+	"github.com/burstcache/burstcache/cacheserver/wire"
+)
+
+// ErrMisconfigured is returned by Connect when a server is not the one the
+// client expects at its place in the list.
+var ErrMisconfigured = errors.New("cache servers do not match the client's configuration")
+
+// Options configure a client.
+type Options struct {
+	// Servers are the data addresses of the servers, in index order.
+	Servers []string
+	// Secret is the servers' shared secret.
+	Secret []byte
+	// ExtentSize is the striping unit; 0 means placement.DefaultExtentSize.
+	ExtentSize int64
+	// Conns is the number of connections per server; 0 means 4.
+	Conns int
+	// DialTimeout bounds connecting to a server.
+	DialTimeout time.Duration
+}
+
+// FS is a namespace.FS over a striped set of cache servers.
+type FS struct {
+	layout  placement.Layout
+	servers []*wire.Client
+
+	mu    sync.Mutex
+	files map[string]*fileState
+}
+
+// fileState is what the client knows about a file it has opened.
+type fileState struct {
+	// size is the size learned from the servers or extended by writes.
+	size int64
+	// pending is the end of this client's writes that the metadata server
+	// has not been told about; 0 if none.
+	pending int64
+	// mode is the mode learned from the servers; setidDone records that
+	// the setuid and setgid bits have been cleared for writing.
+	mode      uint32
+	setidDone bool
+}
+
+var _ namespace.FS = (*FS)(nil)
+
+// New returns a client of the servers in opts. It does not connect; see
+// Connect.
+func New(opts Options) (*FS, error) {
+	if len(opts.Servers) == 0 {
+		return nil, fmt.Errorf("no cache servers given: %w", syscall.EINVAL)
+	}
+	if opts.ExtentSize <= 0 {
+		opts.ExtentSize = placement.DefaultExtentSize
+	}
+	f := &FS{
+		layout: placement.Layout{Servers: len(opts.Servers), ExtentSize: opts.ExtentSize},
+		files:  map[string]*fileState{},
+	}
+	for _, addr := range opts.Servers {
+		f.servers = append(f.servers, wire.NewClient(addr, wire.ClientOptions{
+			Secret: opts.Secret, Conns: opts.Conns, DialTimeout: opts.DialTimeout,
+		}))
+	}
+	return f, nil
+}
+
+// Connect reaches every server and checks that server i of the list is
+// server i of an instance of len(Servers) servers with the same extent size.
+func (f *FS) Connect(ctx context.Context) error {
+	return f.each(ctx, func(i int) error {
+		rep, err := f.servers[i].Do(ctx, &wire.Call{Op: wire.OpInfo, Cred: ident.Process()})
+		if err != nil {
+			return err
+		}
+		d := wire.NewDecoder(rep.Meta)
+		index, n, es, inst := int(d.Uint32()), int(d.Uint32()), d.Int64(), d.String()
+		if index != i || n != f.layout.Servers || es != f.layout.ExtentSize {
+			return fmt.Errorf("%w: %s is server %d of %d of instance %q with %d-byte extents, expected server %d of %d with %d-byte extents",
+				ErrMisconfigured, f.servers[i].Addr(), index, n, inst, es, i, f.layout.Servers, f.layout.ExtentSize)
+		}
+		return d.Err()
+	})
+}
+
+// Close closes the connections.
+func (f *FS) Close() error {
+	for _, s := range f.servers {
+		s.Close()
+	}
+	return nil
+}
+
+// cred returns the caller's identity carried by ctx, or the process's.
+func cred(ctx context.Context) ident.Cred {
+	if c, ok := ident.FromContext(ctx); ok {
+		return c
+	}
+	return ident.Process()
+}
+
+// call sends one request to server i.
+func (f *FS) call(ctx context.Context, i int, op wire.Op, args *wire.Encoder, data, dst []byte) (wire.Reply, error) {
+	return f.servers[i].Do(ctx, &wire.Call{Op: op, Cred: cred(ctx), Args: args.Bytes(), Data: data, Dst: dst})
+}
+
+// meta sends a metadata request about path to its metadata server.
+func (f *FS) meta(ctx context.Context, path string, op wire.Op, args *wire.Encoder) (*wire.Decoder, error) {
+	rep, err := f.call(ctx, f.layout.MetaServer(path), op, args, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return wire.NewDecoder(rep.Meta), nil
+}
+
+// each runs fn for every server in parallel and returns the errors joined.
+func (f *FS) each(ctx context.Context, fn func(i int) error) error {
+	errs := make([]error, len(f.servers))
+	var wg sync.WaitGroup
+	for i := range f.servers {
+		wg.Go(func() { errs[i] = fn(i) })
+	}
+	wg.Wait()
+	return firstErrno(errs)
+}
+
+// allServers sends a path request to every server.
+func (f *FS) allServers(ctx context.Context, op wire.Op, args *wire.Encoder) error {
+	return f.each(ctx, func(i int) error {
+		_, err := f.call(ctx, i, op, args, nil, nil)
+		return err
+	})
+}
+
+// firstErrno returns the first non-nil error, so that its errno is the one
+// the caller sees, with the others joined for the message.
+func firstErrno(errs []error) error {
+	var first error
+	var rest []error
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		if first == nil {
+			first = err
+		} else {
+			rest = append(rest, err)
+		}
+	}
+	if first == nil || len(rest) == 0 {
+		return first
+	}
+	return fmt.Errorf("%w (and %w)", first, errors.Join(rest...))
+}
+
+func pathArgs(path string) *wire.Encoder { return (&wire.Encoder{}).String(path) }

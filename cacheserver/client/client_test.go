@@ -1,0 +1,423 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/server/servertest"
+	"github.com/google/go-cmp/cmp"
+)
+
+const testExtent = 4096
+
+// setup starts n servers over a fresh backing directory and returns a
+// connected client and the instance.
+func setup(t *testing.T, n int) (*FS, *servertest.Instance) {
+	t.Helper()
+	in := servertest.Start(t, t.TempDir(), servertest.Options{Servers: n, ExtentSize: testExtent, Secret: "k"})
+	return connect(t, in), in
+}
+
+func connect(t *testing.T, in *servertest.Instance) *FS {
+	t.Helper()
+	f, err := New(Options{Servers: in.Data, Secret: []byte("k"), ExtentSize: testExtent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := f.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func flushAll(t *testing.T, in *servertest.Instance) {
+	t.Helper()
+	for _, c := range in.Caches {
+		if err := c.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func create(t *testing.T, f *FS, p string) {
+	t.Helper()
+	if _, err := f.Create(context.Background(), p, os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readAll(t *testing.T, f *FS, p string, n int) []byte {
+	t.Helper()
+	buf := make([]byte, n)
+	got, err := f.ReadAt(context.Background(), p, buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	return buf[:got]
+}
+
+// TestRandomWritesMatchAModel writes random ranges through a striped client
+// and checks reads, the size, where the data went and, after a flush, the
+// backing file.
+func TestRandomWritesMatchAModel(t *testing.T) {
+	f, in := setup(t, 3)
+	ctx := context.Background()
+	create(t, f, "big")
+	var model []byte
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 60 {
+		off := rng.IntN(12 * testExtent)
+		p := make([]byte, 1+rng.IntN(3*testExtent))
+		for i := range p {
+			p[i] = byte(rng.Uint32())
+		}
+		if _, err := f.WriteAt(ctx, "big", p, int64(off)); err != nil {
+			t.Fatal(err)
+		}
+		if end := off + len(p); end > len(model) {
+			model = append(model, make([]byte, end-len(model))...)
+		}
+		copy(model[off:], p)
+	}
+	if got := readAll(t, f, "big", len(model)+100); !bytes.Equal(got, model) {
+		t.Fatalf("read back %d bytes that differ from the %d written", len(got), len(model))
+	}
+	if err := f.Flush(ctx, "big"); err != nil {
+		t.Fatal(err)
+	}
+	a, err := connect(t, in).GetAttr(ctx, "big")
+	if err != nil || a.Size != int64(len(model)) {
+		t.Fatalf("size seen by another client = %d, %v; want %d", a.Size, err, len(model))
+	}
+	for i, c := range in.Caches {
+		if c.Stats().DirtyBytes == 0 {
+			t.Errorf("server %d got no data: writes were not striped", i)
+		}
+	}
+	flushAll(t, in)
+	onDisk, err := os.ReadFile(filepath.Join(in.Backing, "big"))
+	if err != nil || !bytes.Equal(onDisk, model) {
+		t.Fatalf("backing file: %d bytes (%v), differs from the model of %d", len(onDisk), err, len(model))
+	}
+}
+
+func TestHolesReadAsZeros(t *testing.T) {
+	f, _ := setup(t, 3)
+	ctx := context.Background()
+	create(t, f, "sparse")
+	one := bytes.Repeat([]byte{1}, 10)
+	for _, off := range []int64{5, 2*testExtent + 7} {
+		if _, err := f.WriteAt(ctx, "sparse", one, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := make([]byte, 2*testExtent+17)
+	copy(want[5:], one)
+	copy(want[2*testExtent+7:], one)
+	if got := readAll(t, f, "sparse", 3*testExtent); !bytes.Equal(got, want) {
+		t.Errorf("read %d bytes, want %d with zeros between the writes", len(got), len(want))
+	}
+}
+
+// TestCloseToOpen checks that a second client sees a file's growth only once
+// the writer flushed (closed) it. The write goes to the second extent, which
+// is not on the metadata server, so only the flush can tell it.
+func TestCloseToOpen(t *testing.T) {
+	writer, in := setup(t, 2)
+	reader := connect(t, in)
+	ctx := context.Background()
+	create(t, writer, "f")
+	data := append(make([]byte, testExtent), bytes.Repeat([]byte("x"), testExtent)...)
+	if _, err := writer.WriteAt(ctx, "f", data[testExtent:], testExtent); err != nil {
+		t.Fatal(err)
+	}
+	before, err := reader.Open(ctx, "f", os.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.Flush(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := reader.Open(ctx, "f", os.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int64{0, int64(len(data))}, []int64{before.Size, after.Size}); diff != "" {
+		t.Errorf("sizes seen before and after the writer closed (-want +got):\n%s", diff)
+	}
+	if got := readAll(t, reader, "f", len(data)); !bytes.Equal(got, data) {
+		t.Errorf("reader got %d bytes, want %d", len(got), len(data))
+	}
+}
+
+func TestTruncateTrimsEveryServer(t *testing.T) {
+	tests := map[string]struct {
+		truncate func(*FS, string, int64) error
+	}{
+		"setattr": {func(f *FS, p string, size int64) error {
+			_, err := f.SetAttr(context.Background(), p, namespaceSize(size))
+			return err
+		}},
+		"open O_TRUNC": {func(f *FS, p string, _ int64) error {
+			_, err := f.Open(context.Background(), p, os.O_WRONLY|os.O_TRUNC)
+			return err
+		}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f, in := setup(t, 3)
+			ctx := context.Background()
+			create(t, f, "t")
+			data := bytes.Repeat([]byte("abc"), 2*testExtent)
+			if _, err := f.WriteAt(ctx, "t", data, 0); err != nil {
+				t.Fatal(err)
+			}
+			size := int64(testExtent + 100)
+			if name == "open O_TRUNC" {
+				size = 0
+			}
+			if err := tc.truncate(f, "t", size); err != nil {
+				t.Fatal(err)
+			}
+			a, err := connect(t, in).GetAttr(ctx, "t")
+			if err != nil || a.Size != size {
+				t.Fatalf("size after truncate = %d, %v; want %d", a.Size, err, size)
+			}
+			flushAll(t, in)
+			onDisk, _ := os.ReadFile(filepath.Join(in.Backing, "t"))
+			if !bytes.Equal(onDisk, data[:size]) {
+				t.Errorf("backing file has %d bytes, want the first %d written", len(onDisk), size)
+			}
+		})
+	}
+}
+
+func TestUnlinkDropsDataBeforeTheName(t *testing.T) {
+	f, in := setup(t, 2)
+	ctx := context.Background()
+	create(t, f, "gone")
+	if _, err := f.WriteAt(ctx, "gone", make([]byte, 3*testExtent), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Unlink(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	flushAll(t, in)
+	if _, err := os.Stat(filepath.Join(in.Backing, "gone")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("backing file after unlink and flush: %v, want it gone", err)
+	}
+	meta := f.layout.MetaServer("gone")
+	for i, c := range in.Caches {
+		want := []string{"drop gone"}
+		if i == meta {
+			want = append(want, "drop gone")
+		}
+		if diff := cmp.Diff(want, c.Calls); diff != "" {
+			t.Errorf("server %d calls (-want +got):\n%s", i, diff)
+		}
+	}
+}
+
+// TestRefusedUnlinkKeepsData checks that a caller who may not remove a name
+// does not make the cache forget the file's data.
+func TestRefusedUnlinkKeepsData(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("acting as another user needs root")
+	}
+	backing := t.TempDir()
+	os.Chmod(backing, 0o755)
+	in := servertest.Start(t, backing, servertest.Options{Servers: 2, ExtentSize: testExtent, Secret: "k", ActAsCaller: true})
+	f := connect(t, in)
+	ctx := context.Background()
+	create(t, f, "keep")
+	data := bytes.Repeat([]byte("k"), 2*testExtent)
+	if _, err := f.WriteAt(ctx, "keep", data, 0); err != nil {
+		t.Fatal(err)
+	}
+	other := ident.NewContext(ctx, ident.Cred{UID: 1000, GID: 1000})
+	if err := f.Unlink(other, "keep"); !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("Unlink as another user: %v, want EACCES", err)
+	}
+	if got := readAll(t, f, "keep", len(data)); !bytes.Equal(got, data) {
+		t.Errorf("data after a refused unlink: %d bytes, want %d", len(got), len(data))
+	}
+}
+
+func TestRenameKeepsTheData(t *testing.T) {
+	f, in := setup(t, 3)
+	ctx := context.Background()
+	create(t, f, "old")
+	data := bytes.Repeat([]byte("r"), 2*testExtent+5)
+	if _, err := f.WriteAt(ctx, "old", data, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Rename(ctx, "old", "new", 0); err != nil {
+		t.Fatal(err)
+	}
+	other := connect(t, in)
+	if _, err := other.Open(ctx, "new", os.O_RDONLY); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, other, "new", len(data)+1); !bytes.Equal(got, data) {
+		t.Errorf("renamed file reads %d bytes, want %d", len(got), len(data))
+	}
+	if _, err := other.GetAttr(ctx, "old"); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("old name: %v, want ENOENT", err)
+	}
+}
+
+// TestSetuidClearedOnWrite checks that a write by an unprivileged caller
+// clears setuid and setgid, as the kernel would on the backing file system.
+func TestSetuidClearedOnWrite(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("acting as another user needs root")
+	}
+	backing := t.TempDir()
+	os.Chmod(backing, 0o777)
+	in := servertest.Start(t, backing, servertest.Options{Servers: 2, ExtentSize: testExtent, Secret: "k", ActAsCaller: true})
+	f := connect(t, in)
+	user := ident.NewContext(context.Background(), ident.Cred{UID: 1000, GID: 1000})
+	if _, err := f.Create(user, "prog", os.O_RDWR|os.O_CREATE, 0o6775); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Open(user, "prog", os.O_RDWR); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(user, "prog", []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(backing, "prog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		t.Errorf("mode after write = %v, want setuid and setgid cleared", fi.Mode())
+	}
+}
+
+// TestDisjointWritersOfOneFile has several clients write disjoint ranges of
+// one shared file at once, as N-to-1 checkpoints do.
+func TestDisjointWritersOfOneFile(t *testing.T) {
+	_, in := setup(t, 3)
+	const writers, block = 6, testExtent + 1000
+	ctx := context.Background()
+	create(t, connect(t, in), "shared")
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		c := connect(t, in)
+		wg.Go(func() {
+			p := bytes.Repeat([]byte{byte('a' + w)}, block)
+			_, err := c.WriteAt(ctx, "shared", p, int64(w*block))
+			if err == nil {
+				err = c.Flush(ctx, "shared")
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want []byte
+	for w := range writers {
+		want = append(want, bytes.Repeat([]byte{byte('a' + w)}, block)...)
+	}
+	reader := connect(t, in)
+	if got := readAll(t, reader, "shared", len(want)+10); !bytes.Equal(got, want) {
+		t.Errorf("shared file reads %d bytes that differ from the %d written", len(got), len(want))
+	}
+}
+
+func TestErrors(t *testing.T) {
+	f, in := setup(t, 2)
+	ctx := context.Background()
+	dead, _ := net.Listen("tcp", "127.0.0.1:0")
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	tests := map[string]struct {
+		opts    Options
+		wantErr error
+	}{
+		"wrong secret":    {Options{Servers: in.Data, Secret: []byte("nope"), ExtentSize: testExtent}, syscall.EACCES},
+		"servers swapped": {Options{Servers: []string{in.Data[1], in.Data[0]}, Secret: []byte("k"), ExtentSize: testExtent}, ErrMisconfigured},
+		"wrong extent":    {Options{Servers: in.Data, Secret: []byte("k"), ExtentSize: 2 * testExtent}, ErrMisconfigured},
+		"unreachable":     {Options{Servers: []string{in.Data[0], deadAddr}, Secret: []byte("k"), ExtentSize: testExtent}, syscall.ECONNREFUSED},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, err := New(tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			start := time.Now()
+			if err := c.Connect(ctx); !errors.Is(err, tc.wantErr) {
+				t.Errorf("Connect: %v, want %v", err, tc.wantErr)
+			}
+			if time.Since(start) > 3*time.Second {
+				t.Errorf("Connect took %v", time.Since(start))
+			}
+		})
+	}
+	if _, err := f.GetAttr(ctx, "missing"); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("GetAttr(missing): %v, want ENOENT", err)
+	}
+	if err := f.Rmdir(ctx, "missing"); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("Rmdir(missing): %v, want ENOENT", err)
+	}
+}
+
+func TestNamespaceOperations(t *testing.T) {
+	f, _ := setup(t, 3)
+	ctx := context.Background()
+	if _, err := f.Mkdir(ctx, "d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	create(t, f, "d/a")
+	if _, err := f.Symlink(ctx, "a", "d/l"); err != nil {
+		t.Fatal(err)
+	}
+	if target, err := f.Readlink(ctx, "d/l"); err != nil || target != "a" {
+		t.Errorf("Readlink = %q, %v", target, err)
+	}
+	if err := f.Setxattr(ctx, "d/a", "user.k", []byte("value"), 0); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if n, err := f.Getxattr(ctx, "d/a", "user.k", buf); err != nil || string(buf[:n]) != "value" {
+		t.Errorf("Getxattr = %q, %v", buf[:n], err)
+	}
+	es, err := f.ReadDir(ctx, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name)
+	}
+	slices.Sort(names)
+	if diff := cmp.Diff([]string{"a", "l"}, names); diff != "" {
+		t.Errorf("ReadDir (-want +got):\n%s", diff)
+	}
+	st, err := f.StatFS(ctx)
+	if err != nil || st.Blocks*uint64(st.Bsize) != 3<<30 {
+		t.Errorf("StatFS = %+v, %v; want 3 GiB of cache", st, err)
+	}
+}

@@ -1,0 +1,221 @@
+package client
+
+import (
+	"context"
+	"io"
+	"syscall"
+
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+	"github.com/burstcache/burstcache/cacheserver/placement"
+	"github.com/burstcache/burstcache/cacheserver/wire"
+)
+
+// learn records the attributes the servers answered for path.
+func (f *FS) learn(path string, a namespace.Attr) {
+	if !a.IsRegular() {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.files[path]
+	if st == nil {
+		st = &fileState{}
+		f.files[path] = st
+	}
+	st.size = max(a.Size, st.pending)
+	if st.mode != a.Mode {
+		st.mode, st.setidDone = a.Mode, false
+	}
+}
+
+// size returns the size of path as this client knows it, asking the
+// metadata server if it knows nothing.
+func (f *FS) size(ctx context.Context, path string) (int64, error) {
+	f.mu.Lock()
+	st := f.files[path]
+	f.mu.Unlock()
+	if st == nil {
+		if _, err := f.GetAttr(ctx, path); err != nil {
+			return 0, err
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st = f.files[path]; st == nil {
+		return 0, nil
+	}
+	return st.size, nil
+}
+
+// ReadAt reads from the servers that hold the extents of the range, in
+// parallel, up to the size of the file.
+func (f *FS) ReadAt(ctx context.Context, path string, p []byte, off int64) (int, error) {
+	size, err := f.size(ctx, path)
+	if err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, syscall.EINVAL
+	}
+	if off >= size {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), size-off))
+	err = f.pieces(ctx, path, off, n, func(pc placement.Piece) error {
+		return f.readPiece(ctx, path, pc, p[pc.Start:pc.End])
+	})
+	if err != nil {
+		return 0, err
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// readPiece reads one piece; what the server does not return, inside the
+// size the client knows, is a hole.
+func (f *FS) readPiece(ctx context.Context, path string, pc placement.Piece, dst []byte) error {
+	args := pathArgs(path).Int64(pc.Off).Uint32(uint32(len(dst)))
+	rep, err := f.call(ctx, pc.Server, wire.OpRead, args, nil, dst)
+	if err != nil {
+		return err
+	}
+	clear(dst[rep.N:])
+	return nil
+}
+
+// pieces runs fn for each extent piece of the range, in parallel when there
+// are several.
+func (f *FS) pieces(ctx context.Context, path string, off int64, n int, fn func(placement.Piece) error) error {
+	pcs := f.layout.Split(path, off, n)
+	if len(pcs) == 1 {
+		return fn(pcs[0])
+	}
+	errs := make([]error, len(pcs))
+	done := make(chan struct{}, len(pcs))
+	for i, pc := range pcs {
+		go func() {
+			errs[i] = fn(pc)
+			done <- struct{}{}
+		}()
+	}
+	for range pcs {
+		<-done
+	}
+	return firstErrno(errs)
+}
+
+// WriteAt writes the extent pieces of p to their servers in parallel and
+// remembers how far the file grew.
+func (f *FS) WriteAt(ctx context.Context, path string, p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, syscall.EINVAL
+	}
+	if err := f.clearSetid(ctx, path); err != nil {
+		return 0, err
+	}
+	err := f.pieces(ctx, path, off, len(p), func(pc placement.Piece) error {
+		args := pathArgs(path).Int64(pc.Off)
+		_, err := f.call(ctx, pc.Server, wire.OpWrite, args, p[pc.Start:pc.End], nil)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	f.grew(path, off+int64(len(p)))
+	return len(p), nil
+}
+
+// grew records that this client wrote up to end.
+func (f *FS) grew(path string, end int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.files[path]
+	if st == nil {
+		st = &fileState{}
+		f.files[path] = st
+	}
+	if end > st.size {
+		st.size, st.pending = end, end
+	}
+}
+
+// clearSetid asks the metadata server to clear the setuid and setgid bits
+// before the first write by a caller other than root, as the kernel does.
+func (f *FS) clearSetid(ctx context.Context, path string) error {
+	if cred(ctx).UID == 0 {
+		return nil
+	}
+	f.mu.Lock()
+	st := f.files[path]
+	need := st != nil && !st.setidDone &&
+		(st.mode&syscall.S_ISUID != 0 || st.mode&(syscall.S_ISGID|syscall.S_IXGRP) == syscall.S_ISGID|syscall.S_IXGRP)
+	f.mu.Unlock()
+	if !need {
+		return nil
+	}
+	if _, err := f.meta(ctx, path, wire.OpClearSetid, pathArgs(path)); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	st.setidDone = true
+	st.mode &^= syscall.S_ISUID | syscall.S_ISGID
+	f.mu.Unlock()
+	return nil
+}
+
+// pushSize tells the metadata server how far this client's writes extended
+// path.
+func (f *FS) pushSize(ctx context.Context, path string) error {
+	f.mu.Lock()
+	st := f.files[path]
+	var end int64
+	if st != nil {
+		end, st.pending = st.pending, 0
+	}
+	f.mu.Unlock()
+	if end == 0 {
+		return nil
+	}
+	_, err := f.meta(ctx, path, wire.OpExtendSize, pathArgs(path).Int64(end))
+	if err != nil {
+		f.mu.Lock()
+		st.pending = max(st.pending, end)
+		f.mu.Unlock()
+	}
+	return err
+}
+
+// Flush publishes the size this client's writes gave path, so that a client
+// that opens the file next sees all of it. The FUSE layer calls it when a
+// file descriptor is closed.
+func (f *FS) Flush(ctx context.Context, path string) error {
+	if err := f.pushSize(ctx, path); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	if st := f.files[path]; st != nil && st.pending == 0 {
+		delete(f.files, path)
+	}
+	f.mu.Unlock()
+	return nil
+}
+
+// Fsync publishes the size and makes the data durable on every server, as
+// their durability setting says.
+func (f *FS) Fsync(ctx context.Context, path string) error {
+	if err := f.pushSize(ctx, path); err != nil {
+		return err
+	}
+	return f.allServers(ctx, wire.OpSync, pathArgs(path))
+}
+
+// forget drops what the client knows about path.
+func (f *FS) forget(paths ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range paths {
+		delete(f.files, p)
+	}
+}

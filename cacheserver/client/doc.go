@@ -1,0 +1,22 @@
+// Package client is the striped client of a burstcache instance: a
+// namespace.FS over N cache servers, which the FUSE layer serves.
+//
+// Reads and writes are cut at extent boundaries and the pieces go to the
+// servers that placement assigns them, in parallel. Metadata operations go
+// to the path's metadata server.
+//
+// Sizes follow close-to-open consistency, as NFS gives: a client learns a
+// file's size when it opens it or asks for its attributes, and remembers how
+// far its own writes extended the file. It tells the metadata server (with
+// ExtendSize) at Flush and Fsync, and before it answers GetAttr, so that
+// another client that opens the file after the writer closed it sees the
+// whole file. Reads stop at the size the client knows; parts of the file a
+// server holds nothing for read as zeros.
+//
+// Operations that change which file a path names keep cached data safe by
+// ordering: unlink drops the file's data on every server before the name
+// goes (so a late write-back cannot bring it back), truncate trims every
+// server between cutting the backing file and recording the size, and
+// rename and link write the data back and drop it on every server before the
+// name changes, since extents are keyed by path.
+package client

@@ -1,0 +1,234 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"path"
+	"syscall"
+
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+	"github.com/burstcache/burstcache/cacheserver/wire"
+)
+
+// attrCall sends a metadata request that answers an Attr.
+func (f *FS) attrCall(ctx context.Context, p string, op wire.Op, args *wire.Encoder) (namespace.Attr, error) {
+	d, err := f.meta(ctx, p, op, args)
+	if err != nil {
+		return namespace.Attr{}, err
+	}
+	a := d.Attr()
+	return a, d.Err()
+}
+
+// GetAttr publishes this client's pending size of path, then asks its
+// metadata server.
+func (f *FS) GetAttr(ctx context.Context, p string) (namespace.Attr, error) {
+	if err := f.pushSize(ctx, p); err != nil {
+		return namespace.Attr{}, err
+	}
+	a, err := f.attrCall(ctx, p, wire.OpGetAttr, pathArgs(p))
+	if err == nil {
+		f.learn(p, a)
+	}
+	return a, err
+}
+
+// SetAttr changes attributes. A size change cuts the backing file (which
+// checks the caller may), trims every server, then records the size.
+func (f *FS) SetAttr(ctx context.Context, p string, in namespace.SetAttr) (namespace.Attr, error) {
+	if in.Size == nil {
+		a, err := f.attrCall(ctx, p, wire.OpSetAttr, pathArgs(p).SetAttr(in))
+		if err == nil {
+			f.learn(p, a)
+		}
+		return a, err
+	}
+	if err := f.pushSize(ctx, p); err != nil {
+		return namespace.Attr{}, err
+	}
+	if _, err := f.attrCall(ctx, p, wire.OpSetAttr, pathArgs(p).SetAttr(in)); err != nil {
+		return namespace.Attr{}, err
+	}
+	return f.truncate(ctx, p, *in.Size)
+}
+
+// truncate trims every server to size, then has the metadata server record
+// it and cut the backing file again.
+func (f *FS) truncate(ctx context.Context, p string, size int64) (namespace.Attr, error) {
+	f.forget(p)
+	if err := f.allServers(ctx, wire.OpTrim, pathArgs(p).Int64(size)); err != nil {
+		return namespace.Attr{}, err
+	}
+	a, err := f.attrCall(ctx, p, wire.OpTruncate, pathArgs(p).Int64(size))
+	if err == nil {
+		f.learn(p, a)
+	}
+	return a, err
+}
+
+// Open checks the caller may open p; O_TRUNC also empties the cached file.
+func (f *FS) Open(ctx context.Context, p string, flags int) (namespace.Attr, error) {
+	if err := f.pushSize(ctx, p); err != nil {
+		return namespace.Attr{}, err
+	}
+	a, err := f.attrCall(ctx, p, wire.OpOpen, pathArgs(p).Uint32(uint32(flags)))
+	if err != nil {
+		return a, err
+	}
+	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		return f.truncate(ctx, p, 0)
+	}
+	f.learn(p, a)
+	return a, nil
+}
+
+// Create creates and opens a regular file.
+func (f *FS) Create(ctx context.Context, p string, flags int, mode uint32) (namespace.Attr, error) {
+	a, err := f.attrCall(ctx, p, wire.OpCreate, pathArgs(p).Uint32(uint32(flags)).Uint32(mode))
+	if err == nil {
+		f.forget(p)
+		f.learn(p, a)
+	}
+	return a, err
+}
+
+// Unlink drops the file's cached data on every server, then removes the
+// name. The caller's right to remove the name is checked first, so that a
+// refused unlink loses nothing. A file with other names keeps its data:
+// it is written back before it is dropped.
+func (f *FS) Unlink(ctx context.Context, p string) error {
+	if err := f.Access(ctx, path.Dir("/" + p)[1:], accessW|accessX); err != nil {
+		return err
+	}
+	a, err := f.attrCall(ctx, p, wire.OpGetAttr, pathArgs(p))
+	if err != nil {
+		return err
+	}
+	if a.IsRegular() {
+		op := wire.OpDrop
+		if a.Nlink > 1 {
+			op = wire.OpFlushAndDrop
+		}
+		if err := f.allServers(ctx, op, pathArgs(p)); err != nil {
+			return err
+		}
+	}
+	f.forget(p)
+	_, err = f.meta(ctx, p, wire.OpUnlink, pathArgs(p))
+	return err
+}
+
+const (
+	accessW = 2 // W_OK of access(2)
+	accessX = 1 // X_OK of access(2)
+)
+
+// Rename writes back and drops the cached data of both names on every
+// server, since extents are keyed by path, then renames.
+func (f *FS) Rename(ctx context.Context, oldPath, newPath string, flags uint32) error {
+	if err := f.pushSize(ctx, oldPath); err != nil {
+		return err
+	}
+	if err := f.flushAndDrop(ctx, oldPath, newPath); err != nil {
+		return err
+	}
+	f.forget(oldPath, newPath)
+	_, err := f.meta(ctx, oldPath, wire.OpRename, pathArgs(oldPath).String(newPath).Uint32(flags))
+	return err
+}
+
+// flushAndDrop writes back and forgets the cached data of the paths on every
+// server. A path the servers do not know is not an error.
+func (f *FS) flushAndDrop(ctx context.Context, paths ...string) error {
+	for _, p := range paths {
+		err := f.allServers(ctx, wire.OpFlushAndDrop, pathArgs(p))
+		if err != nil && !errors.Is(err, syscall.ENOENT) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Link writes back the data of oldPath before the new name appears, since
+// the cache keys extents by path and the new name must show the same data.
+func (f *FS) Link(ctx context.Context, oldPath, newPath string) (namespace.Attr, error) {
+	if err := f.pushSize(ctx, oldPath); err != nil {
+		return namespace.Attr{}, err
+	}
+	if err := f.flushAndDrop(ctx, oldPath); err != nil {
+		return namespace.Attr{}, err
+	}
+	f.forget(oldPath)
+	return f.attrCall(ctx, oldPath, wire.OpLink, pathArgs(oldPath).String(newPath))
+}
+
+// Access checks access(2) permission bits.
+func (f *FS) Access(ctx context.Context, p string, mask uint32) error {
+	_, err := f.meta(ctx, p, wire.OpAccess, pathArgs(p).Uint32(mask))
+	return err
+}
+
+// ReadDir lists a directory.
+func (f *FS) ReadDir(ctx context.Context, p string) ([]namespace.DirEntry, error) {
+	d, err := f.meta(ctx, p, wire.OpReadDir, pathArgs(p))
+	if err != nil {
+		return nil, err
+	}
+	es := d.DirEntries()
+	return es, d.Err()
+}
+
+// Mkdir creates a directory.
+func (f *FS) Mkdir(ctx context.Context, p string, mode uint32) (namespace.Attr, error) {
+	return f.attrCall(ctx, p, wire.OpMkdir, pathArgs(p).Uint32(mode))
+}
+
+// Mknod creates a special file.
+func (f *FS) Mknod(ctx context.Context, p string, mode uint32, dev uint64) (namespace.Attr, error) {
+	return f.attrCall(ctx, p, wire.OpMknod, pathArgs(p).Uint32(mode).Uint64(dev))
+}
+
+// Rmdir removes an empty directory.
+func (f *FS) Rmdir(ctx context.Context, p string) error {
+	_, err := f.meta(ctx, p, wire.OpRmdir, pathArgs(p))
+	return err
+}
+
+// Symlink creates a symbolic link.
+func (f *FS) Symlink(ctx context.Context, target, p string) (namespace.Attr, error) {
+	return f.attrCall(ctx, p, wire.OpSymlink, (&wire.Encoder{}).String(target).String(p))
+}
+
+// Readlink reads a symbolic link.
+func (f *FS) Readlink(ctx context.Context, p string) (string, error) {
+	d, err := f.meta(ctx, p, wire.OpReadlink, pathArgs(p))
+	if err != nil {
+		return "", err
+	}
+	target := d.String()
+	return target, d.Err()
+}
+
+// StatFS sums the capacity and use of every server's cache.
+func (f *FS) StatFS(ctx context.Context) (namespace.StatFS, error) {
+	sts := make([]namespace.StatFS, len(f.servers))
+	err := f.each(ctx, func(i int) error {
+		rep, err := f.call(ctx, i, wire.OpStatFS, &wire.Encoder{}, nil, nil)
+		if err != nil {
+			return err
+		}
+		d := wire.NewDecoder(rep.Meta)
+		sts[i] = d.StatFS()
+		return d.Err()
+	})
+	if err != nil {
+		return namespace.StatFS{}, err
+	}
+	sum := sts[0]
+	for _, st := range sts[1:] {
+		sum.Blocks += st.Blocks * uint64(st.Bsize) / uint64(sum.Bsize)
+		sum.Bfree += st.Bfree * uint64(st.Bsize) / uint64(sum.Bsize)
+		sum.Bavail += st.Bavail * uint64(st.Bsize) / uint64(sum.Bsize)
+	}
+	return sum, nil
+}

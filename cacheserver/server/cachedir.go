@@ -1,0 +1,71 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// ErrForeignCacheDir is returned for a cache directory that belongs to
+// another instance, another server index, or another placement.
+var ErrForeignCacheDir = errors.New("cache directory belongs to another cache server")
+
+// Identity is what a cache directory records about the server that owns it.
+type Identity struct {
+	Instance   string `json:"instance"`
+	Index      int    `json:"index"`
+	Servers    int    `json:"servers"`
+	ExtentSize int64  `json:"extentSize"`
+}
+
+const identityFile = "server.json"
+
+// ClaimCacheDir creates dir if needed and records id in it, or checks that
+// the record already there is id. It returns the directory the engine should
+// use.
+func ClaimCacheDir(dir string, id Identity) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("creating cache directory: %w", err)
+	}
+	p := filepath.Join(dir, identityFile)
+	data, err := os.ReadFile(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := writeIdentity(p, id); err != nil {
+			return "", err
+		}
+	case err != nil:
+		return "", fmt.Errorf("reading cache directory identity: %w", err)
+	default:
+		var have Identity
+		if err := json.Unmarshal(data, &have); err != nil {
+			return "", fmt.Errorf("%w: %s is not a server identity: %v", ErrForeignCacheDir, p, err)
+		}
+		if have != id {
+			return "", fmt.Errorf("%w: %s records instance %q server %d of %d with %d-byte extents; this server is instance %q server %d of %d with %d-byte extents",
+				ErrForeignCacheDir, dir, have.Instance, have.Index, have.Servers, have.ExtentSize,
+				id.Instance, id.Index, id.Servers, id.ExtentSize)
+		}
+	}
+	return filepath.Join(dir, "extents"), nil
+}
+
+// writeIdentity writes the record atomically: a crash leaves either no
+// record (the next start writes it) or the whole record.
+func writeIdentity(p string, id Identity) error {
+	data, err := json.MarshalIndent(id, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("writing cache directory identity: %w", err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return fmt.Errorf("writing cache directory identity: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,131 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"syscall"
+
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+	"github.com/burstcache/burstcache/cacheserver/wire"
+)
+
+// errDraining is returned for writes to a draining server.
+var errDraining = fmt.Errorf("server is draining: %w", syscall.EROFS)
+
+var dataHandlers = map[wire.Op]handlerFunc{
+	wire.OpRead:         (*Server).read,
+	wire.OpWrite:        (*Server).write,
+	wire.OpTrim:         pathSize((Cache).Trim),
+	wire.OpExtendSize:   (*Server).extendSize,
+	wire.OpDrop:         pathOnly((Cache).Drop),
+	wire.OpFlushAndDrop: pathOnly((Cache).FlushAndDrop),
+	wire.OpSync:         pathOnly((Cache).Sync),
+	wire.OpStatFS:       (*Server).statFS,
+	wire.OpInfo:         (*Server).info,
+}
+
+func (s *Server) info(_ context.Context, _ *wire.Request, resp *wire.Response) error {
+	i := s.cfg.Info
+	resp.Meta.Uint32(uint32(i.Index)).Uint32(uint32(i.Servers)).Int64(i.ExtentSize).String(i.Instance)
+	return nil
+}
+
+// readPath reads and checks the path argument.
+func readPath(d *wire.Decoder) (string, error) {
+	p := d.String()
+	if err := d.Err(); err != nil {
+		return "", err
+	}
+	return p, namespace.CheckPath(p)
+}
+
+func pathOnly(fn func(Cache, context.Context, string) error) handlerFunc {
+	return func(s *Server, ctx context.Context, req *wire.Request, _ *wire.Response) error {
+		p, err := readPath(req.Args)
+		if err != nil {
+			return err
+		}
+		return fn(s.cfg.Cache, ctx, p)
+	}
+}
+
+func pathSize(fn func(Cache, context.Context, string, int64) error) handlerFunc {
+	return func(s *Server, ctx context.Context, req *wire.Request, _ *wire.Response) error {
+		p, err := readPath(req.Args)
+		if err != nil {
+			return err
+		}
+		return fn(s.cfg.Cache, ctx, p, req.Args.Int64())
+	}
+}
+
+func (s *Server) read(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	off, n := req.Args.Int64(), int(req.Args.Uint32())
+	if n > wire.MaxData {
+		return syscall.EINVAL
+	}
+	buf := resp.Buffer(n)
+	got, err := s.cfg.Cache.ReadAt(ctx, p, buf, off)
+	// A file this server never saw and the backing store does not hold yet
+	// is one whose data lives on other servers: here it is a hole.
+	eof := errors.Is(err, io.EOF) || errors.Is(err, fs.ErrNotExist)
+	if err != nil && !eof {
+		return err
+	}
+	resp.Data = buf[:got]
+	resp.Meta.Bool(eof)
+	return nil
+}
+
+func (s *Server) write(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	if s.draining.Load() {
+		return errDraining
+	}
+	n, err := s.cfg.Cache.WriteAt(ctx, p, req.Data, req.Args.Int64())
+	if err != nil {
+		return err
+	}
+	resp.Meta.Uint32(uint32(n))
+	return nil
+}
+
+func (s *Server) extendSize(ctx context.Context, req *wire.Request, _ *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	if s.draining.Load() {
+		return errDraining
+	}
+	return s.cfg.Cache.ExtendSize(ctx, p, req.Args.Int64())
+}
+
+// statFS reports the server's cache as the capacity of the file system, and
+// the backing file system's inode counts.
+func (s *Server) statFS(ctx context.Context, _ *wire.Request, resp *wire.Response) error {
+	st, err := s.cfg.NS.StatFS(ctx)
+	if err != nil {
+		return err
+	}
+	cs := s.cfg.Cache.Stats()
+	if st.Bsize == 0 {
+		st.Bsize = 4096
+	}
+	bs := int64(st.Bsize)
+	st.Blocks = uint64(cs.CapacityBytes / bs)
+	free := max(cs.CapacityBytes-cs.DirtyBytes, 0)
+	st.Bfree, st.Bavail = uint64(free/bs), uint64(free/bs)
+	resp.Meta.StatFS(st)
+	return nil
+}

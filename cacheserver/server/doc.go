@@ -1,0 +1,24 @@
+// Package server is a burstcache cache server: it serves one cache engine
+// and the backing file system's namespace over the data-path protocol
+// (package wire), and the control API (package control) over HTTP.
+//
+// Data operations (reads and writes of extents, trims, drops, syncs) go to the
+// engine. Metadata operations run on the backing file system through a
+// namespace.FS, and the server folds in what only the cache knows: a file's
+// size counts the dirty data and the sizes recorded with ExtendSize that the
+// backing file does not show yet.
+//
+// Every operation on the backing store runs as one identity: the one the
+// server was configured with, or, for a server started with ActAsCaller, the
+// identity carried by the request, which the server trusts because the
+// client proved it holds the shared secret.
+//
+// # Cache directory
+//
+// A server owns its cache directory. The file server.json in it records the
+// instance, the server's index, the number of servers and the extent size;
+// a server refuses a directory whose record disagrees with its own
+// configuration (ErrForeignCacheDir), since the extents there belong to
+// another instance or another placement. The engine keeps its data in the
+// extents subdirectory.
+package server

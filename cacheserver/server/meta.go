@@ -1,0 +1,275 @@
+package server
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+	"github.com/burstcache/burstcache/cacheserver/wire"
+)
+
+var metaHandlers = map[wire.Op]handlerFunc{
+	wire.OpGetAttr:     (*Server).getAttr,
+	wire.OpSetAttr:     (*Server).setAttr,
+	wire.OpTruncate:    (*Server).truncate,
+	wire.OpAccess:      (*Server).access,
+	wire.OpReadDir:     (*Server).readDir,
+	wire.OpMkdir:       (*Server).mkdir,
+	wire.OpMknod:       (*Server).mknod,
+	wire.OpRmdir:       nsPath(namespace.FS.Rmdir),
+	wire.OpUnlink:      (*Server).unlink,
+	wire.OpRename:      (*Server).rename,
+	wire.OpSymlink:     (*Server).symlink,
+	wire.OpReadlink:    (*Server).readlink,
+	wire.OpLink:        (*Server).link,
+	wire.OpCreate:      (*Server).create,
+	wire.OpOpen:        (*Server).open,
+	wire.OpGetxattr:    (*Server).getxattr,
+	wire.OpSetxattr:    (*Server).setxattr,
+	wire.OpListxattr:   (*Server).listxattr,
+	wire.OpRemovexattr: (*Server).removexattr,
+	wire.OpClearSetid:  (*Server).clearSetid,
+}
+
+func nsPath(fn func(namespace.FS, context.Context, string) error) handlerFunc {
+	return func(s *Server, ctx context.Context, req *wire.Request, _ *wire.Response) error {
+		p, err := readPath(req.Args)
+		if err != nil {
+			return err
+		}
+		return fn(s.cfg.NS, ctx, p)
+	}
+}
+
+// withCacheSize folds the size the cache knows into the attributes of a
+// regular file: dirty data and recorded sizes past the backing end of file.
+func (s *Server) withCacheSize(ctx context.Context, p string, a namespace.Attr) namespace.Attr {
+	if !a.IsRegular() {
+		return a
+	}
+	if size, err := s.cfg.Cache.Size(ctx, p); err == nil && size > a.Size {
+		a.Size = size
+	}
+	return a
+}
+
+// answerAttr encodes the attributes of a successful call.
+func (s *Server) answerAttr(ctx context.Context, p string, resp *wire.Response, a namespace.Attr, err error) error {
+	if err != nil {
+		return err
+	}
+	resp.Meta.Attr(s.withCacheSize(ctx, p, a))
+	return nil
+}
+
+func (s *Server) getAttr(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	a, err := s.cfg.NS.GetAttr(ctx, p)
+	return s.answerAttr(ctx, p, resp, a, err)
+}
+
+// setAttr changes attributes on the backing store. A size change is checked
+// and applied to the backing file here; the client then trims every server
+// and finishes with OpTruncate.
+func (s *Server) setAttr(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	in := req.Args.SetAttr()
+	if err := req.Args.Err(); err != nil {
+		return err
+	}
+	a, err := s.cfg.NS.SetAttr(ctx, p, in)
+	if err != nil {
+		return err
+	}
+	if in.Size != nil {
+		resp.Meta.Attr(a)
+		return nil
+	}
+	resp.Meta.Attr(s.withCacheSize(ctx, p, a))
+	return nil
+}
+
+// truncate sets the size once every server dropped the data past it: the
+// backing file is cut again, in case a write-back raced with the trims.
+func (s *Server) truncate(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	size := req.Args.Int64()
+	if err := s.cfg.Cache.Truncate(ctx, p, size); err != nil {
+		return err
+	}
+	a, err := s.cfg.NS.SetAttr(ctx, p, namespace.SetAttr{Size: &size})
+	if err != nil {
+		return err
+	}
+	resp.Meta.Attr(a)
+	return nil
+}
+
+func (s *Server) access(ctx context.Context, req *wire.Request, _ *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	return s.cfg.NS.Access(ctx, p, req.Args.Uint32())
+}
+
+func (s *Server) readDir(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	es, err := s.cfg.NS.ReadDir(ctx, p)
+	if err != nil {
+		return err
+	}
+	resp.Meta.DirEntries(es)
+	return nil
+}
+
+func (s *Server) mkdir(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	a, err := s.cfg.NS.Mkdir(ctx, p, req.Args.Uint32())
+	return s.answerAttr(ctx, p, resp, a, err)
+}
+
+func (s *Server) mknod(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	mode, dev := req.Args.Uint32(), req.Args.Uint64()
+	a, err := s.cfg.NS.Mknod(ctx, p, mode, dev)
+	return s.answerAttr(ctx, p, resp, a, err)
+}
+
+// unlink removes the name on the backing store, then forgets what this
+// server still caches of it, in case data came in after the client's drop.
+func (s *Server) unlink(ctx context.Context, req *wire.Request, _ *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.NS.Unlink(ctx, p); err != nil {
+		return err
+	}
+	return s.cfg.Cache.Drop(ctx, p)
+}
+
+func (s *Server) rename(ctx context.Context, req *wire.Request, _ *wire.Response) error {
+	oldPath, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	newPath, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	return s.cfg.NS.Rename(ctx, oldPath, newPath, req.Args.Uint32())
+}
+
+func (s *Server) symlink(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	target := req.Args.String()
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	a, err := s.cfg.NS.Symlink(ctx, target, p)
+	return s.answerAttr(ctx, p, resp, a, err)
+}
+
+func (s *Server) readlink(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	target, err := s.cfg.NS.Readlink(ctx, p)
+	if err != nil {
+		return err
+	}
+	resp.Meta.String(target)
+	return nil
+}
+
+func (s *Server) link(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	oldPath, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	newPath, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	a, err := s.cfg.NS.Link(ctx, oldPath, newPath)
+	return s.answerAttr(ctx, oldPath, resp, a, err)
+}
+
+func (s *Server) create(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	flags, mode := int(req.Args.Uint32()), req.Args.Uint32()
+	a, err := s.cfg.NS.Create(ctx, p, flags, mode)
+	return s.answerAttr(ctx, p, resp, a, err)
+}
+
+// open checks the caller may open the file. O_TRUNC cuts the backing file
+// here; the client then trims every server and finishes with OpTruncate.
+func (s *Server) open(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	flags := int(req.Args.Uint32())
+	if s.draining.Load() && flags&(syscall.O_WRONLY|syscall.O_RDWR) != 0 {
+		return errDraining
+	}
+	a, err := s.cfg.NS.Open(ctx, p, flags)
+	if err != nil || flags&syscall.O_TRUNC != 0 {
+		if err == nil {
+			resp.Meta.Attr(a)
+		}
+		return err
+	}
+	resp.Meta.Attr(s.withCacheSize(ctx, p, a))
+	return nil
+}
+
+// clearSetid clears the setuid bit, and setgid with group execute, as the
+// kernel does when a caller without CAP_FSETID writes: the data lands in the
+// cache, so the backing file system never sees the write that would have
+// cleared them. It runs as the server, since the writer need not own the
+// file.
+func (s *Server) clearSetid(ctx context.Context, req *wire.Request, _ *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	sctx := s.serverCtx(context.WithoutCancel(ctx))
+	a, err := s.cfg.NS.GetAttr(sctx, p)
+	if err != nil {
+		return err
+	}
+	mode := a.Mode &^ syscall.S_IFMT
+	clear := mode &^ syscall.S_ISUID
+	if mode&syscall.S_IXGRP != 0 {
+		clear &^= syscall.S_ISGID
+	}
+	if clear == mode {
+		return nil
+	}
+	_, err = s.cfg.NS.SetAttr(sctx, p, namespace.SetAttr{Mode: &clear})
+	return err
+}

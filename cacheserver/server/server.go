@@ -1,0 +1,153 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/control"
+	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+	"github.com/burstcache/burstcache/cacheserver/wire"
+)
+
+// Cache is the cache engine as the server uses it. Paths are clean and
+// relative; ctx carries the identity for backing-store I/O.
+type Cache interface {
+	ReadAt(ctx context.Context, path string, p []byte, off int64) (int, error)
+	WriteAt(ctx context.Context, path string, p []byte, off int64) (int, error)
+	// Size returns the size the cache knows for path, ExtendSize records
+	// and dirty data included.
+	Size(ctx context.Context, path string) (int64, error)
+	ExtendSize(ctx context.Context, path string, size int64) error
+	// Truncate sets the size of path in the cache.
+	Truncate(ctx context.Context, path string, size int64) error
+	// Trim drops cached data of path past size.
+	Trim(ctx context.Context, path string, size int64) error
+	Sync(ctx context.Context, path string) error
+	Drop(ctx context.Context, path string) error
+	FlushAndDrop(ctx context.Context, path string) error
+	// Flush writes back everything; the error says why it could not.
+	Flush(ctx context.Context) error
+	FlushPath(ctx context.Context, path string) error
+	EvictPath(ctx context.Context, path string) error
+	InvalidatePath(ctx context.Context, path string) error
+	Preload(ctx context.Context, path string) error
+	Stats() control.Stats
+	SetTunables(t control.Tunables) error
+}
+
+// Config configures a Server.
+type Config struct {
+	// Cache is the engine; NS the backing file system.
+	Cache Cache
+	NS    namespace.FS
+	// Info describes the server in Stats.
+	Info control.ServerInfo
+	// Cred is the identity of backing-store operations, unless ActAsCaller.
+	Cred ident.Cred
+	// ActAsCaller runs backing-store operations as the identity in each
+	// request.
+	ActAsCaller bool
+	// Secret is the shared secret of the data path.
+	Secret []byte
+	Log    *slog.Logger
+}
+
+// Server serves the data path and the control API.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	wire     wire.Server
+	http     http.Server
+	draining atomic.Bool
+	serving  atomic.Bool
+}
+
+// New returns a server for cfg.
+func New(cfg Config) *Server {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: cfg.Log}
+	s.wire = wire.Server{Handler: s, Secret: cfg.Secret, Log: cfg.Log}
+	s.http = http.Server{Handler: control.NewHandler(s, cfg.Log), ReadHeaderTimeout: 10 * time.Second}
+	return s
+}
+
+// Serve serves the data path on data and the control API on ctl until
+// Shutdown. It returns the first error of either.
+func (s *Server) Serve(data, ctl net.Listener) error {
+	errs := make(chan error, 2)
+	go func() { errs <- s.http.Serve(ctl) }()
+	go func() { errs <- s.wire.Serve(data) }()
+	s.serving.Store(true)
+	s.log.Info("Serving", "data", data.Addr().String(), "control", ctl.Addr().String(),
+		"index", s.cfg.Info.Index, "servers", s.cfg.Info.Servers, "actAsCaller", s.cfg.ActAsCaller)
+	err := <-errs
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// Shutdown stops serving: no new requests are taken, and the ones in flight
+// finish. It does not flush.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.serving.Store(false)
+	s.wire.Close()
+	return s.http.Shutdown(ctx)
+}
+
+// callerCtx returns the context under which a request touches the backing
+// store.
+func (s *Server) callerCtx(ctx context.Context, caller ident.Cred) context.Context {
+	if s.cfg.ActAsCaller {
+		return ident.NewContext(ctx, caller)
+	}
+	return ident.NewContext(ctx, s.cfg.Cred)
+}
+
+// serverCtx returns the context of operations the server makes on its own
+// behalf, such as clearing setuid bits.
+func (s *Server) serverCtx(ctx context.Context) context.Context {
+	if s.cfg.ActAsCaller {
+		return ctx
+	}
+	return ident.NewContext(ctx, s.cfg.Cred)
+}
+
+// ServeWire serves one data-path request.
+func (s *Server) ServeWire(ctx context.Context, req *wire.Request, resp *wire.Response) {
+	h, ok := handlers[req.Op]
+	if !ok {
+		resp.Err = fmt.Errorf("operation %d: %w", req.Op, errNoSys)
+		return
+	}
+	resp.Err = h(s, s.callerCtx(ctx, req.Cred), req, resp)
+	if resp.Err == nil && req.Args.Err() != nil {
+		resp.Err = req.Args.Err()
+	}
+	if resp.Err != nil {
+		resp.Err = errnoOf(resp.Err)
+	}
+}
+
+type handlerFunc func(s *Server, ctx context.Context, req *wire.Request, resp *wire.Response) error
+
+var handlers map[wire.Op]handlerFunc
+
+func init() {
+	handlers = map[wire.Op]handlerFunc{}
+	for op, h := range dataHandlers {
+		handlers[op] = h
+	}
+	for op, h := range metaHandlers {
+		handlers[op] = h
+	}
+}

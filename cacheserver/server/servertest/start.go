@@ -1,0 +1,76 @@
+package servertest
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/control"
+	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/posixns"
+	"github.com/burstcache/burstcache/cacheserver/server"
+)
+
+// Instance is a set of running servers over one backing directory.
+type Instance struct {
+	Backing string
+	// Data and Control are the servers' addresses, in index order.
+	Data, Control []string
+	Caches        []*MemCache
+	Servers       []*server.Server
+}
+
+// Options say what servers to start.
+type Options struct {
+	Servers    int
+	ExtentSize int64
+	Secret     string
+	// ActAsCaller runs backing-store operations as the caller.
+	ActAsCaller bool
+}
+
+// Start starts servers over backing with MemCache engines; they stop when
+// the test ends.
+func Start(t testing.TB, backing string, opts Options) *Instance {
+	t.Helper()
+	in := &Instance{Backing: backing}
+	n, extentSize, secret := opts.Servers, opts.ExtentSize, opts.Secret
+	for i := range n {
+		ns, err := posixns.New(backing)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mc := NewMemCache(backing)
+		s := server.New(server.Config{
+			Cache: mc, NS: ns, Cred: ident.Process(), Secret: []byte(secret), ActAsCaller: opts.ActAsCaller,
+			Info: control.ServerInfo{Instance: "test", Index: i, Servers: n, ExtentSize: extentSize},
+			Log:  slog.New(slog.DiscardHandler),
+		})
+		data, ctl := listen(t), listen(t)
+		done := make(chan error, 1)
+		go func() { done <- s.Serve(data, ctl) }()
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			s.Shutdown(ctx)
+			<-done
+			ns.Close()
+		})
+		in.Data = append(in.Data, data.Addr().String())
+		in.Control = append(in.Control, ctl.Addr().String())
+		in.Caches = append(in.Caches, mc)
+		in.Servers = append(in.Servers, s)
+	}
+	return in
+}
+
+func listen(t testing.TB) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}

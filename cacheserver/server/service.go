@@ -1,0 +1,68 @@
+package server
+
+import (
+	"context"
+
+	"github.com/burstcache/burstcache/cacheserver/control"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+)
+
+var _ control.Service = (*Server)(nil)
+
+// Flush writes back every dirty byte. Backing-store writes run as the
+// identities the engine recorded with the data.
+func (s *Server) Flush(ctx context.Context) (int64, error) {
+	err := s.cfg.Cache.Flush(ctx)
+	return s.cfg.Cache.Stats().DirtyBytes, err
+}
+
+// Drain makes writes fail with EROFS, then flushes.
+func (s *Server) Drain(ctx context.Context) (int64, error) {
+	s.log.Info("Draining: refusing new writes")
+	s.draining.Store(true)
+	return s.Flush(ctx)
+}
+
+// FlushPath writes back the dirty data of path.
+func (s *Server) FlushPath(ctx context.Context, p string) error {
+	return s.pathCall(ctx, p, s.cfg.Cache.FlushPath)
+}
+
+// EvictPath drops the clean data of path.
+func (s *Server) EvictPath(ctx context.Context, p string) error {
+	return s.pathCall(ctx, p, s.cfg.Cache.EvictPath)
+}
+
+// InvalidatePath forgets the clean data of path.
+func (s *Server) InvalidatePath(ctx context.Context, p string) error {
+	return s.pathCall(ctx, p, s.cfg.Cache.InvalidatePath)
+}
+
+// Preload copies path up from the backing store, as the server's identity.
+func (s *Server) Preload(ctx context.Context, p string) error {
+	return s.pathCall(ctx, p, s.cfg.Cache.Preload)
+}
+
+func (s *Server) pathCall(ctx context.Context, p string, fn func(context.Context, string) error) error {
+	if err := namespace.CheckPath(p); err != nil {
+		return err
+	}
+	return errnoOf(fn(s.serverCtx(ctx), p))
+}
+
+// Stats returns the engine's statistics and the server's description.
+func (s *Server) Stats(context.Context) (control.Stats, error) {
+	st := s.cfg.Cache.Stats()
+	st.Server = s.cfg.Info
+	st.Server.Draining = s.draining.Load()
+	st.Server.ActAsCaller = s.cfg.ActAsCaller
+	return st, nil
+}
+
+// SetTunables changes the engine's knobs.
+func (s *Server) SetTunables(_ context.Context, t control.Tunables) error {
+	return s.cfg.Cache.SetTunables(t)
+}
+
+// Ready reports whether the data path is served.
+func (s *Server) Ready() bool { return s.serving.Load() }

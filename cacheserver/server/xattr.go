@@ -1,0 +1,66 @@
+package server
+
+import (
+	"context"
+
+	"github.com/burstcache/burstcache/cacheserver/wire"
+)
+
+func (s *Server) getxattr(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	name, size := req.Args.String(), int(req.Args.Uint32())
+	var dest []byte
+	if size > 0 {
+		dest = resp.Buffer(min(size, wire.MaxData))
+	}
+	n, err := s.cfg.NS.Getxattr(ctx, p, name, dest)
+	if err != nil {
+		return err
+	}
+	resp.Meta.Uint32(uint32(n))
+	if size > 0 {
+		resp.Data = dest[:n]
+	}
+	return nil
+}
+
+func (s *Server) setxattr(ctx context.Context, req *wire.Request, _ *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	name, flags := req.Args.String(), int(req.Args.Uint32())
+	return s.cfg.NS.Setxattr(ctx, p, name, req.Data, flags)
+}
+
+func (s *Server) listxattr(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	size := int(req.Args.Uint32())
+	var dest []byte
+	if size > 0 {
+		dest = resp.Buffer(min(size, wire.MaxData))
+	}
+	n, err := s.cfg.NS.Listxattr(ctx, p, dest)
+	if err != nil {
+		return err
+	}
+	resp.Meta.Uint32(uint32(n))
+	if size > 0 {
+		resp.Data = dest[:n]
+	}
+	return nil
+}
+
+func (s *Server) removexattr(ctx context.Context, req *wire.Request, _ *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	return s.cfg.NS.Removexattr(ctx, p, req.Args.String())
+}
