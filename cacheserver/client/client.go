@@ -39,6 +39,10 @@ type FS struct {
 
 	mu    sync.Mutex
 	files map[string]*fileState
+
+	kick       chan struct{}
+	stop       chan struct{}
+	pusherDone chan struct{}
 }
 
 // fileState is what the client knows about a file it has opened.
@@ -68,12 +72,14 @@ func New(opts Options) (*FS, error) {
 	f := &FS{
 		layout: placement.Layout{Servers: len(opts.Servers), ExtentSize: opts.ExtentSize},
 		files:  map[string]*fileState{},
+		kick:   make(chan struct{}, 1), stop: make(chan struct{}), pusherDone: make(chan struct{}),
 	}
 	for _, addr := range opts.Servers {
 		f.servers = append(f.servers, wire.NewClient(addr, wire.ClientOptions{
 			Secret: opts.Secret, Conns: opts.Conns, DialTimeout: opts.DialTimeout,
 		}))
 	}
+	go f.pusher()
 	return f, nil
 }
 
@@ -95,12 +101,18 @@ func (f *FS) Connect(ctx context.Context) error {
 	})
 }
 
-// Close closes the connections.
+// Close publishes the sizes this client's writes gave files, then closes
+// the connections. The error says if a size could not be published.
 func (f *FS) Close() error {
+	close(f.stop)
+	<-f.pusherDone
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := f.pushAll(ctx)
 	for _, s := range f.servers {
 		s.Close()
 	}
-	return nil
+	return err
 }
 
 // cred returns the caller's identity carried by ctx, or the process's.

@@ -138,6 +138,7 @@ func (f *FS) grew(path string, end int64) {
 	}
 	if end > st.size {
 		st.size, st.pending = end, end
+		f.kickPush()
 	}
 }
 
@@ -166,7 +167,7 @@ func (f *FS) clearSetid(ctx context.Context, path string) error {
 }
 
 // pushSize tells the metadata server how far this client's writes extended
-// path.
+// path. It runs as the caller of ctx.
 func (f *FS) pushSize(ctx context.Context, path string) error {
 	f.mu.Lock()
 	st := f.files[path]
