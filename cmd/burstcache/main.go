@@ -29,6 +29,8 @@ system, writes land on SSD and are written back to the same files.`,
 	}
 	root.AddCommand(
 		newVersionCmd(),
+		newServerCmd(),
+		newMountCmd(),
 	)
 	return root
 }

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/burstcache/burstcache/cacheserver/client"
+	"github.com/burstcache/burstcache/cacheserver/fusefs"
+)
+
+type mountFlags struct {
+	servers     []string
+	secretFile  string
+	clientCache bool
+	extentSize  sizeFlag
+	readyFile   string
+	timeout     time.Duration
+}
+
+func newMountCmd() *cobra.Command {
+	f := &mountFlags{extentSize: 1 << 20}
+	cmd := &cobra.Command{
+		Use:   "mount --servers HOST:PORT,... MOUNTPOINT",
+		Short: "Mount a cache instance with FUSE, in the foreground",
+		Long: `mount serves the files of a cache instance at MOUNTPOINT through FUSE,
+striping data over the servers given in index order. It runs in the
+foreground until SIGTERM or SIGINT, then unmounts, publishing what it
+wrote. Exit codes: 2 bad input, 4 mount point in use, 5 a server is
+unreachable.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runMount(cmd.Context(), f, args[0]) },
+	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&f.servers, "servers", nil, "data addresses of the servers, in index order")
+	fl.StringVar(&f.secretFile, "secret-file", "", "file holding the servers' shared secret")
+	fl.BoolVar(&f.clientCache, "client-cache", false, "use the kernel's page cache and write-back cache (no close-to-open consistency between mounts)")
+	fl.Var(&f.extentSize, "extent-size", "extent size of the instance")
+	fl.StringVar(&f.readyFile, "ready-file", "", "write the process id to this file once the mount serves")
+	fl.DurationVar(&f.timeout, "shutdown-timeout", 30*time.Second, "how long unmounting may take before the mount is detached")
+	return cmd
+}
+
+func runMount(ctx context.Context, f *mountFlags, mountpoint string) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if len(f.servers) == 0 {
+		return badInput("--servers is required")
+	}
+	mp, err := checkMountpoint(mountpoint)
+	if err != nil {
+		return err
+	}
+	secret, err := readSecret(f.secretFile)
+	if err != nil {
+		return err
+	}
+	c, err := connectClient(ctx, f.servers, secret, int64(f.extentSize))
+	if err != nil {
+		return err
+	}
+	srv, err := fusefs.Mount(mp, c, fusefs.Options{
+		ClientCache: f.clientCache, DirectMount: os.Geteuid() == 0, Logger: log,
+		FsName: "burstcache:" + f.servers[0], ShutdownTimeout: f.timeout,
+	})
+	if err != nil {
+		c.Close()
+		return withCode(exitMountBusy, err)
+	}
+	if f.readyFile != "" {
+		if err := writeJSONFile(f.readyFile, readyInfo{PID: os.Getpid()}); err != nil {
+			log.Error("Writing the ready file failed", "err", err)
+		}
+	}
+	return serveMount(ctx, srv, c, log)
+}
+
+// serveMount waits for a signal or an unmount from outside, then unmounts
+// and publishes what the client wrote.
+func serveMount(ctx context.Context, srv *fusefs.Server, c *client.FS, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	gone := make(chan struct{})
+	go func() { srv.Wait(); close(gone) }()
+	var err error
+	select {
+	case <-gone:
+		log.Info("Mount was unmounted from outside")
+	case <-ctx.Done():
+		log.Info("Unmounting on signal", "mountpoint", srv.Dir())
+		err = srv.Unmount()
+	}
+	if cerr := c.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("publishing file sizes to the servers: %w", cerr))
+	}
+	return err
+}
+
+func connectClient(ctx context.Context, servers []string, secret []byte, extentSize int64) (*client.FS, error) {
+	c, err := client.New(client.Options{Servers: servers, Secret: secret, ExtentSize: extentSize})
+	if err != nil {
+		return nil, badInput("%w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := c.Connect(cctx); err != nil {
+		c.Close()
+		if errors.Is(err, client.ErrMisconfigured) {
+			return nil, badInput("%w", err)
+		}
+		return nil, withCode(exitUnreachable, fmt.Errorf("reaching the cache servers: %w", err))
+	}
+	return c, nil
+}
+
+// checkMountpoint returns the absolute mount point if it is a directory
+// that nothing is mounted on.
+func checkMountpoint(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", badInput("mount point: %w", err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", badInput("mount point: %w", err)
+	}
+	if !fi.IsDir() {
+		return "", badInput("mount point %s is not a directory", abs)
+	}
+	mounted, err := isMountpoint(abs)
+	if err != nil {
+		return "", err
+	}
+	if mounted {
+		return "", withCode(exitMountBusy, fmt.Errorf("mount point %s is already in use by another mount", abs))
+	}
+	return abs, nil
+}
+
+// isMountpoint reports whether something is mounted on dir, from
+// /proc/self/mountinfo.
+func isMountpoint(dir string) (bool, error) {
+	fd, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false, err
+	}
+	defer fd.Close()
+	sc := bufio.NewScanner(fd)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && unescapeMount(fields[4]) == dir {
+			return true, nil
+		}
+	}
+	return false, sc.Err()
+}
+
+// unescapeMount undoes the octal escapes of spaces and the like in
+// mountinfo paths.
+func unescapeMount(s string) string {
+	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+	return r.Replace(s)
+}

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/burstcache/burstcache/cacheserver/backing"
+	"github.com/burstcache/burstcache/cacheserver/control"
+	"github.com/burstcache/burstcache/cacheserver/engine"
+	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/posixns"
+	"github.com/burstcache/burstcache/cacheserver/server"
+)
+
+type serverFlags struct {
+	listen, control, backing, cacheDir string
+	instance, secretFile, durability   string
+	readyFile                          string
+	capacity, extentSize, maxFileSize  sizeFlag
+	index, servers                     int
+	uid, gid                           int
+	groups                             []uint
+	actAsCaller                        bool
+	dirtyHigh, dirtyLow                int
+	evictHigh, evictLow, threads       int
+	maxFiles                           int64
+}
+
+func newServerCmd() *cobra.Command {
+	f := &serverFlags{extentSize: 1 << 20}
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run a cache server: one engine over a backing directory, served to mounts",
+		Long: `server runs cache server INDEX of an instance of N servers. It keeps
+extents of the files of the backing directory in the cache directory, serves
+them over the data-path protocol on --listen, and serves the control API
+(flush, drain, statistics, tunables) on --control. Backing-store operations
+run as --uid/--gid/--groups (default: the server process), or, with
+--act-as-caller (root only), as the process that made each request.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServer(cmd.Context(), f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:7070", "data-path address")
+	fl.StringVar(&f.control, "control", "127.0.0.1:7071", "control API address")
+	fl.StringVar(&f.backing, "backing", "", "backing directory (the parallel file system)")
+	fl.StringVar(&f.cacheDir, "cache-dir", "", "cache directory on local SSD")
+	fl.Var(&f.capacity, "capacity", "cache capacity, such as 10Gi")
+	fl.Var(&f.extentSize, "extent-size", "striping and caching unit")
+	fl.IntVar(&f.index, "index", 0, "index of this server in the instance")
+	fl.IntVar(&f.servers, "servers", 1, "number of servers in the instance")
+	fl.StringVar(&f.instance, "instance", "", "instance name recorded in the cache directory (default: derived from --backing)")
+	fl.IntVar(&f.uid, "uid", -1, "uid of backing-store operations")
+	fl.IntVar(&f.gid, "gid", -1, "gid of backing-store operations")
+	fl.UintSliceVar(&f.groups, "groups", nil, "supplementary groups of backing-store operations")
+	fl.BoolVar(&f.actAsCaller, "act-as-caller", false, "run backing-store operations as the calling process (root only; needs --secret-file)")
+	fl.StringVar(&f.secretFile, "secret-file", "", "file holding the secret clients must prove they know")
+	fl.StringVar(&f.durability, "durability", "Cache", "what fsync guarantees: Cache (on SSD) or Backing (written back)")
+	fl.IntVar(&f.dirtyHigh, "dirty-high", 0, "write-back starts past this percentage of capacity dirty (default 50)")
+	fl.IntVar(&f.dirtyLow, "dirty-low", 0, "write-back stops at this percentage (default 25)")
+	fl.IntVar(&f.evictHigh, "evict-high", 0, "eviction starts past this percentage of capacity used (default 95)")
+	fl.IntVar(&f.evictLow, "evict-low", 0, "eviction stops at this percentage (default 85)")
+	fl.IntVar(&f.threads, "writeback-threads", 0, "write-back workers (default 4)")
+	fl.Var(&f.maxFileSize, "max-file-size", "largest file size; writes past it fail with EFBIG (0: no limit)")
+	fl.Int64Var(&f.maxFiles, "max-files", 0, "most files the cache holds; more fail with EDQUOT (0: no limit)")
+	fl.StringVar(&f.readyFile, "ready-file", "", "write the addresses served, as JSON, to this file once serving")
+	return cmd
+}
+
+// readyInfo is what a server writes to --ready-file once it serves.
+type readyInfo struct {
+	Data    string `json:"data"`
+	Control string `json:"control"`
+	PID     int    `json:"pid"`
+}
+
+func runServer(ctx context.Context, f *serverFlags) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	cred, err := f.credential()
+	if err != nil {
+		return err
+	}
+	if err := f.validate(cred); err != nil {
+		return err
+	}
+	secret, err := readSecret(f.secretFile)
+	if err != nil {
+		return err
+	}
+	cache, eng, err := f.openEngine(log)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	ns, err := posixns.New(f.backing)
+	if err != nil {
+		return badInput("backing directory: %w", err)
+	}
+	defer ns.Close()
+	data, ctl, err := f.listeners()
+	if err != nil {
+		return err
+	}
+	s := server.New(server.Config{
+		Cache: cache, NS: ns, Cred: cred, ActAsCaller: f.actAsCaller, Secret: secret, Log: log,
+		Info: control.ServerInfo{
+			Instance: f.instanceName(), Index: f.index, Servers: f.servers, ExtentSize: int64(f.extentSize),
+			DataAddress: data.Addr().String(), Backing: absPath(f.backing), Durability: f.durability,
+		},
+	})
+	return serveUntilSignal(ctx, s, data, ctl, f.readyFile, log)
+}
+
+func serveUntilSignal(ctx context.Context, s *server.Server, data, ctl net.Listener, readyFile string, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(data, ctl) }()
+	if readyFile != "" {
+		info := readyInfo{Data: data.Addr().String(), Control: ctl.Addr().String(), PID: os.Getpid()}
+		if err := writeJSONFile(readyFile, info); err != nil {
+			return err
+		}
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("Stopping on signal; dirty data stays in the cache directory")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return s.Shutdown(sctx)
+}
+
+// credential returns the identity of backing-store operations.
+func (f *serverFlags) credential() (ident.Cred, error) {
+	cred := ident.Process()
+	if f.uid < 0 && f.gid < 0 && f.groups == nil {
+		return cred, nil
+	}
+	if f.uid >= 0 {
+		cred.UID = uint32(f.uid)
+	}
+	if f.gid >= 0 {
+		cred.GID = uint32(f.gid)
+	}
+	cred.Groups = nil
+	for _, g := range f.groups {
+		cred.Groups = append(cred.Groups, uint32(g))
+	}
+	if os.Geteuid() != 0 && (cred.UID != uint32(os.Geteuid()) || cred.GID != uint32(os.Getegid())) {
+		return cred, badInput("--uid and --gid other than the server's own need the server to run as root")
+	}
+	return cred, nil
+}
+
+func (f *serverFlags) validate(cred ident.Cred) error {
+	switch {
+	case f.backing == "" || f.cacheDir == "":
+		return badInput("--backing and --cache-dir are required")
+	case f.servers < 1 || f.index < 0 || f.index >= f.servers:
+		return badInput("--index %d is not a server of --servers %d", f.index, f.servers)
+	case f.capacity <= 0:
+		return badInput("--capacity is required")
+	case f.actAsCaller && os.Geteuid() != 0:
+		return badInput("--act-as-caller needs the server to run as root")
+	case f.actAsCaller && f.secretFile == "":
+		return badInput("--act-as-caller trusts the identity clients send, so it needs --secret-file")
+	case f.durability != string(engine.Cache) && f.durability != string(engine.Backing):
+		return badInput("--durability %q: want Cache or Backing", f.durability)
+	}
+	return checkBacking(f.backing, cred)
+}
+
+// checkBacking checks that dir is a directory the identity can list.
+func checkBacking(dir string, cred ident.Cred) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return badInput("backing directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return badInput("backing directory %s is not a directory", dir)
+	}
+	err = ident.Do(cred, func() error {
+		_, err := os.ReadDir(dir)
+		return err
+	})
+	if err != nil {
+		return badInput("backing directory %s cannot be read as %s: %w", dir, cred, err)
+	}
+	return nil
+}
+
+func (f *serverFlags) instanceName() string {
+	if f.instance != "" {
+		return f.instance
+	}
+	return "local:" + absPath(f.backing)
+}
+
+// absPath returns p made absolute, or p if that fails.
+func absPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
+func (f *serverFlags) tunables() engine.Tunables {
+	return engine.Tunables{
+		WriteBackThreads: f.threads, DirtyHigh: f.dirtyHigh, DirtyLow: f.dirtyLow,
+		EvictHigh: f.evictHigh, EvictLow: f.evictLow,
+		MaxFileSize: int64(f.maxFileSize), MaxFiles: f.maxFiles,
+	}
+}
+
+func (f *serverFlags) openEngine(log *slog.Logger) (server.Cache, *engine.Engine, error) {
+	id := server.Identity{Instance: f.instanceName(), Index: f.index, Servers: f.servers, ExtentSize: int64(f.extentSize)}
+	dir, err := server.ClaimCacheDir(f.cacheDir, id)
+	if errors.Is(err, server.ErrForeignCacheDir) {
+		return nil, nil, withCode(exitForeignCacheDir, err)
+	}
+	if err != nil {
+		return nil, nil, badInput("cache directory: %w", err)
+	}
+	tun := f.tunables()
+	e, err := engine.Open(engine.Config{
+		Dir: dir, Backing: backing.NewDir(f.backing), ExtentSize: int64(f.extentSize),
+		Capacity: int64(f.capacity), Tunables: tun, Durability: engine.Durability(f.durability), Logger: log,
+	})
+	if errors.Is(err, engine.ErrGeometry) {
+		return nil, nil, withCode(exitForeignCacheDir, err)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening the cache: %w", err)
+	}
+	return server.EngineCache(e, tun), e, nil
+}
+
+func (f *serverFlags) listeners() (net.Listener, net.Listener, error) {
+	data, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return nil, nil, badInput("--listen: %w", err)
+	}
+	ctl, err := net.Listen("tcp", f.control)
+	if err != nil {
+		data.Close()
+		return nil, nil, badInput("--control: %w", err)
+	}
+	return data, ctl, nil
+}
+
+// readSecret reads the shared secret from path; an empty path means none.
+func readSecret(path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, badInput("--secret-file: %w", err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return nil, badInput("--secret-file %s is empty", path)
+	}
+	return []byte(s), nil
+}
+
+// writeJSONFile writes v to path atomically.
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
