@@ -108,3 +108,33 @@ func TestEngineServersWriteBack(t *testing.T) {
 		t.Fatalf("backing file has %d bytes (%v), want the %d written", len(onDisk), err, len(want))
 	}
 }
+
+// TestPreloadCopiesUpOnlyOwnExtents preloads a file through every server's
+// control API and checks that together they copied it up exactly once.
+func TestPreloadCopiesUpOnlyOwnExtents(t *testing.T) {
+	backingDir := t.TempDir()
+	const size = 10<<16 + 5
+	if err := os.WriteFile(filepath.Join(backingDir, "in"), make([]byte, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, ctl := startEngineServers(t, backingDir, 3)
+	ctx := context.Background()
+	var copied int64
+	for _, addr := range ctl {
+		c := control.NewClient(addr, nil)
+		if err := c.Preload(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+		st, err := c.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.CopyUpBytes == 0 {
+			t.Errorf("server %d copied nothing up", st.Server.Index)
+		}
+		copied += st.CopyUpBytes
+	}
+	if copied != size {
+		t.Errorf("servers copied up %d bytes in all, want the file's %d", copied, size)
+	}
+}

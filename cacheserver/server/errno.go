@@ -32,6 +32,9 @@ var extraErrnos []struct {
 // errnoOf returns err unchanged if it carries an errno, and otherwise err
 // wrapped with the errno that fits it best (EIO if none does).
 func errnoOf(err error) error {
+	if err == nil {
+		return nil
+	}
 	var e syscall.Errno
 	if errors.As(err, &e) {
 		return err

@@ -37,7 +37,6 @@ type Cache interface {
 	FlushPath(ctx context.Context, path string) error
 	EvictPath(ctx context.Context, path string) error
 	InvalidatePath(ctx context.Context, path string) error
-	Preload(ctx context.Context, path string) error
 	Stats() control.Stats
 	SetTunables(t control.Tunables) error
 }

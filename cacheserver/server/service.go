@@ -38,9 +38,10 @@ func (s *Server) InvalidatePath(ctx context.Context, p string) error {
 	return s.pathCall(ctx, p, s.cfg.Cache.InvalidatePath)
 }
 
-// Preload copies path up from the backing store, as the server's identity.
+// Preload copies up, as the server's identity, the extents this server
+// holds of the file p or of every file under the directory p.
 func (s *Server) Preload(ctx context.Context, p string) error {
-	return s.pathCall(ctx, p, s.cfg.Cache.Preload)
+	return s.pathCall(ctx, p, s.preload)
 }
 
 func (s *Server) pathCall(ctx context.Context, p string, fn func(context.Context, string) error) error {

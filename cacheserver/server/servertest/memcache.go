@@ -232,9 +232,6 @@ func (m *MemCache) InvalidatePath(ctx context.Context, path string) error {
 	return m.FlushAndDrop(ctx, path)
 }
 
-// Preload does nothing.
-func (m *MemCache) Preload(context.Context, string) error { return nil }
-
 // Stats reports the dirty bytes.
 func (m *MemCache) Stats() control.Stats {
 	m.mu.Lock()
