@@ -31,6 +31,7 @@ system, writes land on SSD and are written back to the same files.`,
 		newVersionCmd(),
 		newServerCmd(),
 		newMountCmd(),
+		newLocalCmd(),
 	)
 	return root
 }

@@ -1,0 +1,25 @@
+// Package local runs a burstcache instance on one machine, without
+// Kubernetes: N server processes on loopback ports and a FUSE mount process,
+// all started from the burstcache binary, detached from the caller (own
+// session, logs in files), so that they outlive the command that started
+// them.
+//
+// # State
+//
+// An instance is found by its mount point. Its cache directory holds:
+//
+//	local.json       State: the servers (addresses, process ids, command
+//	                 lines), the mount process, the backing directory
+//	secret           the shared secret of the data path (mode 0600)
+//	server-I/        server I's cache directory
+//	logs/            server-I.log and mount.log
+//
+// and a small pointer file, /run/burstcache/<hash of the mount point>.json
+// (under the temporary directory when /run is not writable), names the cache
+// directory, so that commands given only --mount find the state.
+//
+// Up over a cache directory whose state survives (an earlier Down that could
+// not write everything back, or a crash) starts the servers again over their
+// cache directories, which recovers their dirty data; Up of a running
+// instance restarts the servers that died, on the same addresses.
+package local

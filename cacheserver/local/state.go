@@ -1,0 +1,123 @@
+package local
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// ErrNotUp is returned for a mount point with no local instance.
+var ErrNotUp = errors.New("no local burstcache instance at this mount point")
+
+// State is what a local instance records about itself.
+type State struct {
+	Backing    string        `json:"backing"`
+	Mount      string        `json:"mount"`
+	CacheDir   string        `json:"cacheDir"`
+	ExtentSize int64         `json:"extentSize"`
+	Servers    []ServerState `json:"servers"`
+	MountPID   int           `json:"mountPID"`
+	MountArgs  []string      `json:"mountArgs"`
+}
+
+// ServerState is one server process.
+type ServerState struct {
+	Index   int      `json:"index"`
+	Data    string   `json:"data"`
+	Control string   `json:"control"`
+	PID     int      `json:"pid"`
+	Args    []string `json:"args"`
+}
+
+// pointer names the cache directory of the instance mounted at a mount point.
+type pointer struct {
+	CacheDir string `json:"cacheDir"`
+}
+
+func pointerDir() string {
+	const run = "/run/burstcache"
+	if err := os.MkdirAll(run, 0o755); err == nil {
+		return run
+	}
+	return filepath.Join(os.TempDir(), "burstcache-run")
+}
+
+func pointerPath(mount string) string {
+	sum := sha256.Sum256([]byte(mount))
+	return filepath.Join(pointerDir(), hex.EncodeToString(sum[:8])+".json")
+}
+
+// DefaultCacheDir is the cache directory of a mount point when none is given.
+func DefaultCacheDir(mount string) string {
+	sum := sha256.Sum256([]byte(mount))
+	return filepath.Join("/var/tmp/burstcache", hex.EncodeToString(sum[:8]))
+}
+
+func statePath(cacheDir string) string { return filepath.Join(cacheDir, "local.json") }
+
+// Load returns the state of the instance mounted at mount (an absolute
+// path), or ErrNotUp.
+func Load(mount string) (*State, error) {
+	var p pointer
+	if err := readJSON(pointerPath(mount), &p); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s", ErrNotUp, mount)
+		}
+		return nil, err
+	}
+	return loadDir(p.CacheDir)
+}
+
+func loadDir(cacheDir string) (*State, error) {
+	var st State
+	if err := readJSON(statePath(cacheDir), &st); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: no state in %s", ErrNotUp, cacheDir)
+		}
+		return nil, err
+	}
+	return &st, nil
+}
+
+// save writes the state and the pointer to it.
+func (st *State) save() error {
+	if err := writeJSON(statePath(st.CacheDir), st); err != nil {
+		return err
+	}
+	return writeJSON(pointerPath(st.Mount), pointer{CacheDir: st.CacheDir})
+}
+
+// forget removes the state and the pointer.
+func (st *State) forget() error {
+	os.Remove(pointerPath(st.Mount))
+	return os.Remove(statePath(st.CacheDir))
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeJSON writes v to path atomically.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,90 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/control"
+)
+
+// ServerStatus is one server as Status sees it.
+type ServerStatus struct {
+	ServerState
+	Alive bool
+	Stats control.Stats
+	Err   error
+}
+
+// Status asks every server for its statistics.
+func Status(ctx context.Context, bin string, st *State) []ServerStatus {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	var out []ServerStatus
+	for _, s := range st.Servers {
+		ss := ServerStatus{ServerState: s, Alive: alive(s.PID, bin)}
+		ss.Stats, ss.Err = control.NewClient(s.Control, hc).Stats(ctx)
+		out = append(out, ss)
+	}
+	return out
+}
+
+// PrintStatus writes a table of the servers and the instance's totals, like
+// DataWarp's dwstat.
+func PrintStatus(w io.Writer, st *State, mountAlive bool, ss []ServerStatus) {
+	fmt.Fprintf(w, "mount %s (%s)  backing %s  cache %s\n", st.Mount, upDown(mountAlive), st.Backing, st.CacheDir)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tADDRESS\tPID\tSTATE\tCAPACITY\tCACHED\tDIRTY\tHITS\tMISSES\tHIT%\tWB-LAG\tWB-ERRORS")
+	var total control.Stats
+	for _, s := range ss {
+		if s.Err != nil {
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t-\t-\t-\t-\t-\t-\t-\t%v\n", s.Index, s.Data, s.PID, upDown(s.Alive), s.Err)
+			continue
+		}
+		printRow(tw, fmt.Sprint(s.Index), s.Data, fmt.Sprint(s.PID), upDown(s.Alive), s.Stats)
+		total = addStats(total, s.Stats)
+	}
+	printRow(tw, "total", "", "", "", total)
+	tw.Flush()
+}
+
+func printRow(w io.Writer, idx, addr, pid, state string, s control.Stats) {
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%.1f\t%s\t%d\n", idx, addr, pid, state,
+		human(s.CapacityBytes), human(s.CachedBytes), human(s.DirtyBytes), s.Hits, s.Misses,
+		100*s.HitRatio(), time.Duration(s.WriteBackLagSeconds*float64(time.Second)).Round(time.Millisecond), s.WriteBackErrors)
+}
+
+func addStats(a, b control.Stats) control.Stats {
+	a.CapacityBytes += b.CapacityBytes
+	a.CachedBytes += b.CachedBytes
+	a.DirtyBytes += b.DirtyBytes
+	a.Hits += b.Hits
+	a.Misses += b.Misses
+	a.WriteBackLagSeconds = max(a.WriteBackLagSeconds, b.WriteBackLagSeconds)
+	a.WriteBackErrors += b.WriteBackErrors
+	return a
+}
+
+func upDown(ok bool) string {
+	if ok {
+		return "up"
+	}
+	return "DOWN"
+}
+
+// human formats a byte count with a binary unit.
+func human(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	f, i := float64(n), 0
+	for f >= 1024 && i < len(units)-1 {
+		f /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return strings.TrimSuffix(fmt.Sprintf("%.1f", f), ".0") + " " + units[i]
+}

@@ -1,0 +1,213 @@
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config says what instance Up starts.
+type Config struct {
+	// Binary is the burstcache executable to run the servers and the mount.
+	Binary string
+	// Backing and Mount are absolute directories.
+	Backing, Mount string
+	// CacheDir holds the servers' caches and the state; DefaultCacheDir if
+	// empty.
+	CacheDir string
+	// Servers is the number of servers (default 1).
+	Servers int
+	// Capacity is the total cache capacity, shared equally by the servers.
+	Capacity int64
+	// ExtentSize is the striping unit (default 1 MiB).
+	ExtentSize int64
+	// UID and GID, when not negative, are the identity of backing-store
+	// operations.
+	UID, GID int
+	// ServerArgs are passed to every server, such as watermark flags.
+	ServerArgs []string
+	// Timeout bounds each process's start (default 30 s).
+	Timeout time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.CacheDir == "" {
+		c.CacheDir = DefaultCacheDir(c.Mount)
+	}
+	c.Servers = max(c.Servers, 1)
+	if c.ExtentSize <= 0 {
+		c.ExtentSize = 1 << 20
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 30 * time.Second
+	}
+}
+
+// Up starts the instance, or the parts of it that are not running, and
+// returns once the mount serves.
+func Up(ctx context.Context, cfg Config) (*State, error) {
+	cfg.defaults()
+	st, err := loadDir(cfg.CacheDir)
+	switch {
+	case errors.Is(err, ErrNotUp):
+		st, err = fresh(cfg)
+	case err == nil && st.Mount != cfg.Mount:
+		return nil, fmt.Errorf("cache directory %s is in use by the instance mounted at %s", cfg.CacheDir, st.Mount)
+	}
+	if err != nil {
+		return nil, err
+	}
+	isFresh := st.MountPID == 0 && st.Servers[0].PID == 0
+	if err := bringUp(ctx, cfg, st); err != nil {
+		// Leave nothing running or mounted. A fresh instance has no data
+		// yet and is forgotten; an old one keeps its state, so that its
+		// servers' dirty data is found again by the next Up.
+		stopAll(cfg.Binary, st)
+		if isFresh {
+			st.forget()
+		}
+		return nil, err
+	}
+	return st, nil
+}
+
+func bringUp(ctx context.Context, cfg Config, st *State) error {
+	if err := startServers(ctx, cfg, st); err != nil {
+		return err
+	}
+	if err := st.save(); err != nil {
+		return err
+	}
+	if alive(st.MountPID, cfg.Binary) {
+		return nil
+	}
+	if err := startMount(ctx, cfg, st); err != nil {
+		return err
+	}
+	return st.save()
+}
+
+// fresh prepares the cache directory and the state of a new instance.
+func fresh(cfg Config) (*State, error) {
+	if err := os.MkdirAll(filepath.Join(cfg.CacheDir, "logs"), 0o700); err != nil {
+		return nil, fmt.Errorf("creating cache directory: %w", err)
+	}
+	if err := writeSecret(filepath.Join(cfg.CacheDir, "secret")); err != nil {
+		return nil, err
+	}
+	st := &State{Backing: cfg.Backing, Mount: cfg.Mount, CacheDir: cfg.CacheDir, ExtentSize: cfg.ExtentSize}
+	per := cfg.Capacity / int64(cfg.Servers)
+	for i := range cfg.Servers {
+		args := []string{"server",
+			"--listen", "127.0.0.1:0", "--control", "127.0.0.1:0",
+			"--backing", cfg.Backing, "--cache-dir", filepath.Join(cfg.CacheDir, "server-"+strconv.Itoa(i)),
+			"--capacity", strconv.FormatInt(per, 10), "--extent-size", strconv.FormatInt(cfg.ExtentSize, 10),
+			"--index", strconv.Itoa(i), "--servers", strconv.Itoa(cfg.Servers),
+			"--secret-file", filepath.Join(cfg.CacheDir, "secret"),
+		}
+		if cfg.UID >= 0 {
+			args = append(args, "--uid", strconv.Itoa(cfg.UID))
+		}
+		if cfg.GID >= 0 {
+			args = append(args, "--gid", strconv.Itoa(cfg.GID))
+		}
+		st.Servers = append(st.Servers, ServerState{Index: i, Args: append(args, cfg.ServerArgs...)})
+	}
+	return st, nil
+}
+
+func writeSecret(path string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	b := make([]byte, 32)
+	rand.Read(b)
+	if err := os.WriteFile(path, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("writing the secret: %w", err)
+	}
+	return nil
+}
+
+// startServers starts every server that is not running. A server that ran
+// before is started on the addresses it had, which the mount knows.
+func startServers(ctx context.Context, cfg Config, st *State) error {
+	for i := range st.Servers {
+		s := &st.Servers[i]
+		if alive(s.PID, cfg.Binary) {
+			continue
+		}
+		if err := startServer(ctx, cfg, st, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func startServer(ctx context.Context, cfg Config, st *State, s *ServerState) error {
+	ready := filepath.Join(st.CacheDir, fmt.Sprintf("server-%d.ready", s.Index))
+	os.Remove(ready)
+	args := append(pinned(s), "--ready-file", ready)
+	what := fmt.Sprintf("server %d", s.Index)
+	c, err := start(what, cfg.Binary, args, filepath.Join(st.CacheDir, "logs", fmt.Sprintf("server-%d.log", s.Index)))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	var info struct{ Data, Control string }
+	err = c.waitReady(ctx, func() bool { return readJSON(ready, &info) == nil })
+	if err != nil {
+		return err
+	}
+	s.PID, s.Data, s.Control = c.cmd.Process.Pid, info.Data, info.Control
+	return nil
+}
+
+// pinned returns the server's arguments with the addresses it had, if any.
+func pinned(s *ServerState) []string {
+	args := append([]string(nil), s.Args...)
+	for i := 0; i+1 < len(args); i++ {
+		switch {
+		case args[i] == "--listen" && s.Data != "":
+			args[i+1] = s.Data
+		case args[i] == "--control" && s.Control != "":
+			args[i+1] = s.Control
+		}
+	}
+	return args
+}
+
+func startMount(ctx context.Context, cfg Config, st *State) error {
+	var addrs []string
+	for _, s := range st.Servers {
+		addrs = append(addrs, s.Data)
+	}
+	ready := filepath.Join(st.CacheDir, "mount.ready")
+	os.Remove(ready)
+	args := []string{"mount", "--servers", strings.Join(addrs, ","),
+		"--secret-file", filepath.Join(st.CacheDir, "secret"),
+		"--extent-size", strconv.FormatInt(st.ExtentSize, 10), "--ready-file", ready, st.Mount}
+	c, err := start("mount", cfg.Binary, args, filepath.Join(st.CacheDir, "logs", "mount.log"))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	err = c.waitReady(ctx, func() bool {
+		_, err := os.Stat(ready)
+		return !errors.Is(err, fs.ErrNotExist)
+	})
+	if err != nil {
+		return err
+	}
+	st.MountPID, st.MountArgs = c.cmd.Process.Pid, args
+	return nil
+}
