@@ -14,6 +14,10 @@ import (
 	"time"
 )
 
+// ErrCacheDirInUse is returned by Up for a cache directory that holds
+// another instance.
+var ErrCacheDirInUse = errors.New("cache directory belongs to another instance")
+
 // Config says what instance Up starts.
 type Config struct {
 	// Binary is the burstcache executable to run the servers and the mount.
@@ -60,7 +64,9 @@ func Up(ctx context.Context, cfg Config) (*State, error) {
 	case errors.Is(err, ErrNotUp):
 		st, err = fresh(cfg)
 	case err == nil && st.Mount != cfg.Mount:
-		return nil, fmt.Errorf("cache directory %s is in use by the instance mounted at %s", cfg.CacheDir, st.Mount)
+		return nil, fmt.Errorf("%w: %s holds the instance mounted at %s", ErrCacheDirInUse, cfg.CacheDir, st.Mount)
+	case err == nil && st.Backing != cfg.Backing:
+		return nil, fmt.Errorf("%w: %s holds an instance of %s", ErrCacheDirInUse, cfg.CacheDir, st.Backing)
 	}
 	if err != nil {
 		return nil, err

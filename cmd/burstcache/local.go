@@ -102,8 +102,11 @@ func localCred(cfg local.Config) ident.Cred {
 // child's exit code.
 func childError(err error) error {
 	var ee *local.ExitError
-	if errors.As(err, &ee) && ee.Code > 1 {
+	switch {
+	case errors.As(err, &ee) && ee.Code > 1:
 		return withCode(ee.Code, err)
+	case errors.Is(err, local.ErrCacheDirInUse):
+		return withCode(exitForeignCacheDir, err)
 	}
 	return err
 }

@@ -1,0 +1,208 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// bin is the burstcache binary under test.
+var bin string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	bin = os.Getenv("BURSTCACHE_BIN")
+	if bin == "" {
+		dir, err := os.MkdirTemp("", "burstcache-bin")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		bin = filepath.Join(dir, "burstcache")
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/burstcache/burstcache/cmd/burstcache").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "building burstcache: %v\n%s", err, out)
+			return 1
+		}
+	}
+	abs, err := filepath.Abs(bin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	bin = abs
+	return m.Run()
+}
+
+// requireFUSE skips tests that cannot mount.
+func requireFUSE(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse")
+	}
+}
+
+// result is the outcome of a command.
+type result struct {
+	out  string
+	code int
+}
+
+// burstcache runs the binary and returns its output and exit code.
+func burstcache(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return result{out.String(), ee.ExitCode()}
+	case err != nil:
+		t.Fatalf("running burstcache %v: %v", args, err)
+	}
+	return result{out.String(), 0}
+}
+
+// must runs the binary and fails the test unless it succeeds.
+func must(t *testing.T, args ...string) string {
+	t.Helper()
+	r := burstcache(t, args...)
+	if r.code != 0 {
+		t.Fatalf("burstcache %s: exit %d\n%s", strings.Join(args, " "), r.code, r.out)
+	}
+	return r.out
+}
+
+// instance is a local instance under test.
+type instance struct {
+	backing, mount, cacheDir string
+}
+
+// dirs makes a backing directory, a mount point and a cache directory.
+func dirs(t *testing.T) instance {
+	t.Helper()
+	root := t.TempDir()
+	in := instance{filepath.Join(root, "backing"), filepath.Join(root, "mnt"), filepath.Join(root, "cache")}
+	for _, d := range []string{in.backing, in.mount} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return in
+}
+
+// up starts a local instance and makes sure it is gone when the test ends,
+// whatever happened.
+func up(t *testing.T, in instance, servers int, extra ...string) {
+	t.Helper()
+	t.Cleanup(func() { teardown(t, in) })
+	args := append([]string{"local", "up", "--backing", in.backing, "--mount", in.mount,
+		"--cache-dir", in.cacheDir, "--servers", fmt.Sprint(servers), "--capacity", "256Mi"}, extra...)
+	must(t, args...)
+}
+
+// localState is the part of the local state file the tests read.
+type localState struct {
+	Servers []struct {
+		PID     int
+		Data    string
+		Control string
+	}
+	MountPID int
+}
+
+func readState(t *testing.T, cacheDir string) localState {
+	t.Helper()
+	var st localState
+	b, err := os.ReadFile(filepath.Join(cacheDir, "local.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &st)
+	}
+	if err != nil {
+		t.Fatalf("reading local state: %v", err)
+	}
+	return st
+}
+
+// teardown takes an instance down if a test left it up, and as a last
+// resort kills its processes and detaches its mount.
+func teardown(t *testing.T, in instance) {
+	if _, err := os.Stat(filepath.Join(in.cacheDir, "local.json")); err != nil {
+		forceUnmount(in.mount)
+		return
+	}
+	st := readState(t, in.cacheDir)
+	if r := burstcache(t, "local", "down", "--mount", in.mount); r.code != 0 {
+		t.Logf("cleanup: local down: exit %d: %s", r.code, r.out)
+	}
+	for _, s := range st.Servers {
+		syscall.Kill(s.PID, syscall.SIGKILL)
+	}
+	syscall.Kill(st.MountPID, syscall.SIGKILL)
+	forceUnmount(in.mount)
+}
+
+func forceUnmount(dir string) {
+	for range 50 {
+		if syscall.Unmount(dir, syscall.MNT_DETACH) != nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// isMounted reports whether something is mounted on dir.
+func isMounted(t *testing.T, dir string) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// randomBytes returns n bytes of a pattern that depends on seed.
+func randomBytes(n int, seed byte) []byte {
+	b := make([]byte, n)
+	x := uint32(seed) + 1
+	for i := range b {
+		x = x*1664525 + 1013904223
+		b[i] = byte(x >> 24)
+	}
+	return b
+}
+
+// sameFile fails the test unless path holds want.
+func sameFile(t *testing.T, path string, want []byte) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Errorf("reading %s: %v", path, err)
+		return
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s: %d bytes that differ from the %d expected", path, len(got), len(want))
+	}
+}

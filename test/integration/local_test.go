@@ -1,0 +1,187 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// writeTree writes files of assorted sizes through the mount and returns
+// what each path should hold.
+func writeTree(t *testing.T, mount string) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{
+		"empty":             {},
+		"small":             []byte("hello, burst buffer\n"),
+		"one-extent":        randomBytes(1<<20, 1),
+		"d/e/striped":       randomBytes(5<<20+12345, 2),
+		"d/sparse-tail.bin": nil,
+	}
+	for p, data := range files {
+		full := filepath.Join(mount, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if data == nil {
+			continue
+		}
+		if err := os.WriteFile(full, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sparse := filepath.Join(mount, "d/sparse-tail.bin")
+	f, err := os.Create(sparse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("end"), 3<<20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	files["d/sparse-tail.bin"] = append(make([]byte, 3<<20), "end"...)
+	return files
+}
+
+func TestFilesReachTheBackingDirectoryAfterDown(t *testing.T) {
+	requireFUSE(t)
+	for name, servers := range map[string]int{"one server": 1, "three servers": 3} {
+		t.Run(name, func(t *testing.T) {
+			in := dirs(t)
+			up(t, in, servers)
+			files := writeTree(t, in.mount)
+			for p, want := range files {
+				sameFile(t, filepath.Join(in.mount, p), want)
+			}
+			out := must(t, "local", "status", "--mount", in.mount)
+			if !strings.Contains(out, "total") || strings.Count(out, " up ") != servers {
+				t.Errorf("status does not show %d servers up:\n%s", servers, out)
+			}
+			must(t, "local", "down", "--mount", in.mount)
+			if isMounted(t, in.mount) {
+				t.Errorf("still mounted after down")
+			}
+			for p, want := range files {
+				sameFile(t, filepath.Join(in.backing, p), want)
+			}
+		})
+	}
+}
+
+// mountAgain mounts the instance's servers a second time, as another node
+// would, and returns the mount point.
+func mountAgain(t *testing.T, in instance) string {
+	t.Helper()
+	st := readState(t, in.cacheDir)
+	var addrs []string
+	for _, s := range st.Servers {
+		addrs = append(addrs, s.Data)
+	}
+	mp := filepath.Join(filepath.Dir(in.mount), "mnt2")
+	if err := os.Mkdir(mp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ready := filepath.Join(filepath.Dir(in.mount), "mnt2.ready")
+	cmd := exec.Command(bin, "mount", "--servers", strings.Join(addrs, ","),
+		"--secret-file", filepath.Join(in.cacheDir, "secret"), "--ready-file", ready, mp)
+	log, _ := os.Create(filepath.Join(filepath.Dir(in.mount), "mnt2.log"))
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+		}
+		forceUnmount(mp)
+	})
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil {
+			return mp
+		}
+	}
+	b, _ := os.ReadFile(log.Name())
+	t.Fatalf("second mount did not come up:\n%s", b)
+	return ""
+}
+
+// TestThreeServersTwoMounts has two mounts of one instance see each
+// other's files after close, and several processes on both write disjoint
+// ranges of one shared file.
+func TestThreeServersTwoMounts(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 3)
+	other := mountAgain(t, in)
+
+	a := randomBytes(3<<20+17, 3)
+	if err := os.WriteFile(filepath.Join(in.mount, "from-a"), a, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sameFile(t, filepath.Join(other, "from-a"), a)
+	b := randomBytes(2<<20+5, 4)
+	if err := os.WriteFile(filepath.Join(other, "from-b"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sameFile(t, filepath.Join(in.mount, "from-b"), b)
+
+	want := writeShared(t, []string{in.mount, other}, "shared", 6, 1<<20+4096)
+	sameFile(t, filepath.Join(in.mount, "shared"), want)
+	sameFile(t, filepath.Join(other, "shared"), want)
+
+	must(t, "local", "down", "--mount", in.mount)
+	for name, data := range map[string][]byte{"from-a": a, "from-b": b, "shared": want} {
+		sameFile(t, filepath.Join(in.backing, name), data)
+	}
+}
+
+// writeShared has writers processes (dd), alternating between the mounts,
+// each write its own block of one file, as an N-to-1 checkpoint does, and
+// returns what the file should hold.
+func writeShared(t *testing.T, mounts []string, name string, writers, block int) []byte {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), "blocks")
+	var want []byte
+	for w := range writers {
+		want = append(want, randomBytes(block, byte(10+w))...)
+	}
+	if err := os.WriteFile(src, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := os.Create(filepath.Join(mounts[0], name)); err != nil {
+		t.Fatal(err)
+	} else {
+		f.Close()
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			dst := filepath.Join(mounts[w%len(mounts)], name)
+			out, err := exec.Command("dd", "if="+src, "of="+dst, fmt.Sprintf("bs=%d", block),
+				fmt.Sprintf("skip=%d", w), fmt.Sprintf("seek=%d", w), "count=1", "conv=notrunc", "status=none").CombinedOutput()
+			if err != nil {
+				err = fmt.Errorf("dd of block %d: %v: %s", w, err, out)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return want
+}
