@@ -1,0 +1,127 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// holdDirty keeps written data dirty: write-back starts only when the cache
+// is full.
+var holdDirty = []string{"--server-arg=--dirty-high=100", "--server-arg=--dirty-low=100"}
+
+// TestKilledServerLosesNothing kills a server holding dirty data with
+// SIGKILL, starts it again with local up, and checks that down writes
+// everything back. The writer fsyncs, as a checkpoint does: with Cache
+// durability that is what makes the data survive a crash of the server.
+func TestKilledServerLosesNothing(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 2, holdDirty...)
+	data := randomBytes(9<<20+3, 5)
+	path := filepath.Join(in.mount, "ckpt")
+	writeSynced(t, path, data)
+	if fi, _ := os.Stat(filepath.Join(in.backing, "ckpt")); fi.Size() == int64(len(data)) {
+		t.Fatalf("data was written back already; the test needs it dirty")
+	}
+	victim := readState(t, in.cacheDir).Servers[0].PID
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, victim)
+	if r := burstcache(t, "local", "status", "--mount", in.mount); r.code != 5 || !strings.Contains(r.out, "DOWN") {
+		t.Errorf("status with a dead server: exit %d, want 5 and a server DOWN:\n%s", r.code, r.out)
+	}
+	must(t, "local", "up", "--backing", in.backing, "--mount", in.mount, "--cache-dir", in.cacheDir, "--servers", "2", "--capacity", "256Mi")
+	if pid := readState(t, in.cacheDir).Servers[0].PID; pid == victim {
+		t.Fatalf("server 0 was not restarted")
+	}
+	sameFile(t, path, data)
+	must(t, "local", "down", "--mount", in.mount)
+	sameFile(t, filepath.Join(in.backing, "ckpt"), data)
+}
+
+func writeSynced(t *testing.T, path string, data []byte) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			return
+		}
+	}
+	t.Fatalf("pid %d did not die", pid)
+}
+
+// TestFailedWriteBackKeepsDataForTheNextUp makes write-back impossible,
+// checks that down says so and exits 6, then that up over the same cache
+// directory recovers the data and a later down writes it back.
+func TestFailedWriteBackKeepsDataForTheNextUp(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	if err := os.Chown(in.backing, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	// The servers act as uid 1000: let it reach the backing directory.
+	os.Chmod(filepath.Dir(in.backing), 0o755)
+	os.Chmod(filepath.Dir(filepath.Dir(in.backing)), 0o755)
+	up(t, in, 2, append(holdDirty, "--uid", "1000", "--gid", "1000")...)
+	data := randomBytes(4<<20, 6)
+	if err := os.WriteFile(filepath.Join(in.mount, "result"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The servers act as uid 1000, which may no longer write the backing
+	// directory's file.
+	if err := os.Chmod(filepath.Join(in.backing, "result"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	r := burstcache(t, "local", "down", "--mount", in.mount)
+	if r.code != 6 || !strings.Contains(r.out, "write-back incomplete") {
+		t.Fatalf("down with write-back failing: exit %d, want 6:\n%s", r.code, r.out)
+	}
+	if isMounted(t, in.mount) {
+		t.Errorf("still mounted after a failed down")
+	}
+	os.Chmod(filepath.Join(in.backing, "result"), 0o644)
+	must(t, "local", "up", "--backing", in.backing, "--mount", in.mount, "--cache-dir", in.cacheDir, "--servers", "2", "--capacity", "256Mi")
+	must(t, "local", "down", "--mount", in.mount)
+	sameFile(t, filepath.Join(in.backing, "result"), data)
+}
+
+// TestInvalidateShowsOutOfBandChanges changes a cached file behind the
+// cache's back and checks that invalidate makes the mount show it.
+func TestInvalidateShowsOutOfBandChanges(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	old := randomBytes(2<<20, 7)
+	if err := os.WriteFile(filepath.Join(in.backing, "input"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	up(t, in, 2)
+	must(t, "local", "preload", "--mount", in.mount, filepath.Join(in.mount, "input"))
+	sameFile(t, filepath.Join(in.mount, "input"), old)
+	changed := randomBytes(3<<20, 8)
+	if err := os.WriteFile(filepath.Join(in.backing, "input"), changed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "local", "invalidate", "--mount", in.mount, filepath.Join(in.mount, "input"))
+	sameFile(t, filepath.Join(in.mount, "input"), changed)
+}
