@@ -36,6 +36,9 @@ var _ fs.FilePassthroughFder = (*handle)(nil)
 // directly, if the Options.Passthrough hook gave one.
 func (h *handle) PassthroughFd() (int, bool) { return h.passFd, h.passFd >= 0 }
 
+// writable reports whether h was opened for writing.
+func (h *handle) writable() bool { return h.flags&syscall.O_ACCMODE != syscall.O_RDONLY }
+
 // newHandle opens a handle on n for the identity in ctx.
 func (n *node) newHandle(ctx context.Context, flags uint32) (*handle, uint32) {
 	cred, _ := ident.FromContext(ctx)

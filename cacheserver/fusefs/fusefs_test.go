@@ -41,6 +41,8 @@ func mount(t *testing.T, opts Options) (mnt, backing string, s *Server) {
 	return mnt, backing, s
 }
 
+var _ OpenTruncater = (*posixns.FS)(nil)
+
 func TestParseGroups(t *testing.T) {
 	tests := map[string]struct {
 		status string

@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"errors"
 	"path"
 	"sync"
 	"sync/atomic"
@@ -131,12 +132,42 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 
 // Setattr changes attributes: chmod, chown, truncate and utimens.
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	a, err := n.m.fsys.SetAttr(n.ctx(ctx), n.path(), setAttr(in))
+	ctx = n.ctx(ctx)
+	sa := setAttr(in)
+	a, err := n.m.fsys.SetAttr(ctx, n.path(), sa)
+	if h, ok := f.(*handle); ok && errors.Is(err, syscall.EACCES) && sa.Size != nil && h.writable() {
+		a, err = n.truncateOpen(ctx, sa)
+	}
 	if err != nil {
 		return errno(err)
 	}
 	n.fill(a, &out.Attr)
 	return 0
+}
+
+// OpenTruncater is implemented by a namespace.FS that can truncate a file
+// through a descriptor the caller opened for writing (ftruncate(2)), which
+// POSIX allows even after the caller lost write permission to the file, as
+// for a file created with mode 0444. The mount uses it when SetAttr refuses
+// such a truncation.
+type OpenTruncater interface {
+	TruncateOpen(ctx context.Context, path string, size int64) (namespace.Attr, error)
+}
+
+// truncateOpen truncates through OpenTruncater, then applies the other
+// changes of sa.
+func (n *node) truncateOpen(ctx context.Context, sa namespace.SetAttr) (namespace.Attr, error) {
+	ot, ok := n.m.fsys.(OpenTruncater)
+	if !ok {
+		return namespace.Attr{}, syscall.EACCES
+	}
+	p := n.path()
+	a, err := ot.TruncateOpen(ctx, p, *sa.Size)
+	if err != nil || sa == (namespace.SetAttr{Size: sa.Size}) {
+		return a, err
+	}
+	sa.Size = nil
+	return n.m.fsys.SetAttr(ctx, p, sa)
 }
 
 // setAttr converts a FUSE SETATTR request. Times to be set to "now" stay

@@ -115,3 +115,26 @@ func TestRootWriteKeepsSetuid(t *testing.T) {
 		t.Fatalf("mode %o after a write by root, want %o", a.Mode, syscall.S_IFREG|0o4755)
 	}
 }
+
+// TestTruncateOpen proves that a file created with mode 0 can be truncated
+// through the descriptor that created it, while a truncation by path is
+// refused, and that another user's file cannot be truncated either way.
+func TestTruncateOpen(t *testing.T) {
+	needRoot(t)
+	fsys, dir := newFS(t)
+	os.Chmod(dir, 0o777)
+	mustWrite(t, filepath.Join(dir, "other"), "data", 0o644)
+	ctx := asNobody()
+	if _, err := fsys.Create(ctx, "mine", os.O_RDWR, 0); err != nil {
+		t.Fatal(err)
+	}
+	size := int64(100)
+	_, err := fsys.SetAttr(ctx, "mine", namespace.SetAttr{Size: &size})
+	wantErrno(t, "truncate by path of a mode 0 file", err, syscall.EACCES)
+	a, err := fsys.TruncateOpen(ctx, "mine", size)
+	if err != nil || a.Size != size {
+		t.Fatalf("TruncateOpen = size %d, %v", a.Size, err)
+	}
+	_, err = fsys.TruncateOpen(ctx, "other", 0)
+	wantErrno(t, "TruncateOpen of another user's file", err, syscall.EACCES)
+}

@@ -197,3 +197,27 @@ func (f *FS) Fsync(ctx context.Context, p string) error {
 	}
 	return nil
 }
+
+// TruncateOpen truncates p through a descriptor that the caller opened for
+// writing (ftruncate(2)): like the data calls, it may proceed where the
+// caller's write permission was lost after the open, as long as the caller
+// owns the file. The truncation itself runs as the caller, so the kernel
+// clears setuid and setgid bits as it would for the caller.
+func (f *FS) TruncateOpen(ctx context.Context, p string, size int64) (namespace.Attr, error) {
+	fd, err := f.openData(ctx, p, unix.O_WRONLY)
+	if err != nil {
+		return namespace.Attr{}, fmt.Errorf("ftruncate %q: %w", p, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	err = ident.DoContext(ctx, func() error {
+		if err := unix.Ftruncate(fd, size); err != nil {
+			return err
+		}
+		return unix.Fstat(fd, &st)
+	})
+	if err != nil {
+		return namespace.Attr{}, fmt.Errorf("ftruncate %q: %w", p, err)
+	}
+	return attrOf(&st), nil
+}

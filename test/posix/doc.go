@@ -1,0 +1,13 @@
+// Package posix runs POSIX test suites over a real burstcache mount:
+// pjdfstest and fsx (installed from crates.io by hack/cargo-tool.sh),
+// go-fuse's posixtest, a behaviour suite of errno values and open-file
+// semantics, a random differential test against a plain directory, and the
+// permission test for both identity modes.
+//
+// Every suite gets its mount from mountUnderTest, the one place that decides
+// what is under test. TestMain runs the whole package once for each set-up
+// named in BURSTCACHE_POSIX_SETUPS (comma-separated; all of them when
+// unset): "inprocess" is a FUSE mount of fusefs over posixns in the test
+// process. The tests need root: they mount with mount(2) and switch to
+// unprivileged identities.
+package posix

@@ -1,0 +1,236 @@
+package posix
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/burstcache/burstcache/cacheserver/fusefs"
+	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+	"github.com/burstcache/burstcache/cacheserver/posixns"
+)
+
+// setup mounts a namespace for a test and returns the mount point and the
+// backing directory behind it.
+type setup func(t *testing.T, o mountOptions) (dir, backing string)
+
+// setups are the set-ups that the suites run against, by name.
+var setups = map[string]setup{
+	"inprocess": mountInProcess,
+}
+
+// current is the set-up of the run in progress.
+var current setup
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(helperMain(os.Args[1:]))
+	}
+	names := strings.Split(os.Getenv("BURSTCACHE_POSIX_SETUPS"), ",")
+	if names[0] == "" {
+		names = []string{"inprocess"}
+	}
+	code := 0
+	for _, name := range names {
+		current = setups[name]
+		if current == nil {
+			fmt.Fprintf(os.Stderr, "unknown set-up %q in BURSTCACHE_POSIX_SETUPS\n", name)
+			os.Exit(2)
+		}
+		fmt.Printf("=== set-up %s\n", name)
+		if c := m.Run(); c != 0 {
+			code = c
+		}
+	}
+	os.Exit(code)
+}
+
+// mountOptions vary the mount under test.
+type mountOptions struct {
+	// as, if set, is the fixed identity the namespace acts as for every
+	// caller; otherwise it acts as each caller.
+	as *ident.Cred
+	// clientCache turns on the kernel's write-back cache.
+	clientCache bool
+}
+
+// mountOption sets a mountOptions field.
+type mountOption func(*mountOptions)
+
+// actingAs makes the namespace act as c whoever calls.
+func actingAs(c ident.Cred) mountOption { return func(o *mountOptions) { o.as = &c } }
+
+// withClientCache turns on the client cache.
+func withClientCache() mountOption { return func(o *mountOptions) { o.clientCache = true } }
+
+// mountUnderTest mounts the namespace under test for t, with the set-up of
+// the current run, and returns the mount point and the backing directory.
+// The mount goes away with the test, lazily if it is still busy.
+func mountUnderTest(t *testing.T, opts ...mountOption) (dir, backing string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("the POSIX suites need root: they mount with mount(2) and switch identities")
+	}
+	var o mountOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return current(t, o)
+}
+
+// publicTempDir returns a new directory that every identity may traverse
+// (t.TempDir makes its parent 0700).
+func publicTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "burstcache-posix-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// mountInProcess serves posixns over fusefs in the test process.
+func mountInProcess(t *testing.T, o mountOptions) (dir, backing string) {
+	base := publicTempDir(t)
+	backing, dir = filepath.Join(base, "backing"), filepath.Join(base, "mnt")
+	for _, d := range []string{backing, dir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := posixns.New(backing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fsys namespace.FS = p
+	if o.as != nil {
+		fsys = fixedIdentity{FS: p, as: *o.as}
+	}
+	s, err := fusefs.Mount(dir, fsys, fusefs.Options{DirectMount: true, ClientCache: o.clientCache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Unmount(); err != nil {
+			t.Errorf("unmount: %v", err)
+			unix.Unmount(dir, unix.MNT_DETACH)
+		}
+		p.Close()
+	})
+	return dir, backing
+}
+
+// helperEnv marks a re-executed test binary that runs one file operation as
+// another identity (see helperMain).
+const helperEnv = "BURSTCACHE_POSIX_HELPER"
+
+// runAs runs one helper operation (see helperMain) as cred and returns the
+// errno it ended with.
+func runAs(t *testing.T, cred ident.Cred, args ...string) syscall.Errno {
+	t.Helper()
+	cmd := exec.Command(helperBinary(t), args...)
+	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: cred.UID, Gid: cred.GID, Groups: cred.Groups}}
+	out, err := cmd.CombinedOutput()
+	if exit, ok := err.(*exec.ExitError); ok {
+		return syscall.Errno(exit.ExitCode())
+	}
+	if err != nil {
+		t.Fatalf("running helper %v: %v\n%s", args, err, out)
+	}
+	return 0
+}
+
+var helperPath string
+
+// helperBinary returns a copy of the test binary that other identities may
+// execute.
+func helperBinary(t *testing.T) string {
+	t.Helper()
+	if helperPath != "" {
+		return helperPath
+	}
+	self, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "burstcache-posix-helper-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	helperPath = filepath.Join(dir, "helper")
+	if err := os.WriteFile(helperPath, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return helperPath
+}
+
+// helperMain runs one operation and exits with its errno: "read PATH",
+// "list DIR", "write PATH", "create PATH", "unlink PATH", "rename OLD NEW",
+// "stat PATH".
+func helperMain(args []string) int {
+	if len(args) < 2 {
+		return int(syscall.EINVAL)
+	}
+	err := helperOp(args[0], args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	return int(namespace.Errno(err))
+}
+
+func helperOp(op string, args []string) error {
+	switch op {
+	case "read":
+		_, err := os.ReadFile(args[0])
+		return err
+	case "list":
+		_, err := os.ReadDir(args[0])
+		return err
+	case "stat":
+		_, err := os.Lstat(args[0])
+		return err
+	case "write":
+		f, err := os.OpenFile(args[0], os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		_, err = f.Write([]byte("x"))
+		return errJoin(err, f.Close())
+	case "create":
+		f, err := os.OpenFile(args[0], os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	case "unlink":
+		return os.Remove(args[0])
+	case "rename":
+		return os.Rename(args[0], args[1])
+	}
+	return syscall.ENOSYS
+}
+
+func errJoin(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// rootCtx is the context of operations the tests make directly on the
+// backing directory.
+var rootCtx = context.Background()

@@ -1,0 +1,59 @@
+package posix
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+)
+
+// pjdfstestConfig enables the optional features that the mount supports and
+// expects no failure at all.
+const pjdfstestConfig = `
+[features]
+utime_now = {}
+utimensat = {}
+rename_ctime = {}
+posix_fallocate = {}
+
+[settings]
+naptime = 0.001
+allow_remount = false
+expected_failures = []
+
+[dummy_auth]
+entries = [
+  ["nobody", "nogroup"],
+  ["daemon", "daemon"],
+]
+`
+
+// TestPjdfstest runs the pjdfstest suite (the Rust rewrite) over the mount.
+func TestPjdfstest(t *testing.T) {
+	bin := cargoTool(t, "pjdfstest")
+	dir, _ := mountUnderTest(t)
+	conf := filepath.Join(t.TempDir(), "pjdfstest.toml")
+	if err := os.WriteFile(conf, []byte(pjdfstestConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A directory on another file system, for the EXDEV cases.
+	secondary := publicTempDir(t)
+	cmd := exec.Command(bin, "-c", conf, "-p", dir, "-s", secondary)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	m := regexp.MustCompile(`Summary: (\d+) failed, (\d+) skipped, (\d+) passed`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("pjdfstest printed no summary: %v\n%s", err, out)
+	}
+	failed, _ := strconv.Atoi(string(m[1]))
+	passed, _ := strconv.Atoi(string(m[3]))
+	t.Logf("pjdfstest: %s", m[0])
+	if err != nil || failed > 0 {
+		t.Fatalf("pjdfstest failed: %v\n%s", err, regexp.MustCompile(`(?m)^.*FAILED\n.*$`).FindAll(out, -1))
+	}
+	if passed < 350 {
+		t.Fatalf("pjdfstest passed only %d tests:\n%s", passed, out)
+	}
+}
