@@ -240,7 +240,7 @@ func duringWriteBack(res results, bc *burstcache, mnt, _ string, c config) error
 		if _, err := seqWrite(false)(ballast, bp); err != nil {
 			return err
 		}
-		wait := bc.flushAsync(filepath.Base(ballast))
+		wait := bc.flushAsync(ballast)
 		rate, err := timed(func() (float64, error) { return w.run(dir, c.p) })
 		if werr := wait(); werr != nil {
 			err = errors.Join(err, werr)
