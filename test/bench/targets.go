@@ -66,8 +66,8 @@ func (b *burstcache) up(backing, cacheDir string) error {
 func (b *burstcache) down() error { return b.run("local", "down", "--mount", b.mnt) }
 
 // flushAsync starts writing back everything under path (a path in the
-// mount), for measuring a
-// workload while write-back runs. The returned function waits for it.
+// mount), for measuring a workload while write-back runs. The returned
+// function waits for it.
 func (b *burstcache) flushAsync(path string) func() error {
 	cmd := exec.Command(b.bin, "local", "flush", "--mount", b.mnt, path)
 	if err := cmd.Start(); err != nil {
