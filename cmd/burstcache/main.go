@@ -32,6 +32,7 @@ system, writes land on SSD and are written back to the same files.`,
 		newServerCmd(),
 		newMountCmd(),
 		newLocalCmd(),
+		newManagerCmd(),
 	)
 	return root
 }

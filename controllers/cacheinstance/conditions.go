@@ -1,0 +1,104 @@
+package cacheinstance
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+)
+
+// setConditions computes every condition and the phase from what the pass
+// observed.
+func setConditions(s *scope, now time.Time) {
+	if !s.inst.DeletionTimestamp.IsZero() {
+		setFlushedCondition(s, now)
+	} else {
+		setAcceptedCondition(s, now)
+		setServersReadyCondition(s, now)
+		setPreloadedCondition(s, now)
+	}
+	setReadyCondition(s, now)
+	s.inst.Status.Phase = computePhase(s)
+	s.inst.Status.ReadyServers = int32(s.readyServers())
+}
+
+func setCondition(s *scope, now time.Time, typ string, ok bool, reason, msg string) {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&s.inst.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: s.inst.Generation, LastTransitionTime: metav1.NewTime(now),
+	})
+}
+
+func setAcceptedCondition(s *scope, now time.Time) {
+	if s.rejected != nil {
+		setCondition(s, now, cachev1alpha1.ConditionAccepted, false, s.rejected.Reason(), s.rejected.Error())
+		return
+	}
+	if s.pool == nil {
+		return
+	}
+	setCondition(s, now, cachev1alpha1.ConditionAccepted, true, cachev1alpha1.ReasonAsExpected,
+		fmt.Sprintf("CachePool %s grants the backing path and identity to the namespace", s.pool.Name))
+}
+
+func setServersReadyCondition(s *scope, now time.Time) {
+	n, ready := len(s.inst.Status.Servers), s.readyServers()
+	switch {
+	case n == 0:
+		return
+	case ready == n:
+		setCondition(s, now, cachev1alpha1.ConditionServersReady, true, cachev1alpha1.ReasonAsExpected,
+			fmt.Sprintf("%d of %d servers ready", ready, n))
+	default:
+		setCondition(s, now, cachev1alpha1.ConditionServersReady, false, cachev1alpha1.ReasonServersNotReady,
+			fmt.Sprintf("%d of %d servers ready", ready, n))
+	}
+}
+
+func setPreloadedCondition(s *scope, now time.Time) {
+	switch {
+	case s.preloadErr != nil:
+		setCondition(s, now, cachev1alpha1.ConditionPreloaded, false, cachev1alpha1.ReasonPreloadFailed, s.preloadErr.Error())
+	case preloaded(s.inst):
+		return
+	case len(s.inst.Spec.Preload) == 0 && s.allServersReady():
+		setCondition(s, now, cachev1alpha1.ConditionPreloaded, true, cachev1alpha1.ReasonAsExpected, "nothing to preload")
+	case s.allServersReady():
+		setCondition(s, now, cachev1alpha1.ConditionPreloaded, false, cachev1alpha1.ReasonPreloading, "copying up spec.preload")
+	}
+}
+
+// preloaded reports whether the preload finished for good.
+func preloaded(inst *cachev1alpha1.CacheInstance) bool {
+	return meta.IsStatusConditionTrue(inst.Status.Conditions, cachev1alpha1.ConditionPreloaded)
+}
+
+func setFlushedCondition(s *scope, now time.Time) {
+	st := s.inst.Status
+	switch {
+	case len(st.ActiveMounts) > 0:
+		setCondition(s, now, cachev1alpha1.ConditionFlushed, false, cachev1alpha1.ReasonWaitingForUnmount,
+			fmt.Sprintf("%d pods still mount the instance, such as %s", len(st.ActiveMounts), st.ActiveMounts[0].Pod))
+	case s.flushErr != nil:
+		setCondition(s, now, cachev1alpha1.ConditionFlushed, false, cachev1alpha1.ReasonFlushFailed, s.flushErr.Error())
+	case !flushDone(s.inst):
+		setCondition(s, now, cachev1alpha1.ConditionFlushed, false, cachev1alpha1.ReasonFlushing, "writing dirty data back")
+	}
+}
+
+// flushDone reports whether the teardown write-back is over: everything was
+// written back, or the user's Discard or timeout dropped the rest.
+func flushDone(inst *cachev1alpha1.CacheInstance) bool {
+	c := meta.FindStatusCondition(inst.Status.Conditions, cachev1alpha1.ConditionFlushed)
+	if c == nil {
+		return false
+	}
+	return c.Status == metav1.ConditionTrue || c.Reason == cachev1alpha1.ReasonDiscarded || c.Reason == cachev1alpha1.ReasonFlushTimedOut
+}

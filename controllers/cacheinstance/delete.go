@@ -1,0 +1,95 @@
+package cacheinstance
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+)
+
+// reconcileDelete tears an instance down in DataWarp's order: wait until no
+// pod mounts it, write every dirty byte back (unless the user chose to drop
+// it), delete the servers, and only then let the instance go.
+func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(s.inst, cachev1alpha1.Finalizer) {
+		s.gone = true
+		return ctrl.Result{}, nil
+	}
+	return runPhases(ctx, s, []phaseFunc{
+		r.loadServerPods,
+		r.observeServers,
+		r.waitForUnmount,
+		r.flush,
+		r.deleteServers,
+		r.removeFinalizer,
+	})
+}
+
+// waitForUnmount holds the teardown while pods that mount the instance
+// run: their clients push their dirty data to the servers at unmount, so a
+// flush before that would miss it. Pods that mount an instance carry
+// LabelInstance with its name.
+func (r *Reconciler) waitForUnmount(ctx context.Context, s *scope) (ctrl.Result, error) {
+	var pods corev1.PodList
+	err := r.Client.List(ctx, &pods, client.InNamespace(s.inst.Namespace),
+		client.MatchingLabels{cachev1alpha1.LabelInstance: s.inst.Name})
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing the pods that mount the instance: %w", err)
+	}
+	s.inst.Status.ActiveMounts = nil
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Labels[cachev1alpha1.LabelComponent] == cachev1alpha1.ComponentServer || podEnded(p) {
+			continue
+		}
+		s.inst.Status.ActiveMounts = append(s.inst.Status.ActiveMounts, cachev1alpha1.Mount{Node: p.Spec.NodeName, Pod: p.Name})
+	}
+	if n := len(s.inst.Status.ActiveMounts); n > 0 {
+		ctrl.LoggerFrom(ctx).Info("Waiting for pods to unmount before the write-back", "pods", n)
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// deleteServers releases and deletes the server pods, their Service and
+// PodDisruptionBudget, and waits until the pods are gone.
+func (r *Reconciler) deleteServers(ctx context.Context, s *scope) (ctrl.Result, error) {
+	for _, pod := range s.pods {
+		if err := r.releaseAndDelete(ctx, pod); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	for _, o := range []client.Object{&corev1.Service{}, &policyv1.PodDisruptionBudget{}} {
+		o.SetNamespace(s.inst.Namespace)
+		o.SetName(ServiceName(s.inst))
+		if err := r.Client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("deleting %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	if len(s.pods) > 0 {
+		ctrl.LoggerFrom(ctx).Info("Waiting for server pods to go", "pods", len(s.pods))
+		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// removeFinalizer lets the instance go. It is the last step: every server
+// is gone and its data written back or knowingly dropped.
+func (r *Reconciler) removeFinalizer(ctx context.Context, s *scope) (ctrl.Result, error) {
+	patch := client.MergeFrom(s.inst.DeepCopy())
+	controllerutil.RemoveFinalizer(s.inst, cachev1alpha1.Finalizer)
+	if err := r.Client.Patch(ctx, s.inst, patch); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("removing the teardown finalizer: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Teardown finished")
+	s.gone = true
+	return ctrl.Result{}, nil
+}

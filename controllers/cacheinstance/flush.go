@@ -1,0 +1,123 @@
+package cacheinstance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+)
+
+// flush writes every server's dirty data back with a blocking Flush. A
+// failure is an Event and a returned error, so the pass is retried with the
+// controller's backoff; the instance stays Flushing with the reason in its
+// Flushed condition. Only spec.teardown (Discard, or a timeout that
+// expired) lets the teardown go past unwritten data, and that is recorded.
+func (r *Reconciler) flush(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if flushDone(s.inst) {
+		return ctrl.Result{}, nil
+	}
+	now := r.Options.Now()
+	if s.inst.Status.Flush == nil {
+		s.inst.Status.Flush = &cachev1alpha1.FlushStatus{StartedAt: &metav1.Time{Time: now}}
+	}
+	if reason, why := dropReason(s.inst, now); reason != "" {
+		return ctrl.Result{}, r.dropUnwritten(ctx, s, reason, why)
+	}
+	remaining, err := r.flushServers(ctx, s)
+	s.inst.Status.Flush.BytesRemaining = remaining
+	if err != nil {
+		s.flushErr = err
+		return ctrl.Result{}, err
+	}
+	setCondition(s, now, cachev1alpha1.ConditionFlushed, true, cachev1alpha1.ReasonAsExpected, "every dirty byte was written back")
+	r.Recorder.Eventf(s.inst, nil, corev1.EventTypeNormal, cachev1alpha1.ReasonFlushing, "Flush", "Every dirty byte was written back")
+	return ctrl.Result{}, nil
+}
+
+// dropReason says whether the user's teardown settings allow dropping the
+// unwritten data now, and why.
+func dropReason(inst *cachev1alpha1.CacheInstance, now time.Time) (string, string) {
+	t := inst.Spec.Teardown
+	if t == nil {
+		return "", ""
+	}
+	if t.Policy == cachev1alpha1.TeardownDiscard {
+		return cachev1alpha1.ReasonDiscarded, "spec.teardown.policy is Discard"
+	}
+	if t.Timeout != nil && now.Sub(inst.Status.Flush.StartedAt.Time) >= t.Timeout.Duration {
+		return cachev1alpha1.ReasonFlushTimedOut, fmt.Sprintf("spec.teardown.timeout %s passed", t.Timeout.Duration)
+	}
+	return "", ""
+}
+
+// flushServers flushes every server and returns the dirty bytes left.
+func (r *Reconciler) flushServers(ctx context.Context, s *scope) (int64, error) {
+	var remaining int64
+	var errs []error
+	for i, srv := range s.inst.Status.Servers {
+		if s.pods[i] == nil {
+			// The pod is protected by a finalizer; without one it was never
+			// created, so it never held data.
+			continue
+		}
+		left, err := r.flushServer(ctx, s, i)
+		remaining += left
+		if err != nil {
+			err = fmt.Errorf("%s: %w", srv.Name, err)
+			r.Recorder.Eventf(s.inst, s.pods[i], corev1.EventTypeWarning, cachev1alpha1.ReasonFlushFailed, "Flush",
+				"Write-back of %s failed, retrying: %v", srv.Name, err)
+			errs = append(errs, err)
+		}
+	}
+	return remaining, errors.Join(errs...)
+}
+
+func (r *Reconciler) flushServer(ctx context.Context, s *scope, i int) (int64, error) {
+	if !s.inst.Status.Servers[i].Ready {
+		return 0, fmt.Errorf("server is not ready, so its dirty data cannot be written back until it runs again")
+	}
+	c, err := r.client(ctx, s, i)
+	if err != nil {
+		return 0, err
+	}
+	ctrl.LoggerFrom(ctx).Info("Flushing server", "server", s.inst.Status.Servers[i].Name)
+	fctx, cancel := context.WithTimeout(ctx, r.Options.FlushAttemptTimeout)
+	defer cancel()
+	res, err := c.Flush(fctx)
+	if err != nil {
+		return res.RemainingBytes, fmt.Errorf("flush: %w", err)
+	}
+	return res.RemainingBytes, nil
+}
+
+// dropUnwritten goes past the data not written back, as the user asked,
+// and records it: an annotation that stays on the object, a Warning Event
+// and the Flushed condition.
+func (r *Reconciler) dropUnwritten(ctx context.Context, s *scope, reason, why string) error {
+	dirty := "unknown"
+	if s.inst.Status.Usage != nil && s.inst.Status.Usage.Dirty != nil {
+		dirty = s.inst.Status.Usage.Dirty.String()
+	}
+	msg := fmt.Sprintf("%s: data not written back (last seen dirty: %s) was dropped", why, dirty)
+	// The patch answers with the stored object; keep this pass's status.
+	status := s.inst.Status.DeepCopy()
+	defer func() { s.inst.Status = *status }()
+	patch := client.MergeFrom(s.inst.DeepCopy())
+	if s.inst.Annotations == nil {
+		s.inst.Annotations = map[string]string{}
+	}
+	s.inst.Annotations[cachev1alpha1.AnnotationTeardownRecord] = r.Options.Now().UTC().Format(time.RFC3339) + " " + reason + ": " + msg
+	if err := r.Client.Patch(ctx, s.inst, patch); err != nil {
+		return fmt.Errorf("recording the teardown: %w", err)
+	}
+	r.Recorder.Eventf(s.inst, nil, corev1.EventTypeWarning, reason, "Teardown", "%s", msg)
+	setCondition(s, r.Options.Now(), cachev1alpha1.ConditionFlushed, false, reason, msg)
+	return nil
+}

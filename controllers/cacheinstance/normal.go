@@ -1,0 +1,76 @@
+package cacheinstance
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/controllers/policy"
+)
+
+// reconcileNormal brings a live instance towards Ready and keeps its
+// status current.
+func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	res, err := runPhases(ctx, s, []phaseFunc{
+		r.loadPool,
+		r.validate,
+		r.loadServerPods,
+		r.allocate,
+		r.ensureService,
+		r.ensureDisruptionBudget,
+		r.ensurePods,
+		r.observeServers,
+		r.collectStats,
+		r.pushTunables,
+		r.preload,
+	})
+	if err != nil || !res.IsZero() {
+		return res, err
+	}
+	// Usage is polled: the servers do not call back.
+	return ctrl.Result{RequeueAfter: r.Options.StatsInterval}, nil
+}
+
+// loadPool reads the pool, the namespace's labels and the pool's nodes.
+func (r *Reconciler) loadPool(ctx context.Context, s *scope) (ctrl.Result, error) {
+	pool := &cachev1alpha1.CachePool{}
+	err := r.Client.Get(ctx, client.ObjectKey{Name: s.inst.Spec.Pool}, pool)
+	switch {
+	case apierrors.IsNotFound(err):
+		return ctrl.Result{}, nil
+	case err != nil:
+		return ctrl.Result{}, fmt.Errorf("reading CachePool %s: %w", s.inst.Spec.Pool, err)
+	}
+	s.pool = pool
+	ns := &corev1.Namespace{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: s.inst.Namespace}, ns); err != nil {
+		return ctrl.Result{}, fmt.Errorf("reading namespace %s: %w", s.inst.Namespace, err)
+	}
+	s.nsLabels = ns.Labels
+	var nodes corev1.NodeList
+	if err := r.Client.List(ctx, &nodes); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing nodes: %w", err)
+	}
+	s.nodes = policy.MatchingNodes(pool, nodes.Items)
+	return ctrl.Result{}, nil
+}
+
+// validate checks the instance against its pool again, whatever the
+// webhook said: the pool may have changed since, and the webhook may have
+// been bypassed. An instance the pool refuses is a terminal error: nothing
+// but a change of the instance or the pool (both of which trigger a new
+// pass) can fix it.
+func (r *Reconciler) validate(_ context.Context, s *scope) (ctrl.Result, error) {
+	err := policy.Validate(s.inst, s.pool, s.nsLabels).Err()
+	if err == nil {
+		return ctrl.Result{}, nil
+	}
+	s.rejected = err.(*policy.Error)
+	return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("CacheInstance refused by its pool: %w", err))
+}

@@ -1,0 +1,99 @@
+package cacheinstance
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+)
+
+// ServiceName returns the name of the headless Service of an instance's
+// servers; each server is reachable as <pod>.<service>.
+func ServiceName(inst *cachev1alpha1.CacheInstance) string {
+	return inst.Name + "-servers"
+}
+
+func objectMeta(inst *cachev1alpha1.CacheInstance, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: inst.Namespace, Labels: serverLabels(inst)}
+}
+
+// ensureService creates the headless Service that gives each server a
+// stable DNS name. It publishes not-ready addresses so that clients can
+// find a server that is restarting.
+func (r *Reconciler) ensureService(ctx context.Context, s *scope) (ctrl.Result, error) {
+	svc := &corev1.Service{
+		ObjectMeta: objectMeta(s.inst, ServiceName(s.inst)),
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone, Selector: serverLabels(s.inst), PublishNotReadyAddresses: true,
+			Ports: []corev1.ServicePort{
+				{Name: "data", Port: DataPort, TargetPort: intstr.FromString("data")},
+				{Name: "control", Port: ControlPort, TargetPort: intstr.FromString("control")},
+			},
+		},
+	}
+	return ctrl.Result{}, r.createIfMissing(ctx, svc)
+}
+
+// ensureDisruptionBudget refuses every voluntary eviction of a server, such
+// as a node drain's: a server's dirty data lives on its node.
+func (r *Reconciler) ensureDisruptionBudget(ctx context.Context, s *scope) (ctrl.Result, error) {
+	zero := intstr.FromInt32(0)
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: objectMeta(s.inst, ServiceName(s.inst)),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: &zero,
+			Selector:       &metav1.LabelSelector{MatchLabels: serverLabels(s.inst)},
+		},
+	}
+	return ctrl.Result{}, r.createIfMissing(ctx, pdb)
+}
+
+func (r *Reconciler) createIfMissing(ctx context.Context, o client.Object) error {
+	err := r.Client.Create(ctx, o)
+	if err == nil {
+		ctrl.LoggerFrom(ctx).Info("Created server object", "kind", fmt.Sprintf("%T", o), "name", o.GetName())
+	}
+	if err == nil || apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return fmt.Errorf("creating %s: %w", o.GetName(), err)
+}
+
+// ensurePods creates the pod of every placed server that has none, and
+// replaces pods that ended, on the same node.
+func (r *Reconciler) ensurePods(ctx context.Context, s *scope) (ctrl.Result, error) {
+	for i, srv := range s.inst.Status.Servers {
+		pod := s.pods[i]
+		if pod != nil && pod.DeletionTimestamp.IsZero() && !podEnded(pod) {
+			if err := r.protect(ctx, pod); err != nil {
+				return ctrl.Result{}, err
+			}
+			continue
+		}
+		if pod != nil {
+			// An ended or deleted pod is released, so that it can be replaced.
+			if err := r.releaseAndDelete(ctx, pod); err != nil {
+				return ctrl.Result{}, err
+			}
+			continue
+		}
+		pod = buildServerPod(s.inst, s.pool, i, srv, len(s.inst.Status.Servers), r.Options)
+		if err := r.createIfMissing(ctx, pod); err != nil {
+			return ctrl.Result{}, err
+		}
+		s.pods[i] = pod
+	}
+	return ctrl.Result{}, nil
+}
+
+func podEnded(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}

@@ -1,0 +1,132 @@
+package cacheinstance
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/cacheserver/control"
+)
+
+// observeServers copies what the pods say into status.servers: pod, node,
+// data endpoint and readiness.
+func (r *Reconciler) observeServers(_ context.Context, s *scope) (ctrl.Result, error) {
+	for i := range s.inst.Status.Servers {
+		srv := &s.inst.Status.Servers[i]
+		pod := s.pods[i]
+		srv.Ready = pod != nil && podReady(pod)
+		srv.Endpoint = ""
+		if pod != nil && pod.Status.PodIP != "" {
+			srv.Endpoint = net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(DataPort))
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+func podReady(pod *corev1.Pod) bool {
+	if !pod.DeletionTimestamp.IsZero() || pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// collectStats asks every ready server for its statistics and sums them
+// into status.usage. A server that does not answer is left out of this
+// pass's sums and logged; its readiness probe will tell the kubelet.
+func (r *Reconciler) collectStats(ctx context.Context, s *scope) (ctrl.Result, error) {
+	for i, srv := range s.inst.Status.Servers {
+		if !srv.Ready {
+			continue
+		}
+		st, err := r.stats(ctx, s, i)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Info("Server did not answer for stats", "server", srv.Name, "error", err.Error())
+			continue
+		}
+		s.stats[i] = st
+	}
+	if len(s.stats) > 0 {
+		s.inst.Status.Usage = sumUsage(s.stats)
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *Reconciler) stats(ctx context.Context, s *scope, i int) (control.Stats, error) {
+	c, err := r.client(ctx, s, i)
+	if err != nil {
+		return control.Stats{}, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.Options.CallTimeout)
+	defer cancel()
+	return c.Stats(cctx)
+}
+
+// sumUsage adds up the servers' statistics.
+func sumUsage(stats map[int]control.Stats) *cachev1alpha1.Usage {
+	var capacity, cached, dirty int64
+	u := &cachev1alpha1.Usage{}
+	var lag float64
+	for _, st := range stats {
+		capacity += st.CapacityBytes
+		cached += st.CachedBytes
+		dirty += st.DirtyBytes
+		u.Hits += int64(st.Hits)
+		u.Misses += int64(st.Misses)
+		u.CopyUpBytes += st.CopyUpBytes
+		u.WriteBackBytes += st.WriteBackBytes
+		lag = max(lag, st.WriteBackLagSeconds)
+	}
+	u.Capacity = resource.NewQuantity(capacity, resource.BinarySI)
+	u.Cached = resource.NewQuantity(cached, resource.BinarySI)
+	u.Dirty = resource.NewQuantity(dirty, resource.BinarySI)
+	u.WriteBackLagSeconds = int64(lag)
+	if u.Hits+u.Misses > 0 {
+		u.HitRatio = fmt.Sprintf("%.1f%%", 100*float64(u.Hits)/float64(u.Hits+u.Misses))
+	}
+	return u
+}
+
+// preload copies spec.preload up once all servers are ready. Each server
+// copies the extents it holds; the call is idempotent, so a pass that is
+// cut short is simply repeated.
+func (r *Reconciler) preload(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if preloaded(s.inst) || len(s.inst.Spec.Preload) == 0 || !s.allServersReady() {
+		return ctrl.Result{}, nil
+	}
+	for i := range s.inst.Status.Servers {
+		if err := r.preloadServer(ctx, s, i); err != nil {
+			s.preloadErr = err
+			return ctrl.Result{}, err
+		}
+	}
+	setCondition(s, r.Options.Now(), cachev1alpha1.ConditionPreloaded, true, cachev1alpha1.ReasonAsExpected,
+		fmt.Sprintf("%d paths copied up", len(s.inst.Spec.Preload)))
+	return ctrl.Result{}, nil
+}
+
+func (r *Reconciler) preloadServer(ctx context.Context, s *scope, i int) error {
+	c, err := r.client(ctx, s, i)
+	if err != nil {
+		return err
+	}
+	base := backingDir(s.inst)
+	for _, p := range s.inst.Spec.Preload {
+		rel := strings.TrimPrefix(strings.TrimPrefix(string(p), base), "/")
+		if err := c.Preload(ctx, rel); err != nil {
+			return fmt.Errorf("preloading %s on %s: %w", p, s.inst.Status.Servers[i].Name, err)
+		}
+	}
+	return nil
+}

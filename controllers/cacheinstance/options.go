@@ -1,0 +1,88 @@
+package cacheinstance
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// ServerProtectionFinalizer is set on every server pod so that neither the
+// garbage collector nor a user's delete removes it before the instance's
+// teardown write-back ends.
+const ServerProtectionFinalizer = "cache.burstcache.io/server-protection"
+
+// LabelServerIndex is set on server pods; its value is the server's index in
+// the instance, from 0.
+const LabelServerIndex = "cache.burstcache.io/server-index"
+
+// Ports of the cache server container.
+const (
+	// DataPort serves the data-path protocol to mounts.
+	DataPort = 7070
+	// ControlPort serves the control API (flush, stats, tunables, readyz).
+	ControlPort = 7071
+)
+
+// Resolver returns the control API address ("host:port") of a server pod.
+// Implementations must not modify the pod.
+type Resolver func(ctx context.Context, pod *corev1.Pod) (string, error)
+
+// PodIPResolver reaches a server at its pod IP and the control port.
+func PodIPResolver(_ context.Context, pod *corev1.Pod) (string, error) {
+	if pod.Status.PodIP == "" {
+		return "", fmt.Errorf("server pod %s has no IP yet", pod.Name)
+	}
+	return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(ControlPort)), nil
+}
+
+// Options configure the reconciler. Zero fields take the defaults of
+// (*Options).complete.
+type Options struct {
+	// ServerImage is the container image that runs `burstcache server`.
+	ServerImage string
+	// ServerRequests are the resource requests of a server container.
+	ServerRequests corev1.ResourceList
+	// Resolver finds a server's control API; default PodIPResolver.
+	Resolver Resolver
+	// StatsInterval is how often usage is collected from the servers.
+	StatsInterval time.Duration
+	// FlushAttemptTimeout bounds one blocking Flush call at teardown; a
+	// flush that takes longer is called again, which is idempotent.
+	FlushAttemptTimeout time.Duration
+	// CallTimeout bounds the other control API calls.
+	CallTimeout time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) complete() {
+	if o.ServerImage == "" {
+		o.ServerImage = "burstcache:latest"
+	}
+	if o.ServerRequests == nil {
+		o.ServerRequests = corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("250m"),
+			corev1.ResourceMemory: resource.MustParse("256Mi"),
+		}
+	}
+	if o.Resolver == nil {
+		o.Resolver = PodIPResolver
+	}
+	if o.StatsInterval == 0 {
+		o.StatsInterval = 5 * time.Second
+	}
+	if o.FlushAttemptTimeout == 0 {
+		o.FlushAttemptTimeout = time.Minute
+	}
+	if o.CallTimeout == 0 {
+		o.CallTimeout = 5 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}

@@ -1,0 +1,158 @@
+package cacheinstance
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+)
+
+// Paths inside the server container.
+const (
+	cacheMountPath   = "/cache"
+	scratchMountPath = "/scratch"
+)
+
+// buildServerPod returns the pod of server i, pinned to its node.
+func buildServerPod(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool, i int, srv cachev1alpha1.ServerStatus, servers int, o Options) *corev1.Pod {
+	pod := &corev1.Pod{ObjectMeta: objectMeta(inst, podName(inst, i))}
+	pod.Labels[LabelServerIndex] = strconv.Itoa(i)
+	pod.Finalizers = []string{ServerProtectionFinalizer}
+	pod.Spec = corev1.PodSpec{
+		NodeSelector:       nodeSelector(pool, srv.Node),
+		Tolerations:        tolerations(pool),
+		Hostname:           pod.Name,
+		Subdomain:          ServiceName(inst),
+		SecurityContext:    podSecurityContext(inst.Spec.RunAs),
+		InitContainers:     []corev1.Container{prepareContainer(inst, o)},
+		Containers:         []corev1.Container{serverContainer(inst, pool, i, srv, servers, o)},
+		Volumes:            volumes(inst, pool, i),
+		RestartPolicy:      corev1.RestartPolicyAlways,
+		EnableServiceLinks: new(bool),
+	}
+	return pod
+}
+
+func nodeSelector(pool *cachev1alpha1.CachePool, node string) map[string]string {
+	sel := map[string]string{corev1.LabelHostname: node}
+	if pool.Spec.Nodes != nil {
+		for k, v := range pool.Spec.Nodes.NodeSelector {
+			sel[k] = v
+		}
+	}
+	return sel
+}
+
+func tolerations(pool *cachev1alpha1.CachePool) []corev1.Toleration {
+	if pool.Spec.Nodes == nil {
+		return nil
+	}
+	return pool.Spec.Nodes.Tolerations
+}
+
+// podSecurityContext runs the server as spec.runAs, so that the backing
+// file system is touched with the user's rights and no more.
+func podSecurityContext(id cachev1alpha1.RunAs) *corev1.PodSecurityContext {
+	uid, gid := id.UID, id.GID
+	return &corev1.PodSecurityContext{
+		RunAsUser: &uid, RunAsGroup: &gid, SupplementalGroups: id.SupplementalGroups,
+		RunAsNonRoot: ptrTo(uid != 0),
+	}
+}
+
+// prepareContainer creates the server's cache directory on the node and
+// gives it to runAs: a host path is created owned by root, and the server
+// itself runs as runAs.
+func prepareContainer(inst *cachev1alpha1.CacheInstance, o Options) corev1.Container {
+	root := int64(0)
+	return corev1.Container{
+		Name: "prepare-cache-dir", Image: o.ServerImage,
+		Command: []string{"burstcache", "manager", "prepare-cache-dir", "--path=" + cacheMountPath,
+			"--uid=" + strconv.FormatInt(inst.Spec.RunAs.UID, 10), "--gid=" + strconv.FormatInt(inst.Spec.RunAs.GID, 10)},
+		SecurityContext: &corev1.SecurityContext{RunAsUser: &root, RunAsGroup: &root, RunAsNonRoot: ptrTo(false)},
+		VolumeMounts:    []corev1.VolumeMount{{Name: "cache", MountPath: cacheMountPath}},
+	}
+}
+
+func serverContainer(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool, i int, srv cachev1alpha1.ServerStatus, servers int, o Options) corev1.Container {
+	return corev1.Container{
+		Name: "server", Image: o.ServerImage,
+		Command: []string{"burstcache", "server"},
+		Args:    serverArgs(inst, pool, i, srv, servers),
+		Ports: []corev1.ContainerPort{
+			{Name: "data", ContainerPort: DataPort, Protocol: corev1.ProtocolTCP},
+			{Name: "control", ContainerPort: ControlPort, Protocol: corev1.ProtocolTCP},
+		},
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("control")}},
+			PeriodSeconds: 5, FailureThreshold: 2,
+		},
+		LivenessProbe: &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("control")}},
+			PeriodSeconds: 20, FailureThreshold: 3,
+		},
+		Resources:    corev1.ResourceRequirements{Requests: o.ServerRequests},
+		VolumeMounts: volumeMounts(inst, pool),
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptrTo(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+	}
+}
+
+// serverArgs are the flags of `burstcache server` for server i.
+func serverArgs(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool, i int, srv cachev1alpha1.ServerStatus, servers int) []string {
+	id := inst.Spec.RunAs
+	args := []string{
+		fmt.Sprintf("--listen=0.0.0.0:%d", DataPort),
+		fmt.Sprintf("--control=0.0.0.0:%d", ControlPort),
+		"--backing=" + backingDir(inst),
+		"--cache-dir=" + cacheMountPath,
+		"--capacity=" + strconv.FormatInt(srv.Capacity.Value(), 10),
+		"--extent-size=" + strconv.FormatInt(extentSize(pool), 10),
+		"--index=" + strconv.Itoa(i),
+		"--servers=" + strconv.Itoa(servers),
+		"--instance=" + inst.Namespace + "/" + inst.Name + "/" + string(inst.UID),
+		"--uid=" + strconv.FormatInt(id.UID, 10),
+		"--gid=" + strconv.FormatInt(id.GID, 10),
+	}
+	if len(id.SupplementalGroups) > 0 {
+		args = append(args, "--groups="+joinInts(id.SupplementalGroups))
+	}
+	if inst.Spec.WriteBack != nil && inst.Spec.WriteBack.Durability != "" {
+		args = append(args, "--durability="+string(inst.Spec.WriteBack.Durability))
+	}
+	return append(args, tunableArgs(Tunables(inst))...)
+}
+
+// backingDir is the directory the server caches, as mounted in its
+// container: the backing file system is mounted at its mountPath, so it is
+// spec.backing.path itself.
+func backingDir(inst *cachev1alpha1.CacheInstance) string {
+	if inst.Spec.Backing == nil {
+		return scratchMountPath
+	}
+	return path.Clean(string(inst.Spec.Backing.Path))
+}
+
+func extentSize(pool *cachev1alpha1.CachePool) int64 {
+	if pool.Spec.ExtentSize == nil {
+		return 1 << 20
+	}
+	return pool.Spec.ExtentSize.Value()
+}
+
+func joinInts(ns []int64) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.FormatInt(n, 10)
+	}
+	return strings.Join(s, ",")
+}
+
+func ptrTo[T any](v T) *T { return &v }

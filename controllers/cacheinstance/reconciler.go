@@ -1,0 +1,147 @@
+package cacheinstance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+)
+
+// PoolIndex is the field index of CacheInstances by spec.pool.
+const PoolIndex = "spec.pool"
+
+// Reconciler reconciles CacheInstances.
+type Reconciler struct {
+	// Client reads through the manager's cache and writes to the API server.
+	Client client.Client
+	// Recorder records Events on instances.
+	Recorder events.EventRecorder
+	// Options are the reconciler's settings.
+	Options Options
+}
+
+// +kubebuilder:rbac:groups=cache.burstcache.io,resources=cacheinstances,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=cache.burstcache.io,resources=cacheinstances/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cache.burstcache.io,resources=cacheinstances/finalizers,verbs=update
+// +kubebuilder:rbac:groups=cache.burstcache.io,resources=cachepools,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods;services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=namespaces;nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the reconciler, and the index of instances by
+// pool, with mgr.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	r.Options.complete()
+	err := mgr.GetFieldIndexer().IndexField(ctx, &cachev1alpha1.CacheInstance{}, PoolIndex,
+		func(o client.Object) []string { return []string{o.(*cachev1alpha1.CacheInstance).Spec.Pool} })
+	if err != nil {
+		return fmt.Errorf("indexing CacheInstances by pool: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&cachev1alpha1.CacheInstance{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToInstance)).
+		Watches(&cachev1alpha1.CachePool{}, handler.EnqueueRequestsFromMapFunc(r.poolToInstances)).
+		Named("cacheinstance").
+		Complete(r)
+}
+
+// Reconcile fetches the instance, makes sure it carries the teardown
+// finalizer, and runs reconcileDelete or reconcileNormal; the status it
+// computed is written once, on the way out.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	inst := &cachev1alpha1.CacheInstance{}
+	if err := r.Client.Get(ctx, req.NamespacedName, inst); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if inst.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(inst, cachev1alpha1.Finalizer) {
+		return ctrl.Result{}, r.addFinalizer(ctx, inst)
+	}
+	s := newScope(inst)
+	defer func() { retErr = errors.Join(retErr, r.patchStatus(ctx, s, retErr)) }()
+	if !inst.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	return r.reconcileNormal(ctx, s)
+}
+
+func (r *Reconciler) addFinalizer(ctx context.Context, inst *cachev1alpha1.CacheInstance) error {
+	patch := client.MergeFromWithOptions(inst.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.AddFinalizer(inst, cachev1alpha1.Finalizer)
+	if err := r.Client.Patch(ctx, inst, patch); err != nil {
+		return fmt.Errorf("adding the teardown finalizer: %w", err)
+	}
+	return nil
+}
+
+// patchStatus computes the conditions and phase of this pass, records
+// Events for transitions, and writes status. observedGeneration moves only
+// when the pass succeeded.
+func (r *Reconciler) patchStatus(ctx context.Context, s *scope, passErr error) error {
+	if s.gone {
+		return nil
+	}
+	setConditions(s, r.Options.Now())
+	if passErr == nil {
+		s.inst.Status.ObservedGeneration = s.inst.Generation
+	}
+	r.recordTransitions(s)
+	err := r.Client.Status().Patch(ctx, s.inst, client.MergeFrom(s.original))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("writing status: %w", err)
+	}
+	return nil
+}
+
+// phaseFunc is one step of a pass. A step that must wait returns a result
+// with RequeueAfter; one that failed returns an error; either ends the pass.
+type phaseFunc func(ctx context.Context, s *scope) (ctrl.Result, error)
+
+// runPhases runs the steps in order until one waits or fails.
+func runPhases(ctx context.Context, s *scope, phases []phaseFunc) (ctrl.Result, error) {
+	for _, p := range phases {
+		res, err := p(ctx, s)
+		if err != nil || !res.IsZero() {
+			return res, err
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// podToInstance maps a pod labelled with an instance, a server or a pod
+// that mounts it, to that instance.
+func podToInstance(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[cachev1alpha1.LabelInstance]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// poolToInstances maps a pool to the instances that use it.
+func (r *Reconciler) poolToInstances(ctx context.Context, o client.Object) []reconcile.Request {
+	var list cachev1alpha1.CacheInstanceList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{PoolIndex: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the instances of a pool", "pool", o.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+	}
+	return reqs
+}

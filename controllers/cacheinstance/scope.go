@@ -1,0 +1,71 @@
+package cacheinstance
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/cacheserver/control"
+	"github.com/burstcache/burstcache/controllers/policy"
+)
+
+// scope is what one pass observed of the world and decided. Phase functions
+// fill it in; the condition functions read it.
+type scope struct {
+	// inst is the instance being reconciled; its status is written at the
+	// end of the pass. original is the instance as fetched, for the patch
+	// and for telling transitions.
+	inst, original *cachev1alpha1.CacheInstance
+
+	// pool is the instance's pool, nil if it does not exist.
+	pool *cachev1alpha1.CachePool
+	// nsLabels are the labels of the instance's namespace.
+	nsLabels map[string]string
+	// nodes are the names of the nodes that match the pool.
+	nodes []string
+
+	// rejected holds the pool rules the instance breaks.
+	rejected *policy.Error
+	// noCapacity holds why the instance waits for capacity.
+	noCapacity policy.Violations
+
+	// pods are the server pods by server index.
+	pods map[int]*corev1.Pod
+	// stats are the answers of the servers that answered, by index.
+	stats map[int]control.Stats
+
+	// preloadErr is why the preload failed in this pass.
+	preloadErr error
+
+	// flushErr is why the teardown write-back failed in this pass.
+	flushErr error
+	// gone is set once the finalizer is removed: there is no status to
+	// write any more.
+	gone bool
+}
+
+func newScope(inst *cachev1alpha1.CacheInstance) *scope {
+	return &scope{
+		inst:     inst,
+		original: inst.DeepCopy(),
+		pods:     map[int]*corev1.Pod{},
+		stats:    map[int]control.Stats{},
+	}
+}
+
+// readyServers counts the servers whose pod is ready.
+func (s *scope) readyServers() int {
+	n := 0
+	for _, srv := range s.inst.Status.Servers {
+		if srv.Ready {
+			n++
+		}
+	}
+	return n
+}
+
+// allServersReady reports whether the instance has servers and all are
+// ready.
+func (s *scope) allServersReady() bool {
+	n := len(s.inst.Status.Servers)
+	return n > 0 && s.readyServers() == n
+}

@@ -1,0 +1,134 @@
+package cacheinstance
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/controllers/policy"
+)
+
+// serverLabels select the server pods of an instance.
+func serverLabels(inst *cachev1alpha1.CacheInstance) map[string]string {
+	return map[string]string{
+		cachev1alpha1.LabelInstance:  inst.Name,
+		cachev1alpha1.LabelPool:      inst.Spec.Pool,
+		cachev1alpha1.LabelComponent: cachev1alpha1.ComponentServer,
+	}
+}
+
+// loadServerPods reads the instance's server pods, by index.
+func (r *Reconciler) loadServerPods(ctx context.Context, s *scope) (ctrl.Result, error) {
+	var pods corev1.PodList
+	err := r.Client.List(ctx, &pods, client.InNamespace(s.inst.Namespace), client.MatchingLabels{
+		cachev1alpha1.LabelInstance: s.inst.Name, cachev1alpha1.LabelComponent: cachev1alpha1.ComponentServer,
+	})
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing server pods: %w", err)
+	}
+	for i := range pods.Items {
+		idx, err := strconv.Atoi(pods.Items[i].Labels[LabelServerIndex])
+		if err == nil {
+			s.pods[idx] = &pods.Items[i]
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// allocate places the servers of an instance that has none yet: it checks
+// that the pool has the capacity free, then picks distinct nodes with the
+// most free capacity. The placement is recorded in status.servers and
+// kept for the instance's life, since each server's data lives on its node.
+func (r *Reconciler) allocate(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if len(s.inst.Status.Servers) > 0 {
+		return ctrl.Result{}, nil
+	}
+	others, err := r.poolInstances(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	a := policy.Allocate(s.inst, s.pool, len(s.nodes))
+	free := nodeFree(s, others)
+	nodes := pickNodes(s.nodes, free, a.PerServer, a.Servers)
+	if len(s.nodes) == 0 || len(nodes) < a.Servers {
+		s.noCapacity = policy.Fits(a, totalFree(nodes, free, a.PerServer))
+		if s.noCapacity == nil {
+			s.noCapacity = policy.Violations{{Reason: cachev1alpha1.ReasonInsufficientCapacity, Field: "spec.capacity",
+				Message: fmt.Sprintf("fewer than %d nodes of the pool have %s free", a.Servers, resource.NewQuantity(a.PerServer, resource.BinarySI))}}
+		}
+		ctrl.LoggerFrom(ctx).Info("Waiting for pool capacity", "servers", a.Servers, "perServer", a.PerServer)
+		return ctrl.Result{RequeueAfter: r.Options.StatsInterval * 6}, nil
+	}
+	for i, node := range nodes {
+		s.inst.Status.Servers = append(s.inst.Status.Servers, cachev1alpha1.ServerStatus{
+			Name: serverName(i), Pod: podName(s.inst, i), Node: node,
+			Capacity: resource.NewQuantity(a.PerServer, resource.BinarySI),
+		})
+	}
+	return ctrl.Result{}, nil
+}
+
+// poolInstances lists the other instances of the pool.
+func (r *Reconciler) poolInstances(ctx context.Context, s *scope) ([]cachev1alpha1.CacheInstance, error) {
+	var list cachev1alpha1.CacheInstanceList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{PoolIndex: s.pool.Name}); err != nil {
+		return nil, fmt.Errorf("listing the instances of pool %s: %w", s.pool.Name, err)
+	}
+	out := list.Items[:0]
+	for _, o := range list.Items {
+		if o.UID != s.inst.UID {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// nodeFree returns the free bytes of each node of the pool.
+func nodeFree(s *scope, others []cachev1alpha1.CacheInstance) map[string]int64 {
+	free := map[string]int64{}
+	for _, n := range s.nodes {
+		free[n] = s.pool.Spec.Media.CapacityPerNode.Value()
+	}
+	for _, o := range others {
+		for _, srv := range o.Status.Servers {
+			if _, ok := free[srv.Node]; ok && srv.Capacity != nil {
+				free[srv.Node] -= srv.Capacity.Value()
+			}
+		}
+	}
+	return free
+}
+
+// pickNodes returns up to n nodes with at least need bytes free, those with
+// the most free first (ties by name, so that the choice is stable).
+func pickNodes(nodes []string, free map[string]int64, need int64, n int) []string {
+	var fit []string
+	for _, node := range nodes {
+		if free[node] >= need {
+			fit = append(fit, node)
+		}
+	}
+	sort.SliceStable(fit, func(i, j int) bool { return free[fit[i]] > free[fit[j]] })
+	return fit[:min(n, len(fit))]
+}
+
+func totalFree(nodes []string, free map[string]int64, need int64) int64 {
+	var sum int64
+	for _, n := range nodes {
+		sum += free[n] / need * need
+	}
+	return sum
+}
+
+func serverName(i int) string { return fmt.Sprintf("server-%d", i) }
+
+func podName(inst *cachev1alpha1.CacheInstance, i int) string {
+	return fmt.Sprintf("%s-server-%d", inst.Name, i)
+}

@@ -1,0 +1,122 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/controllers/policy"
+)
+
+// +kubebuilder:webhook:path=/mutate-cache-burstcache-io-v1alpha1-cacheinstance,mutating=true,failurePolicy=fail,sideEffects=None,groups=cache.burstcache.io,resources=cacheinstances,verbs=create,versions=v1alpha1,name=mcacheinstance-v1alpha1.cache.burstcache.io,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-cache-burstcache-io-v1alpha1-cacheinstance,mutating=false,failurePolicy=fail,sideEffects=None,groups=cache.burstcache.io,resources=cacheinstances,verbs=create;update,versions=v1alpha1,name=vcacheinstance-v1alpha1.cache.burstcache.io,admissionReviewVersions=v1
+
+// CacheInstance is the defaulting and validating webhook of CacheInstances.
+// It reads pools and namespaces with Reader, which should be the API server
+// itself (the manager's APIReader), so that a pool just changed is seen.
+type CacheInstance struct {
+	// Reader reads CachePools and Namespaces.
+	Reader client.Reader
+}
+
+var (
+	_ admission.Defaulter[*cachev1alpha1.CacheInstance] = (*CacheInstance)(nil)
+	_ admission.Validator[*cachev1alpha1.CacheInstance] = (*CacheInstance)(nil)
+)
+
+// SetupWithManager registers both webhooks with mgr's webhook server.
+func (w *CacheInstance) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &cachev1alpha1.CacheInstance{}).
+		WithDefaulter(w).
+		WithValidator(w).
+		Complete()
+}
+
+// Default fills the knobs the instance leaves unset from its pool's
+// defaults. A missing pool is left for the validating webhook to refuse.
+func (w *CacheInstance) Default(ctx context.Context, inst *cachev1alpha1.CacheInstance) error {
+	pool, err := w.pool(ctx, inst)
+	if err != nil || pool == nil {
+		return err
+	}
+	policy.Default(inst, pool)
+	return nil
+}
+
+// ValidateCreate refuses an instance its pool does not allow, or one that
+// does not fit the pool's free capacity now.
+func (w *CacheInstance) ValidateCreate(ctx context.Context, inst *cachev1alpha1.CacheInstance) (admission.Warnings, error) {
+	vs, pool, err := w.check(ctx, inst)
+	if err != nil {
+		return nil, err
+	}
+	if vs == nil && pool != nil && pool.Status.FreeCapacity != nil {
+		a := policy.Allocate(inst, pool, len(pool.Status.Nodes))
+		vs = policy.Fits(a, pool.Status.FreeCapacity.Value())
+	}
+	return nil, toStatusError(inst, vs)
+}
+
+// ValidateUpdate checks the instance again: mutable knobs must stay within
+// the ceilings. Immutable fields are guarded by the CRD schema. An instance
+// being deleted is let through, so that its finalizer can always be removed.
+func (w *CacheInstance) ValidateUpdate(ctx context.Context, _, inst *cachev1alpha1.CacheInstance) (admission.Warnings, error) {
+	if !inst.DeletionTimestamp.IsZero() {
+		return nil, nil
+	}
+	vs, _, err := w.check(ctx, inst)
+	if err != nil {
+		return nil, err
+	}
+	return nil, toStatusError(inst, vs)
+}
+
+// ValidateDelete allows every deletion; the finalizer guards the data.
+func (w *CacheInstance) ValidateDelete(context.Context, *cachev1alpha1.CacheInstance) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (w *CacheInstance) check(ctx context.Context, inst *cachev1alpha1.CacheInstance) (policy.Violations, *cachev1alpha1.CachePool, error) {
+	pool, err := w.pool(ctx, inst)
+	if err != nil {
+		return nil, nil, err
+	}
+	ns := &corev1.Namespace{}
+	if err := w.Reader.Get(ctx, client.ObjectKey{Name: inst.Namespace}, ns); err != nil {
+		return nil, nil, apierrors.NewInternalError(fmt.Errorf("reading namespace %s: %w", inst.Namespace, err))
+	}
+	return policy.Validate(inst, pool, ns.Labels), pool, nil
+}
+
+// pool returns the instance's pool, or nil if it does not exist.
+func (w *CacheInstance) pool(ctx context.Context, inst *cachev1alpha1.CacheInstance) (*cachev1alpha1.CachePool, error) {
+	pool := &cachev1alpha1.CachePool{}
+	err := w.Reader.Get(ctx, client.ObjectKey{Name: inst.Spec.Pool}, pool)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, apierrors.NewInternalError(fmt.Errorf("reading CachePool %s: %w", inst.Spec.Pool, err))
+	}
+	return pool, nil
+}
+
+// toStatusError turns violations into an Invalid error whose causes name
+// each field, rule and reason.
+func toStatusError(inst *cachev1alpha1.CacheInstance, vs policy.Violations) error {
+	if len(vs) == 0 {
+		return nil
+	}
+	var errs field.ErrorList
+	for _, v := range vs {
+		errs = append(errs, field.Forbidden(field.NewPath(v.Field), v.Message+" ("+v.Reason+")"))
+	}
+	return apierrors.NewInvalid(cachev1alpha1.GroupVersion.WithKind("CacheInstance").GroupKind(), inst.Name, errs)
+}

@@ -1,0 +1,6 @@
+// Package webhooks holds the admission webhooks of CacheInstances: a
+// defaulting webhook that fills in the pool's defaults at creation, and a
+// validating webhook that refuses an instance its pool does not allow. Both
+// use package policy, which the CacheInstance reconciler uses too, so the
+// webhook and the controller agree on every rule and its reason.
+package webhooks
