@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 )
 
 // allocSlot takes a free slot, evicting clean extents or waiting for
@@ -18,6 +19,11 @@ func (e *Engine) allocSlot(ctx context.Context) (int32, error) {
 			e.used++
 			e.evictToWatermarkLocked()
 			return s, nil
+		}
+		if e.commitErr != nil && len(e.pendingFree) > 0 {
+			// Slots wait for a commit that keeps failing: the cache device
+			// is broken, and waiting would hang the writer forever.
+			return -1, fmt.Errorf("waiting for free space: %w", e.commitErr)
 		}
 		if len(e.pendingFree) < e.spaceWaiters+1 && !e.evictOneLocked() {
 			e.kickWriteBackLocked()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,11 +13,11 @@ import (
 
 // rig is an engine over a temporary backing directory.
 type rig struct {
-	t       testing.TB
-	cfg     Config
-	root    string // backing directory
-	faulty  *backing.Faulty
-	e       *Engine
+	t      testing.TB
+	cfg    Config
+	root   string // backing directory
+	faulty *backing.Faulty
+	e      *Engine
 }
 
 // newRig opens an engine of slots extents of es bytes; mod adjusts the
@@ -27,7 +28,7 @@ func newRig(t testing.TB, es int64, slots int64, mod func(*Config)) *rig {
 	r.faulty = backing.NewFaulty(backing.NewDir(r.root))
 	r.cfg = Config{
 		Dir: filepath.Join(t.TempDir(), "cache"), Backing: r.faulty, ExtentSize: es, Capacity: es * slots,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if mod != nil {
 		mod(&r.cfg)

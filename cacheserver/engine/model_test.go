@@ -1,0 +1,281 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/burstcache/burstcache/cacheserver/vfs"
+)
+
+var soak = flag.Bool("soak", false, "run the long model-based soak")
+
+// modelPaths are the files the model test plays with; "d" exists on the
+// backing store so renames into it work.
+var modelPaths = []string{"a", "b", "c", "d/e", "d/f"}
+
+// modelRun drives one engine and an in-memory model with the same random
+// operations and checks that they agree.
+type modelRun struct {
+	t     *testing.T
+	rng   *rand.Rand
+	r     *rig
+	model map[string][]byte
+	crash *vfs.Crashable
+	log   []string
+}
+
+const modelES = 4096
+
+func newModelRun(t *testing.T, seed uint64) *modelRun {
+	m := &modelRun{t: t, rng: rand.New(rand.NewPCG(seed, 7)), model: map[string][]byte{}}
+	m.r = newRig(t, modelES, 8+int64(seed%8), func(c *Config) {
+		c.Dir = filepath.Join(shmDir(t), "cache")
+		c.Tunables = Tunables{WriteBackThreads: 1 + int(seed%4), DirtyHigh: 40, DirtyLow: 10, EvictHigh: 70, EvictLow: 50,
+			WriteWindow: WriteWindow{Multiplier: -1}}
+		m.crash = vfs.NewCrashable(vfs.OS{}, seed)
+		c.FS = m.crash
+	})
+	if err := os.Mkdir(filepath.Join(m.r.root, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// shmDir is a directory on tmpfs when there is one, so that the many index
+// commits of the model test do not wait for a disk.
+func shmDir(t *testing.T) string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		d, err := os.MkdirTemp("/dev/shm", "engine-test-")
+		if err == nil {
+			t.Cleanup(func() { os.RemoveAll(d) })
+			return d
+		}
+	}
+	return t.TempDir()
+}
+
+func (m *modelRun) fail(format string, args ...any) {
+	m.t.Helper()
+	tail := m.log[max(0, len(m.log)-30):]
+	m.t.Fatalf("%s\nlast operations:\n%s", fmt.Sprintf(format, args...), strings.Join(tail, "\n"))
+}
+
+func (m *modelRun) path() string { return modelPaths[m.rng.IntN(len(modelPaths))] }
+
+func (m *modelRun) step() {
+	ctx := context.Background()
+	switch k := m.rng.IntN(100); {
+	case k < 30:
+		m.write(ctx)
+	case k < 60:
+		m.read(ctx)
+	case k < 65:
+		m.truncate(ctx)
+	case k < 68:
+		m.unlink(ctx)
+	case k < 71:
+		m.rename(ctx)
+	case k < 76:
+		p := m.path()
+		m.do("sync "+p, m.r.e.Sync(ctx, p))
+	case k < 79:
+		m.do("flush", m.r.e.Flush(ctx))
+		m.checkBacking("")
+	case k < 82:
+		p := m.path()
+		m.do("flushpath "+p, m.r.e.FlushPath(ctx, p))
+		m.checkBacking(p)
+	case k < 86:
+		p := m.path()
+		m.do("evict "+p, m.r.e.EvictPath(ctx, p))
+	case k < 90:
+		p := m.path()
+		m.do("invalidate "+p, m.r.e.InvalidatePath(ctx, p))
+	case k < 94:
+		m.size(ctx)
+	case k < 97:
+		m.crashRestart(ctx)
+	default:
+		m.log = append(m.log, "restart")
+		m.r.restart()
+	}
+}
+
+func (m *modelRun) do(what string, err error) {
+	m.t.Helper()
+	m.log = append(m.log, what)
+	if err != nil {
+		m.fail("%s: %v", what, err)
+	}
+}
+
+func (m *modelRun) write(ctx context.Context) {
+	p := m.path()
+	off := m.rng.Int64N(6 * modelES)
+	data := make([]byte, 1+m.rng.IntN(3*modelES))
+	for i := range data {
+		data[i] = byte(m.rng.IntN(255) + 1)
+	}
+	n, err := m.r.e.WriteAt(ctx, p, data, off)
+	m.do(fmt.Sprintf("write %s [%d,%d)", p, off, off+int64(len(data))), err)
+	if n != len(data) {
+		m.fail("short write %d", n)
+	}
+	cur := m.model[p]
+	if end := off + int64(len(data)); int64(len(cur)) < end {
+		cur = append(cur, make([]byte, end-int64(len(cur)))...)
+	}
+	copy(cur[off:], data)
+	m.model[p] = cur
+}
+
+func (m *modelRun) read(ctx context.Context) {
+	p := m.path()
+	off := m.rng.Int64N(7 * modelES)
+	b := make([]byte, 1+m.rng.IntN(3*modelES))
+	n, err := m.r.e.ReadAt(ctx, p, b, off)
+	m.log = append(m.log, fmt.Sprintf("read %s [%d,%d)", p, off, off+int64(len(b))))
+	cur, ok := m.model[p]
+	if !ok {
+		if !errors.Is(err, fs.ErrNotExist) {
+			m.fail("read of missing %s: n=%d err=%v, want not exist", p, n, err)
+		}
+		return
+	}
+	want := []byte{}
+	if off < int64(len(cur)) {
+		want = cur[off:min(int64(len(cur)), off+int64(len(b)))]
+	}
+	if n != len(want) || !bytes.Equal(b[:n], want) {
+		m.fail("read %s at %d: got %d bytes, want %d; first difference at %d", p, off, n, len(want), firstDiff(b[:n], want))
+	}
+	if (n < len(b)) != errors.Is(err, io.EOF) || (err != nil && !errors.Is(err, io.EOF)) {
+		m.fail("read %s: n=%d of %d, err=%v", p, n, len(b), err)
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+func (m *modelRun) truncate(ctx context.Context) {
+	p := m.path()
+	size := m.rng.Int64N(7 * modelES)
+	m.do(fmt.Sprintf("truncate %s %d", p, size), m.r.e.Truncate(ctx, p, size))
+	cur := m.model[p]
+	if int64(len(cur)) > size {
+		cur = cur[:size]
+	} else {
+		cur = append(cur, make([]byte, size-int64(len(cur)))...)
+	}
+	m.model[p] = cur
+}
+
+func (m *modelRun) unlink(ctx context.Context) {
+	p := m.path()
+	err := m.r.e.Unlink(ctx, p)
+	m.log = append(m.log, "unlink "+p)
+	if _, ok := m.model[p]; !ok {
+		if !errors.Is(err, fs.ErrNotExist) {
+			m.fail("unlink of missing %s: %v", p, err)
+		}
+		return
+	}
+	if err != nil {
+		m.fail("unlink %s: %v", p, err)
+	}
+	delete(m.model, p)
+}
+
+func (m *modelRun) rename(ctx context.Context) {
+	from, to := m.path(), m.path()
+	if _, ok := m.model[from]; !ok || from == to {
+		return
+	}
+	m.do("rename "+from+" "+to, m.r.e.Rename(ctx, from, to))
+	m.model[to] = m.model[from]
+	delete(m.model, from)
+}
+
+func (m *modelRun) size(ctx context.Context) {
+	p := m.path()
+	got, err := m.r.e.Size(ctx, p)
+	m.log = append(m.log, "size "+p)
+	cur, ok := m.model[p]
+	if !ok {
+		if !errors.Is(err, fs.ErrNotExist) {
+			m.fail("size of missing %s = %d, %v", p, got, err)
+		}
+		return
+	}
+	if err != nil || got != int64(len(cur)) {
+		m.fail("size %s = %d, %v; want %d", p, got, err, len(cur))
+	}
+}
+
+// crashRestart syncs everything, crashes the cache directory's file system
+// (losing all unsynced slab writes) and reopens: nothing may be lost.
+func (m *modelRun) crashRestart(ctx context.Context) {
+	for p := range m.model {
+		m.do("sync "+p, m.r.e.Sync(ctx, p))
+	}
+	m.log = append(m.log, "crash")
+	m.crash.Crash()
+	m.r.e.Close()
+	m.crash = vfs.NewCrashable(vfs.OS{}, m.rng.Uint64())
+	m.r.cfg.FS = m.crash
+	m.r.open()
+}
+
+// checkBacking compares the backing files at or under dir with the model.
+func (m *modelRun) checkBacking(dir string) {
+	m.t.Helper()
+	for _, p := range modelPaths {
+		if !under(p, dir) {
+			continue
+		}
+		got, err := os.ReadFile(filepath.Join(m.r.root, p))
+		want, ok := m.model[p]
+		if !ok {
+			if err == nil {
+				m.fail("backing has %s, model does not", p)
+			}
+			continue
+		}
+		if err != nil || !bytes.Equal(got, want) {
+			m.fail("backing %s: %d bytes (err %v), want %d; first difference at %d", p, len(got), err, len(want), firstDiff(got, want))
+		}
+	}
+}
+
+func TestModel(t *testing.T) {
+	seeds, ops := 50, 2000
+	if *soak {
+		seeds, ops = 400, 20000
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			m := newModelRun(t, uint64(seed))
+			for range ops {
+				m.step()
+			}
+			m.do("final flush", m.r.e.Flush(context.Background()))
+			m.checkBacking("")
+		})
+	}
+}
