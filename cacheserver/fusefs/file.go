@@ -39,7 +39,8 @@ func (h *handle) PassthroughFd() (int, bool) { return h.passFd, h.passFd >= 0 }
 // writable reports whether h was opened for writing.
 func (h *handle) writable() bool { return h.flags&syscall.O_ACCMODE != syscall.O_RDONLY }
 
-// newHandle opens a handle on n for the identity in ctx.
+// newHandle makes a handle on n for the identity in ctx. The caller has
+// counted the open already (see Open).
 func (n *node) newHandle(ctx context.Context, flags uint32) (*handle, uint32) {
 	cred, _ := ident.FromContext(ctx)
 	h := &handle{as: ident.NewContext(context.Background(), cred), cred: cred, flags: flags, passFd: -1}
@@ -48,9 +49,6 @@ func (n *node) newHandle(ctx context.Context, flags uint32) (*handle, uint32) {
 			h.passFd = fd
 		}
 	}
-	n.mu.Lock()
-	n.opens++
-	n.mu.Unlock()
 	var fuseFlags uint32
 	if n.m.opts.ClientCache {
 		fuseFlags |= fuse.FOPEN_KEEP_CACHE
@@ -61,11 +59,53 @@ func (n *node) newHandle(ctx context.Context, flags uint32) (*handle, uint32) {
 	return h, fuseFlags
 }
 
+// addOpen counts an open of n.
+func (n *node) addOpen() {
+	n.mu.Lock()
+	n.opens++
+	n.mu.Unlock()
+}
+
+// dropOpen uncounts an open of n; the last one removes the hidden name of a
+// file that was unlinked while open.
+func (n *node) dropOpen() syscall.Errno {
+	n.mu.Lock()
+	n.opens--
+	last := n.opens == 0 && n.hidden
+	as := n.unlinkAs
+	n.mu.Unlock()
+	if !last {
+		return 0
+	}
+	name, parent := n.Parent()
+	if parent == nil {
+		return 0
+	}
+	if err := n.m.fsys.Unlink(as, n.path()); err != nil {
+		n.m.log.Warn("Removing the hidden name of an unlinked file failed", "path", n.path(), "err", err)
+		return errno(err)
+	}
+	n.mu.Lock()
+	n.hidden = false
+	n.mu.Unlock()
+	parent.RmChild(name)
+	return 0
+}
+
 // Open opens the file n.
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	ctx = n.ctx(ctx)
+	// Counting the open first makes an unlink or a rename over the file
+	// that races with the open hide it rather than remove it.
+	n.addOpen()
 	a, err := n.m.fsys.Open(ctx, n.path(), int(flags))
+	if err == nil && a.Ino != 0 && a.Ino != n.StableAttr().Ino {
+		// The name now stands for another file: ESTALE makes the kernel
+		// look the name up again and retry.
+		err = syscall.ESTALE
+	}
 	if err != nil {
+		n.dropOpen()
 		return nil, 0, errno(err)
 	}
 	n.mode.Store(a.Mode)
@@ -82,6 +122,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	}
 	ci := n.newChild(ctx, a, out)
 	c := ci.Operations().(*node)
+	c.addOpen()
 	h, fuseFlags := c.newHandle(ctx, flags)
 	return ci, h, fuseFlags, 0
 }
@@ -151,33 +192,12 @@ func (n *node) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	return 0
 }
 
-// Release closes a handle; the last one removes the hidden name of a file
-// that was unlinked while open.
+// Release closes a handle.
 func (n *node) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	if h, ok := f.(*handle); ok && h.passFd >= 0 {
 		unix.Close(h.passFd)
 	}
-	n.mu.Lock()
-	n.opens--
-	last := n.opens == 0 && n.hidden
-	as := n.unlinkAs
-	n.mu.Unlock()
-	if !last {
-		return 0
-	}
-	name, parent := n.Parent()
-	if parent == nil {
-		return 0
-	}
-	if err := n.m.fsys.Unlink(as, n.path()); err != nil {
-		n.m.log.Warn("Removing the hidden name of an unlinked file failed", "path", n.path(), "err", err)
-		return errno(err)
-	}
-	n.mu.Lock()
-	n.hidden = false
-	n.mu.Unlock()
-	parent.RmChild(name)
-	return 0
+	return n.dropOpen()
 }
 
 // hide renames the open file n, name in parent, to a hidden name.

@@ -41,7 +41,10 @@ func mount(t *testing.T, opts Options) (mnt, backing string, s *Server) {
 	return mnt, backing, s
 }
 
-var _ OpenTruncater = (*posixns.FS)(nil)
+var (
+	_ OpenTruncater = (*posixns.FS)(nil)
+	_ Allocater     = (*posixns.FS)(nil)
+)
 
 func TestParseGroups(t *testing.T) {
 	tests := map[string]struct {

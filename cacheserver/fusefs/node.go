@@ -123,11 +123,34 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 // Getattr reports the attributes of n.
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	a, err := n.m.fsys.GetAttr(n.ctx(ctx), n.path())
+	if errors.Is(err, syscall.ENOENT) && f != nil {
+		// The open file lost its name to a race (see stale).
+		return syscall.EIO
+	}
 	if err != nil {
 		return errno(err)
 	}
+	if e := n.stale(a, f); e != 0 {
+		return e
+	}
 	n.fill(a, &out.Attr)
 	return 0
+}
+
+// stale reports whether the path of n now names another file than n, which
+// happens when a rename or unlink races with a lookup. A path-based call
+// gets ESTALE, which makes the kernel look the name up again; a call on an
+// open file whose file is gone gets EIO, as on a loopback file system whose
+// inode was reused.
+func (n *node) stale(a namespace.Attr, f fs.FileHandle) syscall.Errno {
+	st := n.StableAttr()
+	if n.IsRoot() || a.Ino == 0 || (a.Ino == st.Ino && a.Mode&syscall.S_IFMT == st.Mode&syscall.S_IFMT) {
+		return 0
+	}
+	if f != nil {
+		return syscall.EIO
+	}
+	return syscall.ESTALE
 }
 
 // Setattr changes attributes: chmod, chown, truncate and utimens.

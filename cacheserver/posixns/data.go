@@ -221,3 +221,21 @@ func (f *FS) TruncateOpen(ctx context.Context, p string, size int64) (namespace.
 	}
 	return attrOf(&st), nil
 }
+
+// Allocate runs fallocate(2) on p through a descriptor that the caller
+// opened for writing, as TruncateOpen does: mode 0 reserves space and
+// extends the file, FALLOC_FL_KEEP_SIZE reserves without extending, and the
+// other modes (punching holes, zeroing ranges) are whatever the backing file
+// system supports.
+func (f *FS) Allocate(ctx context.Context, p string, off, size int64, mode uint32) error {
+	fd, err := f.openData(ctx, p, unix.O_WRONLY)
+	if err != nil {
+		return fmt.Errorf("fallocate %q: %w", p, err)
+	}
+	defer unix.Close(fd)
+	err = ident.DoContext(ctx, func() error { return unix.Fallocate(fd, mode, off, size) })
+	if err != nil {
+		return fmt.Errorf("fallocate %q: %w", p, err)
+	}
+	return nil
+}
