@@ -443,3 +443,22 @@ func TestClosePublishesSizes(t *testing.T) {
 		t.Errorf("size after the writer closed = %d, %v; want %d", a.Size, err, 5*testExtent+4)
 	}
 }
+
+// TestGrowthIsVisibleWithoutFlush checks that another client sees how far a
+// write extended a file as soon as the write returns, even if the writer
+// never flushes (the FUSE layer need not tell it about closes).
+func TestGrowthIsVisibleWithoutFlush(t *testing.T) {
+	writer, in := setup(t, 3)
+	ctx := context.Background()
+	create(t, writer, "h")
+	for i := range 4 {
+		p := bytes.Repeat([]byte{byte(i)}, testExtent)
+		if _, err := writer.WriteAt(ctx, "h", p, int64(i)*testExtent); err != nil {
+			t.Fatal(err)
+		}
+		a, err := connect(t, in).GetAttr(ctx, "h")
+		if want := int64(i+1) * testExtent; err != nil || a.Size != want {
+			t.Fatalf("after write %d: size %d, %v; want %d", i, a.Size, err, want)
+		}
+	}
+}

@@ -115,16 +115,39 @@ func (f *FS) WriteAt(ctx context.Context, path string, p []byte, off int64) (int
 	if err := f.clearSetid(ctx, path); err != nil {
 		return 0, err
 	}
+	end := off + int64(len(p))
+	var announce chan error
+	if f.extends(path, end) {
+		// Tell the metadata server the new size alongside the data, so that
+		// a client that opens the file after this one closed it sees it all.
+		announce = make(chan error, 1)
+		go func() {
+			_, err := f.meta(ctx, path, wire.OpExtendSize, pathArgs(path).Int64(end).Bool(false))
+			announce <- err
+		}()
+	}
 	err := f.pieces(ctx, path, off, len(p), func(pc placement.Piece) error {
 		args := pathArgs(path).Int64(pc.Off)
 		_, err := f.call(ctx, pc.Server, wire.OpWrite, args, p[pc.Start:pc.End], nil)
 		return err
 	})
+	if announce != nil {
+		err = firstErrno([]error{err, <-announce})
+	}
 	if err != nil {
 		return 0, err
 	}
-	f.grew(path, off+int64(len(p)))
+	f.grew(path, end)
 	return len(p), nil
+}
+
+// extends reports whether a write up to end makes path longer than this
+// client knows it to be.
+func (f *FS) extends(path string, end int64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.files[path]
+	return st == nil || end > st.size
 }
 
 // grew records that this client wrote up to end.
@@ -179,7 +202,7 @@ func (f *FS) pushSize(ctx context.Context, path string) error {
 	if end == 0 {
 		return nil
 	}
-	_, err := f.meta(ctx, path, wire.OpExtendSize, pathArgs(path).Int64(end))
+	_, err := f.meta(ctx, path, wire.OpExtendSize, pathArgs(path).Int64(end).Bool(true))
 	if err != nil {
 		f.mu.Lock()
 		st.pending = max(st.pending, end)

@@ -71,9 +71,11 @@ func flushAll(ctx context.Context, st *State) error {
 
 // stopAll stops the mount and the servers.
 func stopAll(bin string, st *State) {
-	stop(st.MountPID, bin, 30*time.Second)
-	if mounted(st.Mount) {
-		syscall.Unmount(st.Mount, syscall.MNT_DETACH)
+	if st.MountPID != 0 {
+		stop(st.MountPID, bin, 30*time.Second)
+		if mounted(st.Mount) {
+			syscall.Unmount(st.Mount, syscall.MNT_DETACH)
+		}
 	}
 	var wg sync.WaitGroup
 	for _, s := range st.Servers {

@@ -92,10 +92,17 @@ func (st *State) save() error {
 	return writeJSON(pointerPath(st.Mount), pointer{CacheDir: st.CacheDir})
 }
 
-// forget removes the state and the pointer.
+// forget removes the state, and the pointer if it points to this state.
 func (st *State) forget() error {
-	os.Remove(pointerPath(st.Mount))
-	return os.Remove(statePath(st.CacheDir))
+	var p pointer
+	if readJSON(pointerPath(st.Mount), &p) == nil && p.CacheDir == st.CacheDir {
+		os.Remove(pointerPath(st.Mount))
+	}
+	err := os.Remove(statePath(st.CacheDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 func readJSON(path string, v any) error {

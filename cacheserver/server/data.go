@@ -20,8 +20,8 @@ var dataHandlers = map[wire.Op]handlerFunc{
 	wire.OpWrite:        (*Server).write,
 	wire.OpTrim:         pathSize((Cache).Trim),
 	wire.OpExtendSize:   (*Server).extendSize,
-	wire.OpDrop:         pathOnly((Cache).Drop),
-	wire.OpFlushAndDrop: pathOnly((Cache).FlushAndDrop),
+	wire.OpDrop:         forgetting(pathOnly((Cache).Drop)),
+	wire.OpFlushAndDrop: forgetting(pathOnly((Cache).FlushAndDrop)),
 	wire.OpSync:         pathOnly((Cache).Sync),
 	wire.OpStatFS:       (*Server).statFS,
 	wire.OpInfo:         (*Server).info,
@@ -105,10 +105,19 @@ func (s *Server) extendSize(ctx context.Context, req *wire.Request, _ *wire.Resp
 	if err != nil {
 		return err
 	}
+	size, durable := req.Args.Int64(), req.Args.Bool()
 	if s.draining.Load() {
 		return errDraining
 	}
-	return s.cfg.Cache.ExtendSize(ctx, p, req.Args.Int64())
+	if !durable {
+		s.sizes.note(p, size)
+		return nil
+	}
+	if err := s.cfg.Cache.ExtendSize(ctx, p, size); err != nil {
+		return err
+	}
+	s.sizes.settled(p, size)
+	return nil
 }
 
 // statFS reports the server's cache as the capacity of the file system, and

@@ -11,13 +11,13 @@ import (
 var metaHandlers = map[wire.Op]handlerFunc{
 	wire.OpGetAttr:     (*Server).getAttr,
 	wire.OpSetAttr:     (*Server).setAttr,
-	wire.OpTruncate:    (*Server).truncate,
+	wire.OpTruncate:    forgetting((*Server).truncate),
 	wire.OpAccess:      (*Server).access,
 	wire.OpReadDir:     (*Server).readDir,
 	wire.OpMkdir:       (*Server).mkdir,
 	wire.OpMknod:       (*Server).mknod,
 	wire.OpRmdir:       nsPath(namespace.FS.Rmdir),
-	wire.OpUnlink:      (*Server).unlink,
+	wire.OpUnlink:      forgetting((*Server).unlink),
 	wire.OpRename:      (*Server).rename,
 	wire.OpSymlink:     (*Server).symlink,
 	wire.OpReadlink:    (*Server).readlink,
@@ -50,6 +50,7 @@ func (s *Server) withCacheSize(ctx context.Context, p string, a namespace.Attr) 
 	if size, err := s.cfg.Cache.Size(ctx, p); err == nil && size > a.Size {
 		a.Size = size
 	}
+	a.Size = max(a.Size, s.sizes.get(p))
 	return a
 }
 
@@ -176,6 +177,8 @@ func (s *Server) rename(ctx context.Context, req *wire.Request, _ *wire.Response
 	if err != nil {
 		return err
 	}
+	s.sizes.forget(oldPath)
+	s.sizes.forget(newPath)
 	return s.cfg.NS.Rename(ctx, oldPath, newPath, req.Args.Uint32())
 }
 

@@ -66,6 +66,7 @@ type Server struct {
 	http     http.Server
 	draining atomic.Bool
 	serving  atomic.Bool
+	sizes    sizeHints
 }
 
 // New returns a server for cfg.

@@ -138,7 +138,10 @@ func (c *conn) do(ctx context.Context, call *Call) (Reply, error) {
 	case <-p.done:
 		return p.reply, p.err
 	case <-ctx.Done():
-		return c.abandon(id, p, ctx.Err())
+		// EINTR lets the kernel and the caller retry a request that a
+		// signal interrupted; the Go runtime's preemption signals make
+		// that common.
+		return c.abandon(id, p, fmt.Errorf("%w: %w", syscall.EINTR, ctx.Err()))
 	}
 }
 

@@ -24,8 +24,9 @@ const (
 	// OpSync (path) makes the cached data of path durable per the server's
 	// durability setting.
 	OpSync
-	// OpExtendSize (path, size i64) records that the file is at least size
-	// bytes long.
+	// OpExtendSize (path, size i64, durable bool) records that the file is
+	// at least size bytes long: in memory at once, so that the next GetAttr
+	// shows it, and, when durable, in the cache's index before the answer.
 	OpExtendSize
 	// OpStatFS () answers a StatFS of the server's cache.
 	OpStatFS

@@ -73,10 +73,8 @@ func runLocalUp(cmd *cobra.Command, cfg local.Config) error {
 	if err := checkBacking(cfg.Backing, localCred(cfg)); err != nil {
 		return err
 	}
-	if st, err := local.Load(cfg.Mount); err != nil || !local.Mounted(st.Mount) {
-		if _, err := checkMountpoint(cfg.Mount); err != nil {
-			return err
-		}
+	if err := checkLocalMount(&cfg); err != nil {
+		return err
 	}
 	st, err := local.Up(cmd.Context(), cfg)
 	if err != nil {
@@ -84,6 +82,21 @@ func runLocalUp(cmd *cobra.Command, cfg local.Config) error {
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "burstcache: %s serves %s through %d servers (cache %s)\n",
 		st.Mount, st.Backing, len(st.Servers), st.CacheDir)
+	return nil
+}
+
+// checkLocalMount accepts a mount point that nothing is mounted on, or the
+// running instance's own mount (up then restarts its dead servers).
+func checkLocalMount(cfg *local.Config) error {
+	st, err := local.Load(cfg.Mount)
+	if err != nil || !local.Mounted(st.Mount) {
+		_, err := checkMountpoint(cfg.Mount)
+		return err
+	}
+	if cfg.CacheDir != "" && cfg.CacheDir != st.CacheDir {
+		return withCode(exitMountBusy, fmt.Errorf("mount point %s is already in use by the instance with cache directory %s", cfg.Mount, st.CacheDir))
+	}
+	cfg.CacheDir = st.CacheDir
 	return nil
 }
 

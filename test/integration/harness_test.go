@@ -144,6 +144,9 @@ func readState(t *testing.T, cacheDir string) localState {
 // teardown takes an instance down if a test left it up, and as a last
 // resort kills its processes and detaches its mount.
 func teardown(t *testing.T, in instance) {
+	if t.Failed() {
+		dumpLogs(t, in.cacheDir)
+	}
 	if _, err := os.Stat(filepath.Join(in.cacheDir, "local.json")); err != nil {
 		forceUnmount(in.mount)
 		return
@@ -204,5 +207,15 @@ func sameFile(t *testing.T, path string, want []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s: %d bytes that differ from the %d expected", path, len(got), len(want))
+	}
+}
+
+// dumpLogs shows the end of the logs of an instance's processes.
+func dumpLogs(t *testing.T, cacheDir string) {
+	logs, _ := filepath.Glob(filepath.Join(cacheDir, "logs", "*.log"))
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		t.Logf("%s:\n%s", filepath.Base(l), strings.Join(lines[max(0, len(lines)-40):], "\n"))
 	}
 }

@@ -95,6 +95,10 @@ func mountAgain(t *testing.T, in instance) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			t.Logf("second mount's log:\n%s", b)
+		}
 		cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()
