@@ -36,6 +36,9 @@ type Config struct {
 	// UID and GID, when not negative, are the identity of backing-store
 	// operations.
 	UID, GID int
+	// ActAsCaller makes the servers run backing-store operations as the
+	// calling process (the servers must run as root).
+	ActAsCaller bool
 	// ServerArgs are passed to every server, such as watermark flags.
 	ServerArgs []string
 	// Timeout bounds each process's start (default 30 s).
@@ -124,6 +127,9 @@ func fresh(cfg Config) (*State, error) {
 		}
 		if cfg.GID >= 0 {
 			args = append(args, "--gid", strconv.Itoa(cfg.GID))
+		}
+		if cfg.ActAsCaller {
+			args = append(args, "--act-as-caller")
 		}
 		st.Servers = append(st.Servers, ServerState{Index: i, Args: append(args, cfg.ServerArgs...)})
 	}

@@ -51,6 +51,7 @@ func newLocalUpCmd() *cobra.Command {
 	fl.Var(&extent, "extent-size", "striping unit")
 	fl.IntVar(&cfg.UID, "uid", -1, "uid of backing-store operations (default: this process's)")
 	fl.IntVar(&cfg.GID, "gid", -1, "gid of backing-store operations (default: this process's)")
+	fl.BoolVar(&cfg.ActAsCaller, "act-as-caller", false, "run backing-store operations as the calling process, for a shared instance (root only)")
 	fl.StringSliceVar(&cfg.ServerArgs, "server-arg", nil, "extra flag for every server, such as --dirty-high=80")
 	return cmd
 }

@@ -1,0 +1,64 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// asUser runs a command as uid:gid and returns its output and whether it
+// succeeded.
+func asUser(uid, gid uint32, name string, args ...string) (string, bool) {
+	cmd := exec.Command(name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+	out, err := cmd.CombinedOutput()
+	return string(out), err == nil
+}
+
+// TestPrivateDirectoryStaysPrivate puts a file in a 0700 directory of
+// another user on the backing store and checks that nobody else can list or
+// read it through the mount: with servers acting as one configured user,
+// and with a shared root server acting as each caller.
+func TestPrivateDirectoryStaysPrivate(t *testing.T) {
+	requireFUSE(t)
+	tests := map[string]struct {
+		upArgs []string
+		// reader is the identity of the process that tries.
+		reader uint32
+		// ownerReads says the owner of the directory reads it through the
+		// mount in this set-up.
+		ownerReads bool
+	}{
+		"servers act as uid 1000":         {upArgs: []string{"--uid", "1000", "--gid", "1000"}, reader: 0},
+		"root servers act as each caller": {upArgs: []string{"--act-as-caller"}, reader: 1000, ownerReads: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			in := dirs(t)
+			for _, d := range []string{filepath.Dir(in.backing), filepath.Dir(filepath.Dir(in.backing))} {
+				os.Chmod(d, 0o755)
+			}
+			private := filepath.Join(in.backing, "private")
+			os.Mkdir(private, 0o700)
+			os.WriteFile(filepath.Join(private, "secret"), []byte("only for 2000\n"), 0o644)
+			os.Chown(filepath.Join(private, "secret"), 2000, 2000)
+			os.Chown(private, 2000, 2000)
+			up(t, in, 2, tc.upArgs...)
+			mnt := func(p string) string { return filepath.Join(in.mount, p) }
+			if out, ok := asUser(tc.reader, tc.reader, "ls", mnt("private")); ok || !strings.Contains(out, "ermission denied") {
+				t.Errorf("listing the private directory as %d: ok=%v, %q; want permission denied", tc.reader, ok, out)
+			}
+			if out, ok := asUser(tc.reader, tc.reader, "cat", mnt("private/secret")); ok || !strings.Contains(out, "ermission denied") {
+				t.Errorf("reading the private file as %d: ok=%v, %q; want permission denied", tc.reader, ok, out)
+			}
+			if tc.ownerReads {
+				if out, ok := asUser(2000, 2000, "cat", mnt("private/secret")); !ok || out != "only for 2000\n" {
+					t.Errorf("the owner reading its file: ok=%v, %q", ok, out)
+				}
+			}
+		})
+	}
+}
