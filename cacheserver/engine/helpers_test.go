@@ -92,3 +92,14 @@ func (r *rig) readAll(p string) []byte {
 	}
 	return b
 }
+
+func (r *rig) writeBacking(p string, data []byte) {
+	r.t.Helper()
+	full := filepath.Join(r.root, p)
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.WriteFile(full, data, 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+}

@@ -1,0 +1,138 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func TestLimits(t *testing.T) {
+	tests := map[string]struct {
+		tun     Tunables
+		op      func(r *rig) error
+		wantErr error
+	}{
+		"write past MaxFileSize": {
+			tun:     Tunables{MaxFileSize: 10000},
+			op:      func(r *rig) error { return writeErr(r, "f", 9999, 2) },
+			wantErr: ErrFileTooLarge,
+		},
+		"write up to MaxFileSize": {
+			tun: Tunables{MaxFileSize: 10000},
+			op:  func(r *rig) error { return writeErr(r, "f", 9999, 1) },
+		},
+		"truncate past MaxFileSize": {
+			tun:     Tunables{MaxFileSize: 10000},
+			op:      func(r *rig) error { return r.e.Truncate(context.Background(), "f", 10001) },
+			wantErr: ErrFileTooLarge,
+		},
+		"file beyond MaxFiles": {
+			tun: Tunables{MaxFiles: 2},
+			op: func(r *rig) error {
+				return errors.Join(writeErr(r, "a", 0, 1), writeErr(r, "b", 0, 1), writeErr(r, "a", 5, 1), writeErr(r, "c", 0, 1))
+			},
+			wantErr: ErrTooManyFiles,
+		},
+		"unlink makes room under MaxFiles": {
+			tun: Tunables{MaxFiles: 1},
+			op: func(r *rig) error {
+				return errors.Join(writeErr(r, "a", 0, 1), r.e.Unlink(context.Background(), "a"), writeErr(r, "b", 0, 1))
+			},
+		},
+		"write window exceeded": {
+			tun:     Tunables{WriteWindow: WriteWindow{Multiplier: 2, Length: time.Hour}},
+			op:      func(r *rig) error { return writeErr(r, "f", 0, 2*8*4096+1) },
+			wantErr: ErrReadOnly,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, 4096, 8, func(c *Config) { c.Tunables = tc.tun })
+			err := tc.op(r)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// writeErr writes n bytes in 4 KiB calls and returns the first error.
+func writeErr(r *rig, p string, off int64, n int) error {
+	for n > 0 {
+		c := min(n, 4096)
+		if _, err := r.e.WriteAt(context.Background(), p, make([]byte, c), off); err != nil {
+			return err
+		}
+		off, n = off+int64(c), n-c
+	}
+	return nil
+}
+
+// TestWriteWindowSlides fills the window, checks the read-only state in
+// Stats, and moves the clock past the window to make the cache writable.
+func TestWriteWindowSlides(t *testing.T) {
+	clk := &fakeClock{now: time.Unix(1_000_000, 0)}
+	r := newRig(t, 4096, 8, func(c *Config) {
+		c.Clock = clk
+		c.Tunables = Tunables{WriteWindow: WriteWindow{Multiplier: 1, Length: time.Hour}}
+	})
+	r.writeBacking("in", make([]byte, 3*4096))
+	if _, err := r.e.ReadAt(context.Background(), "in", make([]byte, 3*4096), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.e.Stats().WindowBytes; got != 3*4096 {
+		t.Fatalf("copy-ups counted %d bytes in the window, want %d", got, 3*4096)
+	}
+	if err := writeErr(r, "f", 0, 5*4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeErr(r, "f", 0, 1); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("write with a full window: %v", err)
+	}
+	if s := r.e.Stats(); !s.ReadOnly || s.WindowLimit != 8*4096 {
+		t.Fatalf("stats: %+v", s)
+	}
+	clk.advance(61 * time.Minute)
+	if err := writeErr(r, "f", 0, 1); err != nil {
+		t.Fatalf("write after the window slid: %v", err)
+	}
+	if r.e.Stats().ReadOnly {
+		t.Fatal("still read-only")
+	}
+}
+
+func TestTruncateCacheOnlyFileGrowsBacking(t *testing.T) {
+	r := newRig(t, 4096, 8, nil)
+	r.write("f", 0, []byte("0123456789"))
+	if err := r.e.Truncate(context.Background(), "f", 5000); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.e.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(r.root, "f"))
+	if err != nil || fi.Size() != 5000 {
+		t.Fatalf("backing size %v, %v; want 5000", fi, err)
+	}
+}
