@@ -1,0 +1,252 @@
+package v1alpha1_test
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// scratch turns the valid cache instance into a valid scratch instance, then
+// applies edits.
+func scratch(edits ...edit) edit {
+	all := append([]edit{set("spec.type", "scratch"), unset("spec.backing")}, edits...)
+	return func(obj map[string]any) {
+		for _, e := range all {
+			e(obj)
+		}
+	}
+}
+
+var _ = Describe("CacheInstance validation", func() {
+	var ns string
+	BeforeEach(func() { ns = newNamespace() })
+
+	It("accepts the instance that the bad specs start from", func() {
+		Expect(k8sClient.Create(ctx, object(validInstanceYAML, ns))).To(Succeed())
+		Expect(k8sClient.Create(ctx, object(validInstanceYAML, ns, scratch()))).To(Succeed())
+	})
+
+	It("accepts Discard when it is written explicitly, and a backing path of /", func() {
+		obj := object(validInstanceYAML, ns,
+			set("spec.teardown", "{policy: Discard, timeout: 1h30m}"),
+			set("spec.backing.path", "/"),
+			set("spec.preload", "[/, /lus/global]"))
+		Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+	})
+
+	DescribeTable("rejects a bad spec, naming the field and the rule",
+		func(field, message string, edits ...edit) {
+			err := k8sClient.Create(ctx, object(validInstanceYAML, ns, edits...))
+			expectRejected(err, field, message)
+		},
+		// Backing path: absolute and clean.
+		Entry("a relative backing path", "spec.backing.path", "path must be absolute (start with '/')",
+			set("spec.backing.path", "lus/global/projects")),
+		Entry("a backing path with ..", "spec.backing.path", "path must not contain '..' elements",
+			set("spec.backing.path", "/lus/global/projects/../../../etc")),
+		Entry("a backing path ending in ..", "spec.backing.path", "path must not contain '..' elements",
+			set("spec.backing.path", "/lus/global/..")),
+		Entry("a backing path with a trailing slash", "spec.backing.path", "path must not end with '/'",
+			set("spec.backing.path", "/lus/global/projects/")),
+		Entry("a backing path with //", "spec.backing.path", "path must not contain '//'",
+			set("spec.backing.path", "/lus//global")),
+		Entry("a backing path with /./", "spec.backing.path", "path must not contain '.' elements",
+			set("spec.backing.path", "/lus/./global")),
+		Entry("a backing file system that is not a DNS label", "spec.backing.filesystem", "should match",
+			set("spec.backing.filesystem", "Lustre_1")),
+
+		// Capacity.
+		Entry("zero capacity", "spec.capacity", "spec.capacity must be greater than zero",
+			set("spec.capacity", "0")),
+		Entry("negative capacity", "spec.capacity", "spec.capacity must be greater than zero",
+			set("spec.capacity", "-1Ti")),
+		Entry("no capacity", "spec.capacity", "Required value",
+			unset("spec.capacity")),
+
+		// Pool.
+		Entry("no pool", "spec.pool", "Required value",
+			unset("spec.pool")),
+		Entry("a pool name that is not a DNS subdomain", "spec.pool", "should match",
+			set("spec.pool", "Lustre_NVMe")),
+
+		// Type and access mode.
+		Entry("an unknown type", "spec.type", `supported values: "cache", "scratch"`,
+			set("spec.type", "persistent")),
+		Entry("an unknown access mode", "spec.accessMode", `supported values: "Striped", "LoadBalanced"`,
+			set("spec.accessMode", "striped")),
+		Entry("a cache instance without backing", "spec.backing",
+			"spec.backing is required when spec.type is cache",
+			unset("spec.backing")),
+		Entry("a scratch instance with a backing path", "spec.backing",
+			"spec.backing must not be set when spec.type is scratch",
+			set("spec.type", "scratch")),
+		Entry("LoadBalanced scratch", "spec.accessMode",
+			"spec.accessMode LoadBalanced needs spec.type cache",
+			scratch(set("spec.accessMode", "LoadBalanced"))),
+
+		// Write-back.
+		Entry("zero write-back threads", "spec.writeBack.threads", "should be greater than or equal to 1",
+			set("spec.writeBack", "{threads: 0}")),
+		Entry("65 write-back threads", "spec.writeBack.threads", "should be less than or equal to 64",
+			set("spec.writeBack", "{threads: 65}")),
+		Entry("a dirty low watermark equal to the high one", "spec.writeBack.dirtyLowWatermark",
+			"spec.writeBack.dirtyLowWatermark must be lower than spec.writeBack.dirtyHighWatermark",
+			set("spec.writeBack", "{dirtyHighWatermark: 50, dirtyLowWatermark: 50}")),
+		Entry("a dirty high watermark above 100", "spec.writeBack.dirtyHighWatermark",
+			"should be less than or equal to 100",
+			set("spec.writeBack", "{dirtyHighWatermark: 101, dirtyLowWatermark: 50}")),
+		Entry("a dirty low watermark of 0", "spec.writeBack.dirtyLowWatermark",
+			"should be greater than or equal to 1",
+			set("spec.writeBack", "{dirtyHighWatermark: 50, dirtyLowWatermark: 0}")),
+		Entry("a dirty high watermark without a low one", "spec.writeBack.dirtyLowWatermark",
+			"spec.writeBack.dirtyHighWatermark and spec.writeBack.dirtyLowWatermark must be set together",
+			set("spec.writeBack", "{dirtyHighWatermark: 70}")),
+		Entry("an unknown durability", "spec.writeBack.durability", `supported values: "Cache", "Backing"`,
+			set("spec.writeBack", "{durability: PFS}")),
+		Entry("Backing durability for scratch", "spec.writeBack.durability",
+			"spec.writeBack.durability Backing needs spec.type cache",
+			scratch(set("spec.writeBack", "{durability: Backing}"))),
+
+		// Eviction.
+		Entry("an eviction low watermark above the high one", "spec.eviction.lowWatermark",
+			"spec.eviction.lowWatermark must be lower than spec.eviction.highWatermark",
+			set("spec.eviction", "{highWatermark: 80, lowWatermark: 90}")),
+		Entry("an eviction high watermark of 0", "spec.eviction.highWatermark",
+			"should be greater than or equal to 1",
+			set("spec.eviction", "{highWatermark: 0, lowWatermark: 0}")),
+
+		// Limits.
+		Entry("a zero maxFileSize", "spec.limits.maxFileSize",
+			"spec.limits.maxFileSize must be greater than zero",
+			set("spec.limits", `{maxFileSize: "0"}`)),
+		Entry("zero maxFiles", "spec.limits.maxFiles", "should be greater than or equal to 1",
+			set("spec.limits", "{maxFiles: 0}")),
+		Entry("a write window multiplier of 0", "spec.limits.writeWindow.multiplier",
+			"should be greater than or equal to 1",
+			set("spec.limits", "{writeWindow: {multiplier: 0}}")),
+		Entry("a write window length in days", "spec.limits.writeWindow.length",
+			"spec.limits.writeWindow.length must be a positive duration",
+			set("spec.limits", "{writeWindow: {length: 1d}}")),
+
+		// Preload and stage-out.
+		Entry("a preload path outside the backing path", "spec.preload",
+			"every spec.preload path must be spec.backing.path or a path under it",
+			set("spec.preload", "[/lus/global/projects/climate/input, /lus/global/projects/climatex]")),
+		Entry("a relative preload path", "spec.preload[0]", "path must be absolute (start with '/')",
+			set("spec.preload", "[input/era5]")),
+		Entry("preload on scratch", "spec.preload", "spec.preload needs spec.type cache",
+			scratch(set("spec.preload", "[/lus/global/projects/climate]"))),
+		Entry("stageOut on a cache instance", "spec.stageOut", "spec.stageOut is only for spec.type scratch",
+			set("spec.stageOut", "{destination: {filesystem: lustre, path: /lus/global/out}}")),
+		Entry("a stageOut destination with ..", "spec.stageOut.destination.path",
+			"path must not contain '..' elements",
+			scratch(set("spec.stageOut", "{destination: {filesystem: lustre, path: /lus/global/../x}}"))),
+
+		// Teardown.
+		Entry("an unknown teardown policy", "spec.teardown.policy", `supported values: "WriteBack", "Discard"`,
+			set("spec.teardown", "{policy: Drop}")),
+		Entry("a negative teardown timeout", "spec.teardown.timeout",
+			"spec.teardown.timeout must be a positive duration",
+			set("spec.teardown", "{timeout: -1h}")),
+		Entry("a zero teardown timeout", "spec.teardown.timeout",
+			"spec.teardown.timeout must be a positive duration",
+			set("spec.teardown", "{timeout: 0s}")),
+
+		// Identity.
+		Entry("no runAs", "spec.runAs", "Required value",
+			unset("spec.runAs")),
+		Entry("a negative uid", "spec.runAs.uid", "should be greater than or equal to 0",
+			set("spec.runAs.uid", "-1")),
+		Entry("a negative gid", "spec.runAs.gid", "should be greater than or equal to 0",
+			set("spec.runAs.gid", "-2")),
+		Entry("a uid past 32 bits", "spec.runAs.uid", "should be less than or equal to 4294967294",
+			set("spec.runAs.uid", "4294967295")),
+		Entry("a negative supplemental group", "spec.runAs.supplementalGroups[1]",
+			"should be greater than or equal to 0",
+			set("spec.runAs.supplementalGroups", "[20042, -5]")),
+	)
+})
+
+var _ = Describe("CachePool validation", func() {
+	It("accepts the pool that the bad specs start from", func() {
+		Expect(k8sClient.Create(ctx, object(validPoolYAML, ""))).To(Succeed())
+	})
+
+	DescribeTable("rejects a bad spec, naming the field and the rule",
+		func(field, message string, edits ...edit) {
+			err := k8sClient.Create(ctx, object(validPoolYAML, "", edits...))
+			expectRejected(err, field, message)
+		},
+		// Media.
+		Entry("both host path and StorageClass media", "spec.media",
+			"spec.media must set exactly one of hostPath and storageClass",
+			set("spec.media.storageClass", "{name: local-nvme}")),
+		Entry("no media kind", "spec.media",
+			"spec.media must set exactly one of hostPath and storageClass",
+			unset("spec.media.hostPath")),
+		Entry("a relative media host path", "spec.media.hostPath.path", "path must be absolute",
+			set("spec.media.hostPath.path", "mnt/nvme")),
+		Entry("zero capacity per node", "spec.media.capacityPerNode",
+			"spec.media.capacityPerNode must be greater than zero",
+			set("spec.media.capacityPerNode", "0Gi")),
+		Entry("zero allocation granularity", "spec.allocationGranularity",
+			"spec.allocationGranularity must be greater than zero",
+			set("spec.allocationGranularity", "0")),
+		Entry("an extent larger than the granularity", "spec.extentSize",
+			"spec.extentSize must not be larger than spec.allocationGranularity",
+			set("spec.extentSize", "1Ti")),
+
+		// Backing file systems.
+		Entry("no backing file system", "spec.backingFilesystems", "should have at least 1 items",
+			set("spec.backingFilesystems", "[]")),
+		Entry("two access kinds on one file system", "spec.backingFilesystems[0]",
+			"spec.backingFilesystems[*] must set exactly one of hostPath, nfs and pvc",
+			set("spec.backingFilesystems[0].nfs", "{server: nfs.example.org, export: /export}")),
+		Entry("no access kind", "spec.backingFilesystems[0]",
+			"spec.backingFilesystems[*] must set exactly one of hostPath, nfs and pvc",
+			unset("spec.backingFilesystems[0].hostPath")),
+		Entry("two file systems with one name", "spec.backingFilesystems[1]", "Duplicate value",
+			set("spec.backingFilesystems", `[
+				{name: lustre, mountPath: /lus/global, hostPath: {path: /lus/global}},
+				{name: lustre, mountPath: /lus/other, hostPath: {path: /lus/other}}]`)),
+		Entry("an NFS export that is not clean", "spec.backingFilesystems[0].nfs.export",
+			"path must not end with '/'",
+			unset("spec.backingFilesystems[0].hostPath"),
+			set("spec.backingFilesystems[0].nfs", "{server: nfs.example.org, export: /export/home/}")),
+
+		// Access rules.
+		Entry("a path prefix outside the mount path", "spec.backingFilesystems[0].accessRules",
+			"spec.backingFilesystems[*].accessRules[*].pathPrefixes must be mountPath or paths under it",
+			set("spec.backingFilesystems[0].accessRules[0].pathPrefixes", "[/lus/globalx/projects]")),
+		Entry("a path prefix with ..", "spec.backingFilesystems[0].accessRules[0].pathPrefixes[0]",
+			"path must not contain '..' elements",
+			set("spec.backingFilesystems[0].accessRules[0].pathPrefixes", "[/lus/global/projects/..]")),
+		Entry("an access rule for no namespace", "spec.backingFilesystems[0].accessRules[0]",
+			"an access rule must set namespaces, namespaceSelector or both",
+			unset("spec.backingFilesystems[0].accessRules[0].namespaces")),
+		Entry("a uid range with min > max", "spec.backingFilesystems[0].accessRules[0].uidRanges[0]",
+			"an ID range must have min <= max",
+			set("spec.backingFilesystems[0].accessRules[0].uidRanges", "[{min: 2000, max: 1000}]")),
+		Entry("a uid range with root but no allowRoot", "spec.backingFilesystems[0].accessRules[0].uidRanges",
+			"uidRanges include 0 (root) but allowRoot is false",
+			set("spec.backingFilesystems[0].accessRules[0].uidRanges", "[{min: 0, max: 1000}]")),
+		Entry("a gid range with root but no allowRoot", "spec.backingFilesystems[0].accessRules[0].gidRanges",
+			"gidRanges include 0 (root) but allowRoot is false",
+			set("spec.backingFilesystems[0].accessRules[0].gidRanges", "[{min: 0, max: 0}]")),
+		Entry("no gid ranges", "spec.backingFilesystems[0].accessRules[0].gidRanges", "Required value",
+			unset("spec.backingFilesystems[0].accessRules[0].gidRanges")),
+
+		// Defaults and ceilings.
+		Entry("default dirty watermarks low >= high", "spec.defaults.writeBack.dirtyLowWatermark",
+			"spec.defaults.writeBack.dirtyLowWatermark must be lower than spec.defaults.writeBack.dirtyHighWatermark",
+			set("spec.defaults", "{writeBack: {dirtyHighWatermark: 20}}")),
+		Entry("default eviction watermarks low >= high", "spec.defaults.eviction.lowWatermark",
+			"spec.defaults.eviction.lowWatermark must be lower than spec.defaults.eviction.highWatermark",
+			set("spec.defaults", "{eviction: {highWatermark: 70, lowWatermark: 70}}")),
+		Entry("default threads above the ceiling", "spec.defaults.writeBack.threads",
+			"spec.defaults.writeBack.threads must not exceed spec.ceilings.writeBackThreads",
+			set("spec.ceilings", "{writeBackThreads: 2}")),
+		Entry("a default write window in days", "spec.defaults.limits.writeWindow.length",
+			"spec.defaults.limits.writeWindow.length must be a positive duration",
+			set("spec.defaults", "{limits: {writeWindow: {length: 7d}}}")),
+	)
+})
