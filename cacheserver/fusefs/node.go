@@ -157,15 +157,38 @@ func (n *node) stale(a namespace.Attr, f fs.FileHandle) syscall.Errno {
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	ctx = n.ctx(ctx)
 	sa := setAttr(in)
+	if n.m.opts.ClientCache && sa.Size != nil {
+		// The kernel's write-back cache sends its own times with every
+		// truncation; explicit times would need ownership, and the
+		// truncation sets them on the backing file system anyway.
+		sa.Atime, sa.Mtime = nil, nil
+	}
 	a, err := n.m.fsys.SetAttr(ctx, n.path(), sa)
 	if h, ok := f.(*handle); ok && errors.Is(err, syscall.EACCES) && sa.Size != nil && h.writable() {
 		a, err = n.truncateOpen(ctx, sa)
+	}
+	if n.kernelTimes(f, in) && (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)) {
+		// The backing file system set its own times when the data landed.
+		a, err = n.m.fsys.GetAttr(ctx, n.path())
 	}
 	if err != nil {
 		return errno(err)
 	}
 	n.fill(a, &out.Attr)
 	return 0
+}
+
+// kernelTimes reports whether in looks like the kernel's write-back cache
+// passing on the times it keeps for a file open for writing: explicit
+// times, nothing else, through a writable handle. Setting explicit times
+// needs ownership, so for a writer who does not own the file the namespace
+// refuses them; the write itself already updated the times on the backing
+// file system. A futimens(2) with explicit times by a writer who is not the
+// owner is then ignored instead of refused, with the client cache only.
+func (n *node) kernelTimes(f fs.FileHandle, in *fuse.SetAttrIn) bool {
+	h, ok := f.(*handle)
+	const times = fuse.FATTR_ATIME | fuse.FATTR_MTIME | fuse.FATTR_CTIME
+	return ok && n.m.opts.ClientCache && h.writable() && in.Valid&^(times|fuse.FATTR_FH|fuse.FATTR_LOCKOWNER) == 0 && in.Valid&times != 0
 }
 
 // OpenTruncater is implemented by a namespace.FS that can truncate a file

@@ -8,6 +8,7 @@
 // what is under test. TestMain runs the whole package once for each set-up
 // named in BURSTCACHE_POSIX_SETUPS (comma-separated; all of them when
 // unset): "inprocess" is a FUSE mount of fusefs over posixns in the test
-// process. The tests need root: they mount with mount(2) and switch to
+// process. BURSTCACHE_POSIX_DEBUG=1 logs every FUSE request of the in-process
+// mounts. The tests need root: they mount with mount(2) and switch to
 // unprivileged identities.
 package posix

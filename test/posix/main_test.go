@@ -60,6 +60,9 @@ type mountOptions struct {
 	as *ident.Cred
 	// clientCache turns on the kernel's write-back cache.
 	clientCache bool
+	// backing, if set, is the backing directory of an earlier mount to
+	// serve again, for a second mount of the same files.
+	backing string
 }
 
 // mountOption sets a mountOptions field.
@@ -70,6 +73,10 @@ func actingAs(c ident.Cred) mountOption { return func(o *mountOptions) { o.as = 
 
 // withClientCache turns on the client cache.
 func withClientCache() mountOption { return func(o *mountOptions) { o.clientCache = true } }
+
+// sharing mounts the files behind the earlier mount whose backing directory
+// is backing, instead of fresh ones.
+func sharing(backing string) mountOption { return func(o *mountOptions) { o.backing = backing } }
 
 // mountUnderTest mounts the namespace under test for t, with the set-up of
 // the current run, and returns the mount point and the backing directory.
@@ -110,6 +117,9 @@ func mountInProcess(t *testing.T, o mountOptions) (dir, backing string) {
 			t.Fatal(err)
 		}
 	}
+	if o.backing != "" {
+		backing = o.backing
+	}
 	p, err := posixns.New(backing)
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +128,7 @@ func mountInProcess(t *testing.T, o mountOptions) (dir, backing string) {
 	if o.as != nil {
 		fsys = fixedIdentity{FS: p, as: *o.as}
 	}
-	s, err := fusefs.Mount(dir, fsys, fusefs.Options{DirectMount: true, ClientCache: o.clientCache})
+	s, err := fusefs.Mount(dir, fsys, fusefs.Options{DirectMount: true, ClientCache: o.clientCache, Debug: os.Getenv("BURSTCACHE_POSIX_DEBUG") != ""})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +190,8 @@ func helperBinary(t *testing.T) string {
 
 // helperMain runs one operation and exits with its errno: "read PATH",
 // "list DIR", "write PATH", "create PATH", "unlink PATH", "rename OLD NEW",
-// "stat PATH".
+// "stat PATH", "truncate PATH", "lock PATH" (a non-blocking POSIX write lock) and "flock
+// PATH" (a non-blocking exclusive BSD lock).
 func helperMain(args []string) int {
 	if len(args) < 2 {
 		return int(syscall.EINVAL)
@@ -218,8 +229,21 @@ func helperOp(op string, args []string) error {
 		return f.Close()
 	case "unlink":
 		return os.Remove(args[0])
+	case "truncate":
+		return os.Truncate(args[0], 0)
 	case "rename":
 		return os.Rename(args[0], args[1])
+	case "lock", "flock":
+		f, err := os.OpenFile(args[0], os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if op == "flock" {
+			return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		}
+		lk := unix.Flock_t{Type: unix.F_WRLCK}
+		return unix.FcntlFlock(f.Fd(), unix.F_SETLK, &lk)
 	}
 	return syscall.ENOSYS
 }

@@ -1,0 +1,134 @@
+package posix
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+)
+
+// daemon owns the private directory of the permission test.
+var daemon = ident.Cred{UID: 1, GID: 1, Groups: []uint32{1}}
+
+// privateTree makes backing/private, a 0700 directory of daemon holding a
+// readable file, and returns the paths of both through the mount.
+func privateTree(t *testing.T, dir, backing string) (privDir, privFile string) {
+	t.Helper()
+	p := filepath.Join(backing, "private")
+	if err := os.Mkdir(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(p, "data"), "secret", 0o644)
+	for _, name := range []string{p, filepath.Join(p, "data")} {
+		if err := os.Chown(name, int(daemon.UID), int(daemon.GID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "private"), filepath.Join(dir, "private", "data")
+}
+
+// TestPrivateDirectory checks that a file under a 0700 directory of another
+// user can be neither read nor listed through the mount, when the namespace
+// acts as each caller and when it acts as a fixed identity. The clients that
+// must be served are the control that proves the refusals are not blanket
+// ones.
+func TestPrivateDirectory(t *testing.T) {
+	root := ident.Cred{}
+	tests := map[string]struct {
+		opts            []mountOption
+		denied, allowed []ident.Cred
+	}{
+		"acting as the caller":             {nil, []ident.Cred{nobody}, []ident.Cred{daemon, root}},
+		"acting as a fixed other identity": {[]mountOption{actingAs(nobody)}, []ident.Cred{nobody, daemon, root}, nil},
+		"acting as the owner":              {[]mountOption{actingAs(daemon)}, nil, []ident.Cred{nobody, daemon, root}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			dir, backing := mountUnderTest(t, tc.opts...)
+			privDir, privFile := privateTree(t, dir, backing)
+			write(t, filepath.Join(backing, "public"), "public", 0o644)
+			for _, c := range tc.denied {
+				if e := runAs(t, c, "read", privFile); e != syscall.EACCES {
+					t.Errorf("read as %s: %v, want EACCES", c, e)
+				}
+				if e := runAs(t, c, "list", privDir); e != syscall.EACCES {
+					t.Errorf("list as %s: %v, want EACCES", c, e)
+				}
+				if e := runAs(t, c, "read", filepath.Join(dir, "public")); e != 0 {
+					t.Errorf("read of a public file as %s: %v, want success", c, e)
+				}
+			}
+			for _, c := range tc.allowed {
+				if e := runAs(t, c, "read", privFile); e != 0 {
+					t.Errorf("read as %s: %v, want success", c, e)
+				}
+				if e := runAs(t, c, "list", privDir); e != 0 {
+					t.Errorf("list as %s: %v, want success", c, e)
+				}
+			}
+		})
+	}
+}
+
+// TestRootClientActingAsOther checks that with a fixed unprivileged
+// identity even root on the client cannot read the private directory.
+func TestRootClientActingAsOther(t *testing.T) {
+	dir, backing := mountUnderTest(t, actingAs(nobody))
+	privDir, privFile := privateTree(t, dir, backing)
+	if _, err := os.ReadFile(privFile); !os.IsPermission(err) {
+		t.Errorf("root reads the private file: %v, want EACCES", err)
+	}
+	if _, err := os.ReadDir(privDir); !os.IsPermission(err) {
+		t.Errorf("root lists the private directory: %v, want EACCES", err)
+	}
+}
+
+// TestChecksWithoutDefaultPermissions checks what a root FUSE daemon without
+// default_permissions would skip: write permission on the directory for
+// unlink and rename, the sticky bit, and the clearing of setuid and setgid
+// bits on write and truncate by another user.
+func TestChecksWithoutDefaultPermissions(t *testing.T) {
+	both(t, func(t *testing.T, dir, backing string) {
+		p := func(name string) string { return filepath.Join(dir, name) }
+		if err := os.Mkdir(p("ro"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, p("ro/f"), "x", 0o666)
+		if err := os.Mkdir(p("sticky"), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Chmod(p("sticky"), 0o1777); err != nil {
+			t.Fatal(err)
+		}
+		write(t, p("sticky/roots"), "x", 0o666)
+		write(t, p("suid"), "x", 0o6777)
+		write(t, p("suid-trunc"), "x", 0o6777)
+		tests := map[string]struct {
+			args []string
+			want syscall.Errno
+		}{
+			"unlink in a directory without write permission": {[]string{"unlink", p("ro/f")}, syscall.EACCES},
+			"rename out of it": {[]string{"rename", p("ro/f"), p("sticky/moved")}, syscall.EACCES},
+			"unlink another's file in a sticky directory": {[]string{"unlink", p("sticky/roots")}, syscall.EPERM},
+			"rename another's file in a sticky directory": {[]string{"rename", p("sticky/roots"), p("sticky/mine")}, syscall.EPERM},
+			"create in a sticky directory":                {[]string{"create", p("sticky/new")}, 0},
+			"write to a world-writable setuid file":       {[]string{"write", p("suid")}, 0},
+			"truncate a world-writable setuid file":       {[]string{"truncate", p("suid-trunc")}, 0},
+		}
+		for name, tc := range tests {
+			if e := runAs(t, nobody, tc.args...); e != tc.want {
+				t.Errorf("%s as nobody: %v, want %v", name, e, tc.want)
+			}
+		}
+		if e := runAs(t, nobody, "unlink", p("sticky/new")); e != 0 {
+			t.Errorf("unlink of one's own file in a sticky directory: %v", e)
+		}
+		for _, name := range []string{p("suid"), filepath.Join(backing, "suid"), p("suid-trunc")} {
+			if fi, err := os.Stat(name); err != nil || fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+				t.Errorf("%s after a write by another user: %v, %v; want setuid and setgid cleared", name, fi.Mode(), err)
+			}
+		}
+	})
+}
