@@ -59,7 +59,6 @@ type pending struct {
 type conn struct {
 	nc     net.Conn
 	wmu    sync.Mutex
-	w      *bufio.Writer
 	mu     sync.Mutex
 	nextID uint64
 	calls  map[uint64]*pending
@@ -79,7 +78,7 @@ func dialConn(ctx context.Context, addr string, secret []byte, timeout time.Dura
 		return nil, fmt.Errorf("handshake with cache server %s: %w", addr, err)
 	}
 	nc.SetDeadline(time.Time{})
-	c := &conn{nc: nc, w: bufio.NewWriterSize(nc, 256<<10), calls: map[uint64]*pending{}}
+	c := &conn{nc: nc, calls: map[uint64]*pending{}}
 	go c.readLoop(bufio.NewReaderSize(nc, 256<<10))
 	return c, nil
 }
@@ -180,13 +179,10 @@ func (c *conn) send(id uint64, call *Call) error {
 	meta = append(meta, call.Args...)
 	var hb [headerSize]byte
 	header{id: id, code: uint32(call.Op), meta: uint32(len(meta)), dat: uint32(len(call.Data))}.put(hb[:])
+	defer putBuf(meta)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	defer putBuf(meta)
-	c.w.Write(hb[:])
-	c.w.Write(meta)
-	c.w.Write(call.Data)
-	return c.w.Flush()
+	return writeFrame(c.nc, hb[:], meta, call.Data)
 }
 
 func (c *conn) readLoop(r *bufio.Reader) {

@@ -156,7 +156,7 @@ func (s *Server) serveConn(c net.Conn) {
 	c.SetDeadline(time.Time{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sc := &serverConn{s: s, w: bufio.NewWriterSize(c, 256<<10)}
+	sc := &serverConn{s: s, nc: c}
 	inFlight := s.InFlight
 	if inFlight <= 0 {
 		inFlight = 64
@@ -172,7 +172,7 @@ func (s *Server) serveConn(c net.Conn) {
 type serverConn struct {
 	s   *Server
 	wmu sync.Mutex
-	w   *bufio.Writer
+	nc  net.Conn
 	sem chan struct{}
 	wg  sync.WaitGroup
 }
@@ -229,11 +229,16 @@ func (sc *serverConn) reply(id uint64, resp *Response) {
 	h.put(hb[:])
 	sc.wmu.Lock()
 	defer sc.wmu.Unlock()
-	sc.w.Write(hb[:])
-	sc.w.Write(meta)
-	sc.w.Write(data)
 	// Errors surface in the read loop, which sees the connection die.
-	sc.w.Flush()
+	writeFrame(sc.nc, hb[:], meta, data)
+}
+
+// writeFrame writes a frame with one writev, without copying the data
+// section.
+func writeFrame(c net.Conn, header, meta, data []byte) error {
+	bufs := net.Buffers{header, meta, data}
+	_, err := bufs.WriteTo(c)
+	return err
 }
 
 // Errno returns the errno that err carries, or EIO.
