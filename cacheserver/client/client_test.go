@@ -240,22 +240,38 @@ func TestRefusedUnlinkKeepsData(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("acting as another user needs root")
 	}
-	backing := t.TempDir()
-	os.Chmod(backing, 0o755)
-	in := servertest.Start(t, backing, servertest.Options{Servers: 2, ExtentSize: testExtent, Secret: "k", ActAsCaller: true})
-	f := connect(t, in)
-	ctx := context.Background()
-	create(t, f, "keep")
-	data := bytes.Repeat([]byte("k"), 2*testExtent)
-	if _, err := f.WriteAt(ctx, "keep", data, 0); err != nil {
-		t.Fatal(err)
+	tests := map[string]struct {
+		dirMode uint32
+		wantErr error
+	}{
+		"directory not writable": {dirMode: 0o755, wantErr: syscall.EACCES},
+		"sticky directory":       {dirMode: 0o1777, wantErr: syscall.EPERM},
 	}
-	other := ident.NewContext(ctx, ident.Cred{UID: 1000, GID: 1000})
-	if err := f.Unlink(other, "keep"); !errors.Is(err, syscall.EACCES) {
-		t.Fatalf("Unlink as another user: %v, want EACCES", err)
-	}
-	if got := readAll(t, f, "keep", len(data)); !bytes.Equal(got, data) {
-		t.Errorf("data after a refused unlink: %d bytes, want %d", len(got), len(data))
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			backing := t.TempDir()
+			os.Chmod(filepath.Dir(backing), 0o755)
+			if err := syscall.Chmod(backing, tc.dirMode); err != nil {
+				t.Fatal(err)
+			}
+			in := servertest.Start(t, backing, servertest.Options{Servers: 2, ExtentSize: testExtent, Secret: "k", ActAsCaller: true})
+			f := connect(t, in)
+			create(t, f, "keep")
+			if err := os.Chown(filepath.Join(backing, "keep"), 1000, 1000); err != nil {
+				t.Fatal(err)
+			}
+			data := bytes.Repeat([]byte("k"), 2*testExtent)
+			if _, err := f.WriteAt(context.Background(), "keep", data, 0); err != nil {
+				t.Fatal(err)
+			}
+			other := ident.NewContext(context.Background(), ident.Cred{UID: 2000, GID: 2000})
+			if err := f.Unlink(other, "keep"); !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Unlink as another user: %v, want %v", err, tc.wantErr)
+			}
+			if got := readAll(t, f, "keep", len(data)); !bytes.Equal(got, data) {
+				t.Errorf("data after a refused unlink: %d bytes, want %d", len(got), len(data))
+			}
+		})
 	}
 }
 

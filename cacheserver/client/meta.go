@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"path"
 	"syscall"
 
 	"github.com/burstcache/burstcache/cacheserver/namespace"
@@ -97,10 +96,7 @@ func (f *FS) Create(ctx context.Context, p string, flags int, mode uint32) (name
 // refused unlink loses nothing. A file with other names keeps its data:
 // it is written back before it is dropped.
 func (f *FS) Unlink(ctx context.Context, p string) error {
-	if err := f.Access(ctx, path.Dir("/" + p)[1:], accessW|accessX); err != nil {
-		return err
-	}
-	a, err := f.attrCall(ctx, p, wire.OpGetAttr, pathArgs(p))
+	a, err := f.attrCall(ctx, p, wire.OpMayUnlink, pathArgs(p))
 	if err != nil {
 		return err
 	}
@@ -117,11 +113,6 @@ func (f *FS) Unlink(ctx context.Context, p string) error {
 	_, err = f.meta(ctx, p, wire.OpUnlink, pathArgs(p))
 	return err
 }
-
-const (
-	accessW = 2 // W_OK of access(2)
-	accessX = 1 // X_OK of access(2)
-)
 
 // Rename writes back and drops the cached data of both names on every
 // server, since extents are keyed by path, then renames.

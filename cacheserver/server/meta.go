@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"path"
 	"syscall"
 
+	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/wire"
 )
@@ -29,6 +31,7 @@ var metaHandlers = map[wire.Op]handlerFunc{
 	wire.OpListxattr:   (*Server).listxattr,
 	wire.OpRemovexattr: (*Server).removexattr,
 	wire.OpClearSetid:  (*Server).clearSetid,
+	wire.OpMayUnlink:   (*Server).mayUnlink,
 }
 
 func nsPath(fn func(namespace.FS, context.Context, string) error) handlerFunc {
@@ -276,3 +279,39 @@ func (s *Server) clearSetid(ctx context.Context, req *wire.Request, _ *wire.Resp
 	_, err = s.cfg.NS.SetAttr(sctx, p, namespace.SetAttr{Mode: &clear})
 	return err
 }
+
+// mayUnlink answers the attributes of p if the identity of ctx may remove
+// it: write and search permission on its directory and, in a sticky
+// directory, ownership of the file or the directory.
+func (s *Server) mayUnlink(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	dir := path.Dir("/" + p)[1:]
+	if err := s.cfg.NS.Access(ctx, dir, accessW|accessX); err != nil {
+		return err
+	}
+	a, err := s.cfg.NS.GetAttr(ctx, p)
+	if err != nil {
+		return err
+	}
+	d, err := s.cfg.NS.GetAttr(ctx, dir)
+	if err != nil {
+		return err
+	}
+	cred, ok := ident.FromContext(ctx)
+	if !ok {
+		cred = ident.Process()
+	}
+	if d.Mode&syscall.S_ISVTX != 0 && cred.UID != 0 && cred.UID != a.UID && cred.UID != d.UID {
+		return syscall.EPERM
+	}
+	resp.Meta.Attr(a)
+	return nil
+}
+
+const (
+	accessW = 2 // W_OK of access(2)
+	accessX = 1 // X_OK of access(2)
+)

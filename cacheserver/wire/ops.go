@@ -79,6 +79,11 @@ const (
 	// (u32), the extent size (i64) and the instance name, so that a client
 	// can check it has the servers in the right order.
 	OpInfo
+	// OpMayUnlink (path) answers the Attr of path if the caller may remove
+	// it (write and search permission on the parent, and the sticky-bit
+	// rule), so that the client drops cached data only for an unlink that
+	// will succeed.
+	OpMayUnlink
 )
 
 // Attr appends a.
