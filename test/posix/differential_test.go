@@ -1,0 +1,186 @@
+package posix
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+)
+
+// diffNames are the paths the random operations use: few enough that
+// operations collide on them and reach the error cases.
+var diffNames = []string{"a", "b", "d", "d/a", "d/b", "d/d", "d/d/a"}
+
+// diffOp is one random file operation, applied to a root directory; it
+// returns its outcome as text, errors as their errno.
+type diffOp struct {
+	name  string
+	apply func(root string) string
+}
+
+// outcome formats a result and an error.
+func outcome(result string, err error) string {
+	if err != nil {
+		var e syscall.Errno
+		if errors.As(err, &e) {
+			return "errno " + e.Error()
+		}
+		return "error " + err.Error()
+	}
+	return "ok " + result
+}
+
+func drawOp(t *rapid.T) diffOp {
+	p := rapid.SampledFrom(diffNames).Draw(t, "path")
+	q := rapid.SampledFrom(diffNames).Draw(t, "other")
+	data := rapid.StringMatching(`[a-z]{0,40}`).Draw(t, "data")
+	off := rapid.Int64Range(0, 64).Draw(t, "off")
+	mode := rapid.SampledFrom([]uint32{0o644, 0o600, 0o755, 0o700, 0o444}).Draw(t, "mode")
+	j := func(root, name string) string { return filepath.Join(root, name) }
+	ops := map[string]func(root string) string{
+		"create": func(r string) string { return outcome("", os.WriteFile(j(r, p), []byte(data), 0o644)) },
+		"write at": func(r string) string {
+			f, err := os.OpenFile(j(r, p), os.O_WRONLY, 0)
+			if err != nil {
+				return outcome("", err)
+			}
+			defer f.Close()
+			_, err = f.WriteAt([]byte(data), off)
+			return outcome("", err)
+		},
+		"append": func(r string) string {
+			f, err := os.OpenFile(j(r, p), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+			if err != nil {
+				return outcome("", err)
+			}
+			defer f.Close()
+			_, err = f.WriteString(data)
+			return outcome("", err)
+		},
+		"read":     func(r string) string { b, err := os.ReadFile(j(r, p)); return outcome(string(b), err) },
+		"truncate": func(r string) string { return outcome("", os.Truncate(j(r, p), off)) },
+		"mkdir":    func(r string) string { return outcome("", syscall.Mkdir(j(r, p), mode)) },
+		"rmdir":    func(r string) string { return outcome("", syscall.Rmdir(j(r, p))) },
+		"unlink":   func(r string) string { return outcome("", syscall.Unlink(j(r, p))) },
+		"rename":   func(r string) string { return outcome("", syscall.Rename(j(r, p), j(r, q))) },
+		"link":     func(r string) string { return outcome("", syscall.Link(j(r, p), j(r, q))) },
+		"symlink":  func(r string) string { return outcome("", syscall.Symlink(q, j(r, p))) },
+		"readlink": func(r string) string { s, err := os.Readlink(j(r, p)); return outcome(s, err) },
+		"chmod":    func(r string) string { return outcome("", syscall.Chmod(j(r, p), mode)) },
+		"stat":     func(r string) string { return statOutcome(j(r, p)) },
+		"readdir":  func(r string) string { return readdirOutcome(j(r, p)) },
+	}
+	names := make([]string, 0, len(ops))
+	for name := range ops {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	name := rapid.SampledFrom(names).Draw(t, "op")
+	return diffOp{name: fmt.Sprintf("%s %s %s %q %d %o", name, p, q, data, off, mode), apply: ops[name]}
+}
+
+func statOutcome(name string) string {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(name, &st); err != nil {
+		return outcome("", err)
+	}
+	size := st.Size
+	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		size = 0 // directory sizes are the file system's business
+	}
+	return outcome(fmt.Sprintf("mode %o nlink %d size %d", st.Mode, st.Nlink, size), nil)
+}
+
+func readdirOutcome(name string) string {
+	entries, err := os.ReadDir(name)
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name()+":"+e.Type().String())
+	}
+	return outcome(strings.Join(out, ","), err)
+}
+
+// snapshot describes every file under root: type, permissions, size,
+// contents and link targets.
+func snapshot(t *rapid.T, root string) map[string]string {
+	out := map[string]string{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		out[rel] = statOutcome(path)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(path)
+			out[rel] += " -> " + target
+		case d.Type().IsRegular():
+			b, err := os.ReadFile(path)
+			out[rel] += " " + outcome(string(b), err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walking %s: %v", root, err)
+	}
+	return out
+}
+
+// seedTree starts root with a few of the names, so that the operations
+// find something to work on.
+func seedTree(t *rapid.T, root string) {
+	for _, d := range []string{root, filepath.Join(root, "d"), filepath.Join(root, "d", "d")} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"a", "d/a"} {
+		if err := os.WriteFile(filepath.Join(root, f), []byte("seed "+f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDifferential applies the same random operations to the mount and to
+// a plain directory of the backing file system's kind and compares every
+// outcome and, at the end, the whole tree.
+func TestDifferential(t *testing.T) {
+	dir, _ := mountUnderTest(t)
+	plain := publicTempDir(t)
+	run, succeeded, total := 0, 0, 0
+	rapid.Check(t, func(rt *rapid.T) {
+		run++
+		a, b := filepath.Join(dir, fmt.Sprint(run)), filepath.Join(plain, fmt.Sprint(run))
+		for _, root := range []string{a, b} {
+			seedTree(rt, root)
+		}
+		ops := rapid.SliceOfN(rapid.Custom(drawOp), 10, 60).Draw(rt, "ops")
+		for i, op := range ops {
+			got, want := op.apply(a), op.apply(b)
+			if got != want {
+				rt.Fatalf("operation %d (%s): mount gives %q, plain directory %q", i, op.name, got, want)
+			}
+			total++
+			if strings.HasPrefix(got, "ok") {
+				succeeded++
+			}
+		}
+		if d := cmp.Diff(snapshot(rt, b), snapshot(rt, a)); d != "" {
+			rt.Fatalf("trees differ (-plain +mount):\n%s", d)
+		}
+	})
+	// A run whose operations mostly fail compares little: make sure the
+	// generator reaches the successful paths too.
+	t.Logf("%d of %d operations succeeded", succeeded, total)
+	if succeeded < total/4 {
+		t.Fatalf("only %d of %d operations succeeded", succeeded, total)
+	}
+}
