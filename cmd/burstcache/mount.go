@@ -47,7 +47,7 @@ unreachable.`,
 	fl.BoolVar(&f.clientCache, "client-cache", false, "use the kernel's page cache and write-back cache (no close-to-open consistency between mounts)")
 	fl.Var(&f.extentSize, "extent-size", "extent size of the instance")
 	fl.StringVar(&f.readyFile, "ready-file", "", "write the process id to this file once the mount serves")
-	fl.DurationVar(&f.timeout, "shutdown-timeout", 30*time.Second, "how long unmounting may take before the mount is detached")
+	fl.DurationVar(&f.timeout, "shutdown-timeout", 20*time.Second, "how long unmounting may wait for a busy mount before detaching it")
 	return cmd
 }
 
@@ -81,12 +81,12 @@ func runMount(ctx context.Context, f *mountFlags, mountpoint string) error {
 			log.Error("Writing the ready file failed", "err", err)
 		}
 	}
-	return serveMount(ctx, srv, c, log)
+	return serveMount(ctx, srv, c, f.timeout, log)
 }
 
 // serveMount waits for a signal or an unmount from outside, then unmounts
 // and publishes what the client wrote.
-func serveMount(ctx context.Context, srv *fusefs.Server, c *client.FS, log *slog.Logger) error {
+func serveMount(ctx context.Context, srv *fusefs.Server, c *client.FS, timeout time.Duration, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	gone := make(chan struct{})
@@ -97,12 +97,36 @@ func serveMount(ctx context.Context, srv *fusefs.Server, c *client.FS, log *slog
 		log.Info("Mount was unmounted from outside")
 	case <-ctx.Done():
 		log.Info("Unmounting on signal", "mountpoint", srv.Dir())
-		err = srv.Unmount()
+		err = unmountBusy(srv, gone, timeout, log)
 	}
 	if cerr := c.Close(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("publishing file sizes to the servers: %w", cerr))
 	}
 	return err
+}
+
+// unmountBusy unmounts, retrying while the mount is busy. Past the timeout
+// it detaches the mount, which disappears from the namespace while the
+// processes that use it keep their files, and serves them a while longer.
+func unmountBusy(srv *fusefs.Server, gone <-chan struct{}, timeout time.Duration, log *slog.Logger) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := srv.Unmount()
+		if err == nil || !errors.Is(err, syscall.EBUSY) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			log.Warn("Mount still busy; detaching it", "mountpoint", srv.Dir())
+			syscall.Unmount(srv.Dir(), syscall.MNT_DETACH)
+			select {
+			case <-gone:
+				return nil
+			case <-time.After(timeout):
+				return fmt.Errorf("mount %s stayed in use after it was detached: %w", srv.Dir(), err)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func connectClient(ctx context.Context, servers []string, secret []byte, extentSize int64) (*client.FS, error) {
