@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -66,13 +67,16 @@ type Server struct {
 	server  *fuse.Server
 	// conn is the FUSE connection's number in /sys/fs/fuse/connections.
 	conn uint32
-	done chan struct{}
+	// done is closed when go-fuse's serving loops have returned; stopped
+	// when they have, or when Unmount gave up waiting for them.
+	done, stopped chan struct{}
+	stopOnce      sync.Once
 }
 
 // Mount mounts fsys on the directory mountpoint and serves it until Unmount.
 func Mount(mountpoint string, fsys namespace.FS, opts Options) (*Server, error) {
 	opts = opts.withDefaults()
-	s := &Server{dir: mountpoint, fsys: fsys, opts: opts, log: opts.Logger, done: make(chan struct{})}
+	s := &Server{dir: mountpoint, fsys: fsys, opts: opts, log: opts.Logger, done: make(chan struct{}), stopped: make(chan struct{})}
 	root := &node{m: s}
 	server, err := fs.Mount(mountpoint, root, s.fsOptions())
 	if err != nil {
@@ -86,6 +90,7 @@ func Mount(mountpoint string, fsys namespace.FS, opts Options) (*Server, error) 
 	go func() {
 		server.Wait()
 		close(s.done)
+		s.stop()
 	}()
 	s.log.Info("Serving FUSE mount", "mountpoint", mountpoint, "clientCache", opts.ClientCache)
 	return s, nil
@@ -151,17 +156,27 @@ func (s *Server) fsOptions() *fs.Options {
 // Dir returns the mount point.
 func (s *Server) Dir() string { return s.dir }
 
-// Wait blocks until the mount stops serving: after Unmount, or after
-// someone else unmounted it.
+// Wait blocks until the mount stops serving: after someone else unmounted
+// it, or until Unmount returns, even if a request handler is stuck.
 func (s *Server) Wait() {
-	<-s.done
+	<-s.stopped
 }
+
+func (s *Server) stop() { s.stopOnce.Do(func() { close(s.stopped) }) }
 
 // Unmount unmounts and waits until the serving loops have stopped. A mount
 // still in use fails with EBUSY and stays. When the kernel or the loops
 // hang past the shutdown timeout, the mount is detached and its FUSE
 // connection aborted, and ErrShutdownTimeout is returned.
 func (s *Server) Unmount() error {
+	err := s.unmount()
+	if err == nil || errors.Is(err, ErrShutdownTimeout) {
+		s.stop()
+	}
+	return err
+}
+
+func (s *Server) unmount() error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.server.Unmount() }()
 	select {
@@ -177,21 +192,27 @@ func (s *Server) Unmount() error {
 	case <-s.done:
 		return nil
 	case <-time.After(s.opts.ShutdownTimeout):
+		s.log.Error("Giving up on FUSE request handlers that do not return", "mountpoint", s.dir)
 		s.abort()
 		return fmt.Errorf("unmounting %s: %w", s.dir, ErrShutdownTimeout)
 	}
 }
 
 // abort detaches the mount and aborts its FUSE connection, which fails
-// every pending request and ends the serving loops.
+// every pending request and ends the serving loops. The connection is found
+// in the fusectl file system, mounted here if nobody has.
 func (s *Server) abort() {
 	unix.Unmount(s.dir, unix.MNT_DETACH)
 	const ctl = "/sys/fs/fuse/connections"
-	if _, err := os.Stat(filepath.Join(ctl, strconv.Itoa(int(s.conn)))); err != nil {
+	conn := filepath.Join(ctl, strconv.Itoa(int(s.conn)))
+	if _, err := os.Stat(conn); err != nil {
 		unix.Mount("fusectl", ctl, "fusectl", 0, "")
 	}
-	abort := filepath.Join(ctl, strconv.Itoa(int(s.conn)), "abort")
-	if err := os.WriteFile(abort, []byte("1"), 0); err != nil {
+	if _, err := os.Stat(conn); err != nil {
+		// The connection is gone already: the kernel let go of it.
+		return
+	}
+	if err := os.WriteFile(filepath.Join(conn, "abort"), []byte("1"), 0); err != nil {
 		s.log.Error("Aborting the FUSE connection failed", "connection", s.conn, "err", err)
 	}
 }

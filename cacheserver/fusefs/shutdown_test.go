@@ -1,0 +1,96 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+	"github.com/burstcache/burstcache/cacheserver/posixns"
+)
+
+// stuckUnlink is a namespace whose Unlink blocks until release is closed,
+// like a backing store that stopped answering.
+type stuckUnlink struct {
+	namespace.FS
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *stuckUnlink) Unlink(ctx context.Context, p string) error {
+	close(s.entered)
+	<-s.release
+	return s.FS.Unlink(ctx, p)
+}
+
+// TestUnmountDeadline proves that Unmount and Wait return within their
+// deadline when a request handler never returns after the unmount itself
+// succeeded: here the release of a file that was unlinked while open, which
+// the kernel sends after close(2) returned, so nothing keeps the mount busy.
+func TestUnmountDeadline(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting with mount(2) needs root")
+	}
+	backing, mnt := t.TempDir(), t.TempDir()
+	p, err := posixns.New(backing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	fsys := &stuckUnlink{FS: p, entered: make(chan struct{}), release: make(chan struct{})}
+	defer close(fsys.release)
+	s, err := Mount(mnt, fsys, Options{DirectMount: true, ShutdownTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(mnt, unix.MNT_DETACH)
+	name := filepath.Join(mnt, "f")
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(name); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	<-fsys.entered
+	start := time.Now()
+	err = s.Unmount()
+	if !errors.Is(err, ErrShutdownTimeout) {
+		t.Fatalf("Unmount with a stuck handler = %v, want ErrShutdownTimeout", err)
+	}
+	waited := make(chan struct{})
+	go func() { s.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait hangs after Unmount gave up")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Unmount took %v with a 500ms shutdown timeout", d)
+	}
+	if mounted(t, mnt) {
+		t.Errorf("%s is still mounted", mnt)
+	}
+}
+
+// mounted reports whether dir is a mount point.
+func mounted(t *testing.T, dir string) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
+}
