@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -97,6 +98,13 @@ func bringUp(ctx context.Context, cfg Config, st *State) error {
 	}
 	if alive(st.MountPID, cfg.Binary) {
 		return nil
+	}
+	if st.MountPID != 0 && mounted(st.Mount) {
+		// The mount process died and left its mount behind, answering
+		// ENOTCONN: detach it and mount again.
+		if err := syscall.Unmount(st.Mount, syscall.MNT_DETACH); err != nil {
+			return fmt.Errorf("detaching the dead mount %s: %w", st.Mount, err)
+		}
 	}
 	if err := startMount(ctx, cfg, st); err != nil {
 		return err
