@@ -1,0 +1,166 @@
+package controllers_test
+
+import (
+	"bytes"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/controllers/cacheinstance"
+)
+
+var _ = Describe("Provisioning", func() {
+	It("places one server per unit on distinct nodes, runs them as runAs, and goes Ready from real servers", func() {
+		w := newWorld()
+		inst := w.instance("150Mi") // three 64Mi units
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+
+		By("placing three servers on three nodes")
+		Eventually(func(g Gomega) {
+			cur := get(inst)(g)
+			g.Expect(cur.Finalizers).To(ContainElement(cachev1alpha1.Finalizer))
+			g.Expect(cur.Status.Servers).To(HaveLen(3))
+			g.Expect(cur.Status.Phase).To(Equal(cachev1alpha1.PhaseProvisioning))
+		}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
+		pods := serverPods(inst)
+		Expect(pods).To(HaveLen(3))
+		nodes := map[string]bool{}
+		for i := range pods {
+			expectServerPod(w, inst, &pods[i])
+			nodes[pods[i].Spec.NodeSelector[corev1.LabelHostname]] = true
+		}
+		Expect(nodes).To(HaveLen(3), "servers share a node")
+
+		By("serving them through a headless Service, protected from evictions")
+		svc := &corev1.Service{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: cacheinstance.ServiceName(inst)}, svc)).To(Succeed())
+		Expect(svc.Spec.ClusterIP).To(Equal(corev1.ClusterIPNone))
+		Expect(svc.Spec.Selector).To(HaveKeyWithValue(cachev1alpha1.LabelInstance, inst.Name))
+		pdb := &policyv1.PodDisruptionBudget{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: cacheinstance.ServiceName(inst)}, pdb)).To(Succeed())
+		Expect(pdb.Spec.MaxUnavailable.IntValue()).To(BeZero())
+
+		By("taking the capacity from the pool")
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(w.pool), w.pool)).To(Succeed())
+			g.Expect(w.pool.Status.Instances).To(BeEquivalentTo(1))
+			g.Expect(w.pool.Status.TotalCapacity.Value()).To(BeEquivalentTo(3 * 256 << 20))
+			g.Expect(w.pool.Status.FreeCapacity.Value()).To(BeEquivalentTo(3*256<<20 - 3*64<<20))
+			g.Expect(meta.IsStatusConditionTrue(w.pool.Status.Conditions, cachev1alpha1.ConditionPoolReady)).To(BeTrue())
+		}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
+
+		By("turning Ready once the real servers run, with usage summed from them")
+		kl.runServers(inst, 3)
+		Eventually(func(g Gomega) {
+			cur := get(inst)(g)
+			g.Expect(cur.Status.Phase).To(Equal(cachev1alpha1.PhaseReady))
+			g.Expect(cur.Status.ReadyServers).To(BeEquivalentTo(3))
+			g.Expect(cur.Status.Usage).NotTo(BeNil())
+			g.Expect(cur.Status.Usage.Capacity.Value()).To(BeEquivalentTo(3 * 64 << 20))
+			g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+			for _, s := range cur.Status.Servers {
+				g.Expect(s.Endpoint).To(Equal("127.0.0.1:7070"))
+			}
+		}, 20*time.Second, 200*time.Millisecond).Should(Succeed())
+		Expect(eventReasons(w.ns, inst.Name)).To(ContainElement(cachev1alpha1.ReasonAsExpected))
+	})
+
+	It("fills the pool's defaults and pushes knob changes to running servers without a restart", func() {
+		w := newWorld()
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		Expect(inst.Spec.WriteBack.Threads).To(HaveValue(BeEquivalentTo(2)), "the defaulting webhook did not fill the pool's default")
+		Expect(inst.Spec.WriteBack.DirtyHighWatermark).To(HaveValue(BeEquivalentTo(90)))
+		addrs := kl.runServers(inst, 1)
+		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
+		proc := kl.procs[w.ns+"/"+inst.Name+"-server-0"]
+
+		By("writing 4Mi that stay dirty under a 90% watermark")
+		data := bytes.Repeat([]byte("burstcache"), 400<<10)
+		writeThroughMount(addrs, "out/a.dat", data)
+		Eventually(func(g Gomega) int64 {
+			return get(inst)(g).Status.Usage.Dirty.Value()
+		}, 20*time.Second, 200*time.Millisecond).Should(BeNumerically(">=", len(data)))
+
+		By("lowering the watermarks: the running server starts writing back")
+		Eventually(func() error {
+			cur := get(inst)(Default)
+			cur.Spec.WriteBack.DirtyHighWatermark, cur.Spec.WriteBack.DirtyLowWatermark = ptr(int32(2)), ptr(int32(1))
+			return k8sClient.Update(ctx, cur)
+		}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
+		Eventually(func(g Gomega) {
+			u := get(inst)(g).Status.Usage
+			g.Expect(u.WriteBackBytes).To(BeNumerically(">", 0))
+			g.Expect(u.Dirty.Value()).To(BeNumerically("<", len(data)))
+		}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
+		Expect(proc.done).NotTo(BeClosed(), "the server was restarted")
+	})
+
+	It("refuses an instance beyond the pool's free capacity, and accepts it once capacity is freed", func() {
+		w := newWorld()
+		big := w.instance("500Mi") // 8 units over 3 nodes: 192Mi of each node's 256Mi
+		Expect(k8sClient.Create(ctx, big)).To(Succeed())
+		kl.runServers(big, 3)
+		Eventually(phaseOf(big), 20*time.Second, 100*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
+		Eventually(func(g Gomega) int64 {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(w.pool), w.pool)).To(Succeed())
+			return w.pool.Status.FreeCapacity.Value()
+		}, 10*time.Second, 100*time.Millisecond).Should(BeEquivalentTo(3 * 64 << 20))
+
+		second := w.instance("200Mi") // 4 units: 384Mi, more than is free
+		err := k8sClient.Create(ctx, second)
+		Expect(err).To(MatchError(ContainSubstring(cachev1alpha1.ReasonInsufficientCapacity)))
+
+		By("deleting the first instance, which holds no dirty data, frees its capacity")
+		Expect(k8sClient.Delete(ctx, big)).To(Succeed())
+		Eventually(gone(big), 30*time.Second, 200*time.Millisecond).Should(BeTrue())
+		Eventually(func() error {
+			second = w.instance("200Mi")
+			return k8sClient.Create(ctx, second)
+		}, 20*time.Second, 200*time.Millisecond).Should(Succeed())
+		Eventually(func(g Gomega) []cachev1alpha1.ServerStatus {
+			return get(second)(g).Status.Servers
+		}, 20*time.Second, 200*time.Millisecond).Should(HaveLen(3))
+	})
+})
+
+// expectServerPod checks the pod spec of one server.
+func expectServerPod(w *world, inst *cachev1alpha1.CacheInstance, pod *corev1.Pod) {
+	GinkgoHelper()
+	Expect(pod.Finalizers).To(ContainElement(cacheinstance.ServerProtectionFinalizer))
+	Expect(pod.OwnerReferences).To(BeEmpty(), "the garbage collector must not reach server pods")
+	sc := pod.Spec.SecurityContext
+	Expect(sc.RunAsUser).To(HaveValue(BeEquivalentTo(runAsUID)))
+	Expect(sc.RunAsGroup).To(HaveValue(BeEquivalentTo(runAsGID)))
+	Expect(sc.SupplementalGroups).To(Equal([]int64{1600}))
+	c := pod.Spec.Containers[0]
+	Expect(c.Args).To(ContainElements("--servers=3", "--capacity=67108864", "--backing="+w.backing,
+		"--uid=1500", "--gid=1500", "--groups=1600", "--writeback-threads=2", "--dirty-high=90"))
+	Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
+	Expect(c.ReadinessProbe.HTTPGet.Port.StrVal).To(Equal("control"))
+	Expect(c.Resources.Requests).To(HaveKey(corev1.ResourceCPU))
+	Expect(c.Resources.Requests.Memory().Cmp(resource.MustParse("1Mi"))).To(BeNumerically(">", 0))
+	Expect(c.VolumeMounts).To(ContainElement(HaveField("MountPath", mountAt)))
+	var hostPaths []string
+	for _, v := range pod.Spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths = append(hostPaths, v.HostPath.Path)
+		}
+	}
+	Expect(hostPaths).To(ContainElements(w.pfs, cacheinstance.CacheHostDir(inst, w.pool, indexOf(pod))))
+}
+
+func indexOf(pod *corev1.Pod) int {
+	var i int
+	for _, c := range pod.Labels[cacheinstance.LabelServerIndex] {
+		i = i*10 + int(c-'0')
+	}
+	return i
+}
