@@ -9,9 +9,11 @@ import (
 )
 
 // pushDelay is how long the background pusher waits after a write that grew
-// a file, so that a stream of sequential writes costs one ExtendSize per
-// delay rather than one per write.
-const pushDelay = 2 * time.Millisecond
+// a file before it makes the new size durable on the metadata server. Other
+// clients see the size at once (each extending write announces it); the
+// durable record, which costs the server an index commit, is only needed
+// after a crash, and fsync makes it at once.
+const pushDelay = time.Second
 
 // kickPush wakes the background pusher. Called with f.mu held.
 func (f *FS) kickPush() {
@@ -21,10 +23,9 @@ func (f *FS) kickPush() {
 	}
 }
 
-// pusher publishes the sizes that writes gave files shortly after the
-// writes, in the background. Flush, Fsync and GetAttr publish them at once;
-// the pusher covers callers that close a file without a Flush, so that other
-// clients soon see the size even then.
+// pusher makes the sizes that writes gave files durable on their metadata
+// servers, in the background, shortly after the writes. Flush, Fsync and
+// GetAttr do it at once.
 func (f *FS) pusher() {
 	defer close(f.pusherDone)
 	for {
