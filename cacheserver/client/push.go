@@ -34,7 +34,11 @@ func (f *FS) pusher() {
 			return
 		case <-f.kick:
 		}
-		time.Sleep(pushDelay)
+		select {
+		case <-f.stop:
+			return
+		case <-time.After(pushDelay):
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		f.pushAll(ctx)
 		cancel()
