@@ -7,11 +7,13 @@
 //
 // Sizes follow close-to-open consistency, as NFS gives: a client learns a
 // file's size when it opens it or asks for its attributes, and remembers how
-// far its own writes extended the file. It tells the metadata server (with
-// ExtendSize) at Flush and Fsync, and before it answers GetAttr, so that
-// another client that opens the file after the writer closed it sees the
-// whole file. Reads stop at the size the client knows; parts of the file a
-// server holds nothing for read as zeros.
+// far its own writes extended the file. A write that extends a file
+// announces the new size to the file's metadata server alongside the data,
+// so that another client that opens the file after the writer closed it
+// sees the whole file; the size is made durable there (ExtendSize) soon
+// after, at Flush and Fsync, and when the client closes. Reads stop at the
+// size the client knows; parts of the file a server holds nothing for read
+// as zeros.
 //
 // Operations that change which file a path names keep cached data safe by
 // ordering: unlink drops the file's data on every server before the name

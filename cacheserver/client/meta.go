@@ -19,12 +19,9 @@ func (f *FS) attrCall(ctx context.Context, p string, op wire.Op, args *wire.Enco
 	return a, d.Err()
 }
 
-// GetAttr publishes this client's pending size of path, then asks its
-// metadata server.
+// GetAttr asks the metadata server of p, which knows the sizes that writes
+// of every client announced.
 func (f *FS) GetAttr(ctx context.Context, p string) (namespace.Attr, error) {
-	if err := f.pushSize(ctx, p); err != nil {
-		return namespace.Attr{}, err
-	}
 	a, err := f.attrCall(ctx, p, wire.OpGetAttr, pathArgs(p))
 	if err == nil {
 		f.learn(p, a)
@@ -67,9 +64,6 @@ func (f *FS) truncate(ctx context.Context, p string, size int64) (namespace.Attr
 
 // Open checks the caller may open p; O_TRUNC also empties the cached file.
 func (f *FS) Open(ctx context.Context, p string, flags int) (namespace.Attr, error) {
-	if err := f.pushSize(ctx, p); err != nil {
-		return namespace.Attr{}, err
-	}
 	a, err := f.attrCall(ctx, p, wire.OpOpen, pathArgs(p).Uint32(uint32(flags)))
 	if err != nil {
 		return a, err
