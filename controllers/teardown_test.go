@@ -1,0 +1,132 @@
+package controllers_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+)
+
+var _ = Describe("Teardown", func() {
+	// ready creates an instance with one real server, writes data through a
+	// real mount, and waits until the server reports it dirty.
+	ready := func(w *world, edit func(*cachev1alpha1.CacheInstance)) (*cachev1alpha1.CacheInstance, []byte) {
+		GinkgoHelper()
+		inst := w.instance("64Mi")
+		if edit != nil {
+			edit(inst)
+		}
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		addrs := kl.runServers(inst, 1)
+		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
+		data := bytes.Repeat([]byte("0123456789abcdef"), 128<<10) // 2Mi
+		writeThroughMount(addrs, "results/out.dat", data)
+		Eventually(func(g Gomega) int64 {
+			return get(inst)(g).Status.Usage.Dirty.Value()
+		}, 20*time.Second, 200*time.Millisecond).Should(BeNumerically(">=", len(data)))
+		return inst, data
+	}
+	outFile := func(w *world) string { return filepath.Join(w.hostPath(w.backing), "results", "out.dat") }
+	// breakWriteBack makes the backing directory refuse runAs, so that every
+	// write-back fails with EACCES; fix undoes it.
+	breakWriteBack := func(w *world) { Expect(os.Chmod(filepath.Dir(outFile(w)), 0o500)).To(Succeed()); Expect(os.Chmod(outFile(w), 0o400)).To(Succeed()) }
+	fixWriteBack := func(w *world) { Expect(os.Chmod(filepath.Dir(outFile(w)), 0o755)).To(Succeed()); Expect(os.Chmod(outFile(w), 0o644)).To(Succeed()) }
+	flushedReason := func(inst *cachev1alpha1.CacheInstance) func(Gomega) string {
+		return func(g Gomega) string {
+			c := meta.FindStatusCondition(get(inst)(g).Status.Conditions, cachev1alpha1.ConditionFlushed)
+			g.Expect(c).NotTo(BeNil())
+			return c.Reason
+		}
+	}
+
+	It("holds the instance while a pod mounts it and a server has dirty data, and lets go after the flush", func() {
+		w := newWorld()
+		inst, data := ready(w, nil)
+		user := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: w.ns, Labels: map[string]string{cachev1alpha1.LabelInstance: inst.Name}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "job", Image: "job"}}},
+		}
+		Expect(k8sClient.Create(ctx, user)).To(Succeed())
+
+		By("deleting in the foreground, which would make the garbage collector delete dependents first")
+		Expect(k8sClient.Delete(ctx, inst, client.PropagationPolicy(metav1.DeletePropagationForeground))).To(Succeed())
+		Eventually(flushedReason(inst), 10*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.ReasonWaitingForUnmount))
+		Consistently(func(g Gomega) {
+			cur := get(inst)(g)
+			g.Expect(cur.Status.Phase).To(Equal(cachev1alpha1.PhaseFlushing))
+			g.Expect(cur.Status.ActiveMounts).To(ConsistOf(HaveField("Pod", "job")))
+			g.Expect(serverPods(inst)).To(HaveLen(1))
+		}, 3*time.Second, 500*time.Millisecond).Should(Succeed())
+		Expect(os.ReadFile(outFile(w))).NotTo(Equal(data), "written back before the mount was gone")
+
+		By("letting the flush run once the pod is gone")
+		Expect(k8sClient.Delete(ctx, user)).To(Succeed())
+		// envtest runs no garbage collector to lift the foregroundDeletion
+		// finalizer, so the instance is done once ours is gone.
+		Eventually(func(g Gomega) []string {
+			return get(inst)(g).Finalizers
+		}, 30*time.Second, 200*time.Millisecond).ShouldNot(ContainElement(cachev1alpha1.Finalizer))
+		Expect(os.ReadFile(outFile(w))).To(Equal(data))
+		Expect(serverPods(inst)).To(BeEmpty())
+	})
+
+	It("keeps retrying a failing flush across a manager restart, and loses nothing", func() {
+		w := newWorld()
+		inst, data := ready(w, nil)
+		breakWriteBack(w)
+		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
+		Eventually(flushedReason(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.ReasonFlushFailed))
+		Eventually(func() []string { return eventReasons(w.ns, inst.Name) }, 10*time.Second).Should(ContainElement(cachev1alpha1.ReasonFlushFailed))
+		Expect(get(inst)(Default).Status.Flush.BytesRemaining).To(BeNumerically(">", 0))
+
+		By("restarting the manager while the instance is Flushing")
+		stopMgr()
+		Consistently(func(g Gomega) {
+			g.Expect(get(inst)(g).Finalizers).To(ContainElement(cachev1alpha1.Finalizer))
+		}, 2*time.Second, 500*time.Millisecond).Should(Succeed())
+		fixWriteBack(w)
+		stopMgr = startManager()
+		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
+		Expect(os.ReadFile(outFile(w))).To(Equal(data))
+	})
+
+	It("goes past a failing flush when the user switches to Discard, and records it", func() {
+		w := newWorld()
+		inst, _ := ready(w, nil)
+		breakWriteBack(w)
+		DeferCleanup(func() { fixWriteBack(w) })
+		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
+		Eventually(flushedReason(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.ReasonFlushFailed))
+		Consistently(gone(inst), 2*time.Second, 500*time.Millisecond).Should(BeFalse())
+
+		Eventually(func() error {
+			cur := get(inst)(Default)
+			cur.Spec.Teardown = &cachev1alpha1.Teardown{Policy: cachev1alpha1.TeardownDiscard}
+			return k8sClient.Update(ctx, cur)
+		}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
+		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
+		Expect(eventReasons(w.ns, inst.Name)).To(ContainElement(cachev1alpha1.ReasonDiscarded))
+	})
+
+	It("goes past a failing flush when the user's timeout expires, and records it", func() {
+		w := newWorld()
+		inst, _ := ready(w, func(i *cachev1alpha1.CacheInstance) {
+			i.Spec.Teardown = &cachev1alpha1.Teardown{Timeout: &metav1.Duration{Duration: 4 * time.Second}}
+		})
+		breakWriteBack(w)
+		DeferCleanup(func() { fixWriteBack(w) })
+		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
+		Eventually(flushedReason(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.ReasonFlushFailed))
+		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
+		Expect(eventReasons(w.ns, inst.Name)).To(ContainElement(cachev1alpha1.ReasonFlushTimedOut))
+	})
+})
