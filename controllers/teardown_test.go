@@ -38,8 +38,14 @@ var _ = Describe("Teardown", func() {
 	outFile := func(w *world) string { return filepath.Join(w.hostPath(w.backing), "results", "out.dat") }
 	// breakWriteBack makes the backing directory refuse runAs, so that every
 	// write-back fails with EACCES; fix undoes it.
-	breakWriteBack := func(w *world) { Expect(os.Chmod(filepath.Dir(outFile(w)), 0o500)).To(Succeed()); Expect(os.Chmod(outFile(w), 0o400)).To(Succeed()) }
-	fixWriteBack := func(w *world) { Expect(os.Chmod(filepath.Dir(outFile(w)), 0o755)).To(Succeed()); Expect(os.Chmod(outFile(w), 0o644)).To(Succeed()) }
+	breakWriteBack := func(w *world) {
+		Expect(os.Chmod(filepath.Dir(outFile(w)), 0o500)).To(Succeed())
+		Expect(os.Chmod(outFile(w), 0o400)).To(Succeed())
+	}
+	fixWriteBack := func(w *world) {
+		Expect(os.Chmod(filepath.Dir(outFile(w)), 0o755)).To(Succeed())
+		Expect(os.Chmod(outFile(w), 0o644)).To(Succeed())
+	}
 	flushedReason := func(inst *cachev1alpha1.CacheInstance) func(Gomega) string {
 		return func(g Gomega) string {
 			c := meta.FindStatusCondition(get(inst)(g).Status.Conditions, cachev1alpha1.ConditionFlushed)
