@@ -15,6 +15,7 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/cacheserver/engine"
 	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/placement"
 	"github.com/burstcache/burstcache/cacheserver/posixns"
 	"github.com/burstcache/burstcache/cacheserver/server"
 )
@@ -110,17 +111,23 @@ func TestEngineServersWriteBack(t *testing.T) {
 }
 
 // TestPreloadCopiesUpOnlyOwnExtents preloads a file through every server's
-// control API and checks that together they copied it up exactly once.
+// control API and checks that each server copied up the extents placement
+// gives it, and not the whole file: the engine may prefetch one extent
+// ahead, no more.
 func TestPreloadCopiesUpOnlyOwnExtents(t *testing.T) {
 	backingDir := t.TempDir()
-	const size = 10<<16 + 5
+	const n, es, size = 3, 1 << 16, 10<<16 + 5
 	if err := os.WriteFile(filepath.Join(backingDir, "in"), make([]byte, size), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, ctl := startEngineServers(t, backingDir, 3)
+	_, ctl := startEngineServers(t, backingDir, n)
+	l := placement.Layout{Servers: n, ExtentSize: es}
+	own := make([]int64, n)
+	for e := int64(0); e*es < size; e++ {
+		own[l.ExtentServer("in", e)] += min(es, size-e*es)
+	}
 	ctx := context.Background()
-	var copied int64
-	for _, addr := range ctl {
+	for i, addr := range ctl {
 		c := control.NewClient(addr, nil)
 		if err := c.Preload(ctx, ""); err != nil {
 			t.Fatal(err)
@@ -129,12 +136,8 @@ func TestPreloadCopiesUpOnlyOwnExtents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.CopyUpBytes == 0 {
-			t.Errorf("server %d copied nothing up", st.Server.Index)
+		if st.CopyUpBytes < own[i] || st.CopyUpBytes > own[i]+es {
+			t.Errorf("server %d copied up %d bytes; it holds %d of the file", i, st.CopyUpBytes, own[i])
 		}
-		copied += st.CopyUpBytes
-	}
-	if copied != size {
-		t.Errorf("servers copied up %d bytes in all, want the file's %d", copied, size)
 	}
 }

@@ -76,7 +76,10 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, log: cfg.Log}
 	s.wire = wire.Server{Handler: s, Secret: cfg.Secret, Log: cfg.Log}
-	s.http = http.Server{Handler: control.NewHandler(s, cfg.Log), ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/", control.NewHandler(s, cfg.Log))
+	mux.HandleFunc("GET /metrics", s.serveMetrics)
+	s.http = http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s
 }
 
