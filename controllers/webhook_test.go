@@ -1,0 +1,124 @@
+package controllers_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+)
+
+var _ = Describe("Admission", func() {
+	var w *world
+	BeforeEach(func() { w = newWorld() })
+
+	type refusal struct {
+		edit   func(w *world, i *cachev1alpha1.CacheInstance)
+		reason string
+	}
+	path := func(p string) func(*world, *cachev1alpha1.CacheInstance) {
+		return func(_ *world, i *cachev1alpha1.CacheInstance) { i.Spec.Backing.Path = cachev1alpha1.AbsolutePath(p) }
+	}
+	sub := func(rel string) func(*world, *cachev1alpha1.CacheInstance) {
+		return func(w *world, i *cachev1alpha1.CacheInstance) {
+			i.Spec.Backing.Path = cachev1alpha1.AbsolutePath(w.backing + rel)
+		}
+	}
+	id := func(uid, gid int64, groups ...int64) func(*world, *cachev1alpha1.CacheInstance) {
+		return func(_ *world, i *cachev1alpha1.CacheInstance) {
+			i.Spec.RunAs = cachev1alpha1.RunAs{UID: uid, GID: gid, SupplementalGroups: groups}
+		}
+	}
+	DescribeTable("the validating webhook refuses, naming the rule",
+		func(r refusal) {
+			inst := w.instance("64Mi")
+			r.edit(w, inst)
+			err := k8sClient.Create(ctx, inst)
+			Expect(err).To(HaveOccurred(), "the API server accepted %+v", inst.Spec)
+			Expect(err.Error()).To(ContainSubstring(r.reason))
+		},
+		Entry("a pool that does not exist", refusal{func(_ *world, i *cachev1alpha1.CacheInstance) { i.Spec.Pool = "no-such-pool" }, cachev1alpha1.ReasonPoolNotFound}),
+		Entry("a file system the pool lacks", refusal{func(_ *world, i *cachev1alpha1.CacheInstance) { i.Spec.Backing.Filesystem = "gpfs" }, cachev1alpha1.ReasonFilesystemNotFound}),
+		Entry("a path outside the mount path", refusal{path("/etc"), cachev1alpha1.ReasonPathNotAllowed}),
+		Entry("the whole file system", refusal{path(mountAt), cachev1alpha1.ReasonPathNotAllowed}),
+		Entry("another namespace's project", refusal{path(mountAt + "/projects/other"), cachev1alpha1.ReasonPathNotAllowed}),
+		Entry("a sibling sharing the prefix's name", refusal{sub("-evil"), cachev1alpha1.ReasonPathNotAllowed}),
+		Entry("the parent of the prefix", refusal{path(mountAt + "/projects"), cachev1alpha1.ReasonPathNotAllowed}),
+		Entry("a uid above the mapping", refusal{id(2000, 1500), cachev1alpha1.ReasonIdentityNotAllowed}),
+		Entry("a uid below the mapping", refusal{id(999, 1500), cachev1alpha1.ReasonIdentityNotAllowed}),
+		Entry("root", refusal{id(0, 1500), cachev1alpha1.ReasonIdentityNotAllowed}),
+		Entry("the root group", refusal{id(1500, 0), cachev1alpha1.ReasonIdentityNotAllowed}),
+		Entry("a gid outside the mapping", refusal{id(1500, 4242), cachev1alpha1.ReasonIdentityNotAllowed}),
+		Entry("a supplemental group outside the mapping", refusal{id(1500, 1500, 1600, 3000), cachev1alpha1.ReasonIdentityNotAllowed}),
+		Entry("supplemental root", refusal{id(1500, 1500, 0), cachev1alpha1.ReasonIdentityNotAllowed}),
+		Entry("capacity above the pool's ceiling", refusal{func(_ *world, i *cachev1alpha1.CacheInstance) { i.Spec.Capacity = resource.MustParse("600Mi") }, cachev1alpha1.ReasonExceedsCeiling}),
+		Entry("write-back threads above the ceiling", refusal{func(_ *world, i *cachev1alpha1.CacheInstance) {
+			i.Spec.WriteBack = &cachev1alpha1.WriteBack{Threads: ptr(int32(9))}
+		}, cachev1alpha1.ReasonExceedsCeiling}),
+		Entry("a stage-out to another namespace's project", refusal{func(_ *world, i *cachev1alpha1.CacheInstance) {
+			i.Spec.Type, i.Spec.Backing = cachev1alpha1.CacheTypeScratch, nil
+			i.Spec.StageOut = &cachev1alpha1.StageOut{Destination: cachev1alpha1.BackingPath{Filesystem: "pfs", Path: mountAt + "/projects/other"}}
+		}, cachev1alpha1.ReasonPathNotAllowed}),
+		Entry("scratch as an unmapped uid", refusal{func(_ *world, i *cachev1alpha1.CacheInstance) {
+			i.Spec.Type, i.Spec.Backing = cachev1alpha1.CacheTypeScratch, nil
+			i.Spec.RunAs.UID = 7
+		}, cachev1alpha1.ReasonIdentityNotAllowed}),
+		// The schema refuses these before the webhook sees them; they are here
+		// so that the table covers what users try.
+		Entry("a path traversal", refusal{sub("/../other"), "'..'"}),
+		Entry("a path with an empty element", refusal{sub("//x"), "'//'"}),
+	)
+
+	It("refuses raising a knob above its ceiling on update, and changes of immutable fields", func() {
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		// Merge patches carry no resourceVersion, so the controller's own
+		// writes cannot make them conflict.
+		change := func(edit func(*cachev1alpha1.CacheInstance)) error {
+			cur := inst.DeepCopy()
+			edit(cur)
+			return k8sClient.Patch(ctx, cur, client.MergeFrom(inst))
+		}
+		Expect(change(func(c *cachev1alpha1.CacheInstance) { c.Spec.WriteBack.Threads = ptr(int32(64)) })).
+			To(MatchError(ContainSubstring(cachev1alpha1.ReasonExceedsCeiling)))
+		Expect(change(func(c *cachev1alpha1.CacheInstance) { c.Spec.RunAs.UID = 1501 })).
+			To(MatchError(ContainSubstring("immutable")))
+		Expect(change(func(c *cachev1alpha1.CacheInstance) {
+			c.Spec.Backing.Path = cachev1alpha1.AbsolutePath(w.backing + "/elsewhere")
+		})).To(MatchError(ContainSubstring("immutable")))
+		Expect(change(func(c *cachev1alpha1.CacheInstance) { c.Spec.Pool = "another" })).
+			To(MatchError(ContainSubstring("immutable")))
+		Expect(change(func(c *cachev1alpha1.CacheInstance) { c.Spec.WriteBack.Threads = ptr(int32(8)) })).
+			To(Succeed(), "a knob within its ceiling may change")
+	})
+
+	It("has the reconciler refuse an instance its pool no longer allows, with a condition and an Event", func() {
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		Eventually(phaseOf(inst), 20*time.Second, 100*time.Millisecond).Should(Equal(cachev1alpha1.PhaseProvisioning))
+
+		By("narrowing the pool's uid mapping below the instance's runAs")
+		Eventually(func() error {
+			pool := &cachev1alpha1.CachePool{}
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(w.pool), pool); err != nil {
+				return err
+			}
+			pool.Spec.BackingFilesystems[0].AccessRules[0].UIDRanges = []cachev1alpha1.IDRange{{Min: 1000, Max: 1099}}
+			return k8sClient.Update(ctx, pool)
+		}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
+		Eventually(func(g Gomega) {
+			cur := get(inst)(g)
+			g.Expect(cur.Status.Phase).To(Equal(cachev1alpha1.PhaseFailed))
+			c := meta.FindStatusCondition(cur.Status.Conditions, cachev1alpha1.ConditionAccepted)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(cachev1alpha1.ReasonIdentityNotAllowed))
+			g.Expect(c.Message).To(ContainSubstring("1500"))
+		}, 20*time.Second, 200*time.Millisecond).Should(Succeed())
+		Eventually(func() []string { return eventReasons(w.ns, inst.Name) }, 10*time.Second).
+			Should(ContainElement(cachev1alpha1.ReasonIdentityNotAllowed))
+	})
+})
