@@ -30,12 +30,22 @@ type Options struct {
 	Conns int
 	// DialTimeout bounds connecting to a server.
 	DialTimeout time.Duration
+	// LoadBalanced reads a read-only instance whose servers each serve
+	// whole files: the client uses one server, chosen by Node.
+	LoadBalanced bool
+	// Node names the client's node; clients on one node use one server.
+	Node string
 }
 
 // FS is a namespace.FS over a striped set of cache servers.
 type FS struct {
 	layout  placement.Layout
 	servers []*wire.Client
+	// indexes are the servers' indexes in the instance: 0..N-1 when
+	// striped, the one chosen server when load-balanced.
+	indexes      []int
+	total        int
+	loadBalanced bool
 
 	mu    sync.Mutex
 	files map[string]*fileState
@@ -70,12 +80,19 @@ func New(opts Options) (*FS, error) {
 		opts.ExtentSize = placement.DefaultExtentSize
 	}
 	f := &FS{
-		layout: placement.Layout{Servers: len(opts.Servers), ExtentSize: opts.ExtentSize},
-		files:  map[string]*fileState{},
-		kick:   make(chan struct{}, 1), stop: make(chan struct{}), pusherDone: make(chan struct{}),
+		total: len(opts.Servers), loadBalanced: opts.LoadBalanced,
+		files: map[string]*fileState{},
+		kick:  make(chan struct{}, 1), stop: make(chan struct{}), pusherDone: make(chan struct{}),
 	}
-	for _, addr := range opts.Servers {
-		f.servers = append(f.servers, wire.NewClient(addr, wire.ClientOptions{
+	for i := range opts.Servers {
+		f.indexes = append(f.indexes, i)
+	}
+	if opts.LoadBalanced {
+		f.indexes = []int{int(placement.Hash(opts.Node) % uint64(len(opts.Servers)))}
+	}
+	f.layout = placement.Layout{Servers: len(f.indexes), ExtentSize: opts.ExtentSize}
+	for _, i := range f.indexes {
+		f.servers = append(f.servers, wire.NewClient(opts.Servers[i], wire.ClientOptions{
 			Secret: opts.Secret, Conns: opts.Conns, DialTimeout: opts.DialTimeout,
 		}))
 	}
@@ -92,10 +109,10 @@ func (f *FS) Connect(ctx context.Context) error {
 			return err
 		}
 		d := wire.NewDecoder(rep.Meta)
-		index, n, es, inst := int(d.Uint32()), int(d.Uint32()), d.Int64(), d.String()
-		if index != i || n != f.layout.Servers || es != f.layout.ExtentSize {
-			return fmt.Errorf("%w: %s is server %d of %d of instance %q with %d-byte extents, expected server %d of %d with %d-byte extents",
-				ErrMisconfigured, f.servers[i].Addr(), index, n, inst, es, i, f.layout.Servers, f.layout.ExtentSize)
+		index, n, es, inst, lb := int(d.Uint32()), int(d.Uint32()), d.Int64(), d.String(), d.Bool()
+		if index != f.indexes[i] || n != f.total || es != f.layout.ExtentSize || lb != f.loadBalanced {
+			return fmt.Errorf("%w: %s is server %d of %d of instance %q with %d-byte extents (load-balanced: %v), expected server %d of %d with %d-byte extents (load-balanced: %v)",
+				ErrMisconfigured, f.servers[i].Addr(), index, n, inst, es, lb, f.indexes[i], f.total, f.layout.ExtentSize, f.loadBalanced)
 		}
 		return d.Err()
 	})

@@ -478,3 +478,73 @@ func TestGrowthIsVisibleWithoutFlush(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadBalancedReadsFromOneServer checks that a load-balanced client
+// reads whole files from the one server its node picks, and that the
+// instance refuses changes.
+func TestLoadBalancedReadsFromOneServer(t *testing.T) {
+	backing := t.TempDir()
+	data := randomData(5*testExtent + 3)
+	if err := os.WriteFile(filepath.Join(backing, "input"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in := servertest.Start(t, backing, servertest.Options{Servers: 3, ExtentSize: testExtent, Secret: "k", LoadBalanced: true})
+	ctx := context.Background()
+	used := map[int]bool{}
+	for _, node := range []string{"node-a", "node-b", "node-c", "node-d"} {
+		f, err := New(Options{Servers: in.Data, Secret: []byte("k"), ExtentSize: testExtent, LoadBalanced: true, Node: node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := f.Connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+		before := reads(in)
+		if got := readAll(t, f, "input", len(data)+1); !bytes.Equal(got, data) {
+			t.Errorf("%s read %d bytes that differ from the file", node, len(got))
+		}
+		after := reads(in)
+		var servers []int
+		for i := range after {
+			if after[i] != before[i] {
+				servers = append(servers, i)
+			}
+		}
+		if len(servers) != 1 || servers[0] != f.indexes[0] {
+			t.Errorf("%s read from servers %v, want only server %d", node, servers, f.indexes[0])
+		}
+		used[f.indexes[0]] = true
+		if _, err := f.WriteAt(ctx, "input", []byte("x"), 0); !errors.Is(err, syscall.EROFS) {
+			t.Errorf("write: %v, want EROFS", err)
+		}
+		if _, err := f.Create(ctx, "new", os.O_RDWR|os.O_CREATE, 0o644); !errors.Is(err, syscall.EROFS) {
+			t.Errorf("create: %v, want EROFS", err)
+		}
+	}
+	if len(used) < 2 {
+		t.Errorf("four nodes all used one server: %v", used)
+	}
+	striped, _ := New(Options{Servers: in.Data, Secret: []byte("k"), ExtentSize: testExtent})
+	defer striped.Close()
+	if err := striped.Connect(ctx); !errors.Is(err, ErrMisconfigured) {
+		t.Errorf("striped client of a load-balanced instance: %v, want ErrMisconfigured", err)
+	}
+}
+
+func reads(in *servertest.Instance) []int64 {
+	var n []int64
+	for _, c := range in.Caches {
+		n = append(n, c.Reads.Load())
+	}
+	return n
+}
+
+func randomData(n int) []byte {
+	rng := rand.New(rand.NewPCG(3, 4))
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(rng.Uint32())
+	}
+	return p
+}

@@ -18,6 +18,9 @@ type ServerInfo struct {
 	DataAddress string `json:"dataAddress"`
 	// Backing is the backing directory as the server sees it.
 	Backing string `json:"backing"`
+	// AccessMode is Striped (extents spread over the servers) or
+	// LoadBalanced (read-only; every server serves whole files).
+	AccessMode string `json:"accessMode"`
 	// Durability is Cache or Backing: where fsync makes data durable.
 	Durability string `json:"durability"`
 	// Draining is true once Drain was called: writes fail with EROFS.

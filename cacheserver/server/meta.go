@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"path"
 	"syscall"
 
@@ -239,7 +240,11 @@ func (s *Server) open(ctx context.Context, req *wire.Request, resp *wire.Respons
 		return err
 	}
 	flags := int(req.Args.Uint32())
-	if s.draining.Load() && flags&(syscall.O_WRONLY|syscall.O_RDWR) != 0 {
+	writing := flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0
+	if writing && s.cfg.LoadBalanced {
+		return fmt.Errorf("load-balanced instance is read-only: %w", syscall.EROFS)
+	}
+	if writing && s.draining.Load() {
 		return errDraining
 	}
 	a, err := s.cfg.NS.Open(ctx, p, flags)

@@ -10,7 +10,8 @@ import (
 )
 
 // preload copies up the extents this server holds of the file p, or of
-// every file under the directory p. Other servers preload their own.
+// every file under the directory p: its share of the extents when striped,
+// every extent when load-balanced.
 func (s *Server) preload(ctx context.Context, p string) error {
 	a, err := s.cfg.NS.GetAttr(ctx, p)
 	if err != nil {
@@ -38,7 +39,7 @@ func (s *Server) preloadFile(ctx context.Context, p string, size int64) error {
 	l := placement.Layout{Servers: s.cfg.Info.Servers, ExtentSize: s.cfg.Info.ExtentSize}
 	buf := make([]byte, l.ExtentSize)
 	for e := int64(0); e*l.ExtentSize < size; e++ {
-		if l.ExtentServer(p, e) != s.cfg.Info.Index {
+		if !s.cfg.LoadBalanced && l.ExtentServer(p, e) != s.cfg.Info.Index {
 			continue
 		}
 		_, err := s.cfg.Cache.ReadAt(ctx, p, buf, e*l.ExtentSize)

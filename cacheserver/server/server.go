@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/control"
@@ -53,6 +54,9 @@ type Config struct {
 	// ActAsCaller runs backing-store operations as the identity in each
 	// request.
 	ActAsCaller bool
+	// LoadBalanced serves the instance read-only, each server whole files:
+	// operations that would change the namespace or data fail with EROFS.
+	LoadBalanced bool
 	// Secret is the shared secret of the data path.
 	Secret []byte
 	Log    *slog.Logger
@@ -132,6 +136,10 @@ func (s *Server) ServeWire(ctx context.Context, req *wire.Request, resp *wire.Re
 		resp.Err = fmt.Errorf("operation %d: %w", req.Op, errNoSys)
 		return
 	}
+	if s.cfg.LoadBalanced && mutating[req.Op] {
+		resp.Err = fmt.Errorf("load-balanced instance is read-only: %w", syscall.EROFS)
+		return
+	}
 	resp.Err = h(s, s.callerCtx(ctx, req.Cred), req, resp)
 	if resp.Err == nil && req.Args.Err() != nil {
 		resp.Err = req.Args.Err()
@@ -144,6 +152,15 @@ func (s *Server) ServeWire(ctx context.Context, req *wire.Request, resp *wire.Re
 type handlerFunc func(s *Server, ctx context.Context, req *wire.Request, resp *wire.Response) error
 
 var handlers map[wire.Op]handlerFunc
+
+// mutating are the operations a read-only (load-balanced) server refuses.
+var mutating = map[wire.Op]bool{
+	wire.OpWrite: true, wire.OpTrim: true, wire.OpExtendSize: true, wire.OpDrop: true,
+	wire.OpSetAttr: true, wire.OpTruncate: true, wire.OpMkdir: true, wire.OpMknod: true,
+	wire.OpRmdir: true, wire.OpUnlink: true, wire.OpRename: true, wire.OpSymlink: true,
+	wire.OpLink: true, wire.OpCreate: true, wire.OpSetxattr: true, wire.OpRemovexattr: true,
+	wire.OpClearSetid: true, wire.OpMayUnlink: true,
+}
 
 func init() {
 	handlers = map[wire.Op]handlerFunc{}

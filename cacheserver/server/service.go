@@ -57,6 +57,10 @@ func (s *Server) Stats(context.Context) (control.Stats, error) {
 	st.Server = s.cfg.Info
 	st.Server.Draining = s.draining.Load()
 	st.Server.ActAsCaller = s.cfg.ActAsCaller
+	st.Server.AccessMode = "Striped"
+	if s.cfg.LoadBalanced {
+		st.Server.AccessMode = "LoadBalanced"
+	}
 	return st, nil
 }
 

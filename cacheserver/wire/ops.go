@@ -76,8 +76,9 @@ const (
 	// group-executable file, before a caller without CAP_FSETID writes.
 	OpClearSetid
 	// OpInfo () answers the server's index (u32), the number of servers
-	// (u32), the extent size (i64) and the instance name, so that a client
-	// can check it has the servers in the right order.
+	// (u32), the extent size (i64), the instance name and whether the
+	// instance is load-balanced (bool), so that a client can check it has
+	// the servers in the right order.
 	OpInfo
 	// OpMayUnlink (path) answers the Attr of path if the caller may remove
 	// it (write and search permission on the parent, and the sticky-bit

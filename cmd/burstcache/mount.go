@@ -26,6 +26,8 @@ type mountFlags struct {
 	extentSize  sizeFlag
 	readyFile   string
 	timeout     time.Duration
+	loadBalance bool
+	node        string
 }
 
 func newMountCmd() *cobra.Command {
@@ -46,6 +48,8 @@ unreachable.`,
 	fl.StringVar(&f.secretFile, "secret-file", "", "file holding the servers' shared secret")
 	fl.BoolVar(&f.clientCache, "client-cache", false, "use the kernel's page cache and write-back cache (no close-to-open consistency between mounts)")
 	fl.Var(&f.extentSize, "extent-size", "extent size of the instance")
+	fl.BoolVar(&f.loadBalance, "load-balanced", false, "mount a read-only load-balanced instance, reading from the one server --node picks")
+	fl.StringVar(&f.node, "node", "", "node name that picks the server of a load-balanced instance (default: the host name)")
 	fl.StringVar(&f.readyFile, "ready-file", "", "write the process id to this file once the mount serves")
 	fl.DurationVar(&f.timeout, "shutdown-timeout", 20*time.Second, "how long unmounting may wait for a busy mount before detaching it")
 	return cmd
@@ -64,7 +68,11 @@ func runMount(ctx context.Context, f *mountFlags, mountpoint string) error {
 	if err != nil {
 		return err
 	}
-	c, err := connectClient(ctx, f.servers, secret, int64(f.extentSize))
+	opts := client.Options{Servers: f.servers, Secret: secret, ExtentSize: int64(f.extentSize), LoadBalanced: f.loadBalance, Node: f.node}
+	if opts.Node == "" {
+		opts.Node, _ = os.Hostname()
+	}
+	c, err := connectClient(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -129,8 +137,8 @@ func unmountBusy(srv *fusefs.Server, gone <-chan struct{}, timeout time.Duration
 	}
 }
 
-func connectClient(ctx context.Context, servers []string, secret []byte, extentSize int64) (*client.FS, error) {
-	c, err := client.New(client.Options{Servers: servers, Secret: secret, ExtentSize: extentSize})
+func connectClient(ctx context.Context, opts client.Options) (*client.FS, error) {
+	c, err := client.New(opts)
 	if err != nil {
 		return nil, badInput("%w", err)
 	}

@@ -27,6 +27,7 @@ import (
 type serverFlags struct {
 	listen, control, backing, cacheDir string
 	instance, secretFile, durability   string
+	accessMode                         string
 	readyFile                          string
 	capacity, extentSize, maxFileSize  sizeFlag
 	index, servers                     int
@@ -67,6 +68,7 @@ run as --uid/--gid/--groups (default: the server process), or, with
 	fl.UintSliceVar(&f.groups, "groups", nil, "supplementary groups of backing-store operations")
 	fl.BoolVar(&f.actAsCaller, "act-as-caller", false, "run backing-store operations as the calling process (root only; needs --secret-file)")
 	fl.StringVar(&f.secretFile, "secret-file", "", "file holding the secret clients must prove they know")
+	fl.StringVar(&f.accessMode, "access-mode", "Striped", "Striped (extents spread over the servers) or LoadBalanced (read-only, whole files on every server)")
 	fl.StringVar(&f.durability, "durability", "Cache", "what fsync guarantees: Cache (on SSD) or Backing (written back)")
 	fl.IntVar(&f.dirtyHigh, "dirty-high", 0, "write-back starts past this percentage of capacity dirty (default 50)")
 	fl.IntVar(&f.dirtyLow, "dirty-low", 0, "write-back stops at this percentage (default 25)")
@@ -115,6 +117,7 @@ func runServer(ctx context.Context, f *serverFlags) error {
 	}
 	s := server.New(server.Config{
 		Cache: cache, NS: ns, Cred: cred, ActAsCaller: f.actAsCaller, Secret: secret, Log: log,
+		LoadBalanced: f.accessMode == "LoadBalanced",
 		Info: control.ServerInfo{
 			Instance: f.instanceName(), Index: f.index, Servers: f.servers, ExtentSize: int64(f.extentSize),
 			DataAddress: data.Addr().String(), Backing: absPath(f.backing), Durability: f.durability,
@@ -179,6 +182,8 @@ func (f *serverFlags) validate(cred ident.Cred) error {
 		return badInput("--act-as-caller needs the server to run as root")
 	case f.actAsCaller && f.secretFile == "":
 		return badInput("--act-as-caller trusts the identity clients send, so it needs --secret-file")
+	case f.accessMode != "Striped" && f.accessMode != "LoadBalanced":
+		return badInput("--access-mode %q: want Striped or LoadBalanced", f.accessMode)
 	case f.durability != string(engine.Cache) && f.durability != string(engine.Backing):
 		return badInput("--durability %q: want Cache or Backing", f.durability)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/burstcache/burstcache/cacheserver/control"
 )
@@ -23,6 +24,8 @@ type MemCache struct {
 	files map[string]*memFile
 	// Calls records the path operations in order, for tests of ordering.
 	Calls []string
+	// Reads counts ReadAt calls.
+	Reads atomic.Int64
 }
 
 type memFile struct {
@@ -59,6 +62,7 @@ func (m *MemCache) backingSize(path string) (int64, bool) {
 
 // ReadAt reads like the engine: up to the size it knows, with io.EOF.
 func (m *MemCache) ReadAt(_ context.Context, path string, p []byte, off int64) (int, error) {
+	m.Reads.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f := m.files[path]

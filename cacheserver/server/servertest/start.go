@@ -29,6 +29,8 @@ type Options struct {
 	Secret     string
 	// ActAsCaller runs backing-store operations as the caller.
 	ActAsCaller bool
+	// LoadBalanced serves the instance read-only, whole files per server.
+	LoadBalanced bool
 }
 
 // Start starts servers over backing with MemCache engines; they stop when
@@ -44,7 +46,7 @@ func Start(t testing.TB, backing string, opts Options) *Instance {
 		}
 		mc := NewMemCache(backing)
 		s := server.New(server.Config{
-			Cache: mc, NS: ns, Cred: ident.Process(), Secret: []byte(secret), ActAsCaller: opts.ActAsCaller,
+			Cache: mc, NS: ns, Cred: ident.Process(), Secret: []byte(secret), ActAsCaller: opts.ActAsCaller, LoadBalanced: opts.LoadBalanced,
 			Info: control.ServerInfo{Instance: "test", Index: i, Servers: n, ExtentSize: extentSize},
 			Log:  slog.New(slog.DiscardHandler),
 		})
