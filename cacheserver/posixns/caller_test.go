@@ -138,3 +138,27 @@ func TestTruncateOpen(t *testing.T) {
 	_, err = fsys.TruncateOpen(ctx, "other", 0)
 	wantErrno(t, "TruncateOpen of another user's file", err, syscall.EACCES)
 }
+
+// TestClearSetid proves that a writer who does not own a world-writable
+// setuid file gets its bits cleared, while a caller who may not write the
+// file cannot clear them.
+func TestClearSetid(t *testing.T) {
+	needRoot(t)
+	fsys, dir := newFS(t)
+	mustWrite(t, filepath.Join(dir, "shared"), "x", 0o6777)
+	mustWrite(t, filepath.Join(dir, "private"), "x", 0o6755)
+	mustWrite(t, filepath.Join(dir, "locking"), "x", 0o2666)
+	ctx := asNobody()
+	a, err := fsys.ClearSetid(ctx, "shared")
+	if err != nil || a.Mode != syscall.S_IFREG|0o777 {
+		t.Fatalf("ClearSetid of a world-writable file = %o, %v; want 0777", a.Mode, err)
+	}
+	_, err = fsys.ClearSetid(ctx, "private")
+	wantErrno(t, "ClearSetid of a file the caller cannot write", err, syscall.EACCES)
+	if a, _ := fsys.GetAttr(ctx, "private"); a.Mode != syscall.S_IFREG|0o6755 {
+		t.Fatalf("refused ClearSetid changed the mode to %o", a.Mode)
+	}
+	if a, err := fsys.ClearSetid(ctx, "locking"); err != nil || a.Mode != syscall.S_IFREG|0o2666 {
+		t.Fatalf("ClearSetid of a mandatory-locking file = %o, %v; want 02666 kept", a.Mode, err)
+	}
+}

@@ -57,7 +57,9 @@ func mustWrite(t *testing.T, name, data string, mode os.FileMode) {
 	if err := os.WriteFile(name, []byte(data), mode); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(name, mode); err != nil {
+	// syscall.Chmod, since os.FileMode spells the setuid, setgid and sticky
+	// bits differently from the mode bits.
+	if err := syscall.Chmod(name, uint32(mode)); err != nil {
 		t.Fatal(err)
 	}
 }
