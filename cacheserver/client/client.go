@@ -145,9 +145,12 @@ func (f *FS) call(ctx context.Context, i int, op wire.Op, args *wire.Encoder, da
 	return f.servers[i].Do(ctx, &wire.Call{Op: op, Cred: cred(ctx), Args: args.Bytes(), Data: data, Dst: dst})
 }
 
-// meta sends a metadata request about path to its metadata server.
+// meta sends a metadata request about path to its metadata server. It is
+// not given up when ctx is cancelled (a signal interrupting the caller):
+// the server may have carried it out already, and a caller that retried a
+// create with O_EXCL, a mkdir or a rename would see it fail.
 func (f *FS) meta(ctx context.Context, path string, op wire.Op, args *wire.Encoder) (*wire.Decoder, error) {
-	rep, err := f.call(ctx, f.layout.MetaServer(path), op, args, nil, nil)
+	rep, err := f.call(context.WithoutCancel(ctx), f.layout.MetaServer(path), op, args, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -165,8 +168,9 @@ func (f *FS) each(ctx context.Context, fn func(i int) error) error {
 	return firstErrno(errs)
 }
 
-// allServers sends a path request to every server.
+// allServers sends a path request to every server, to the end like meta.
 func (f *FS) allServers(ctx context.Context, op wire.Op, args *wire.Encoder) error {
+	ctx = context.WithoutCancel(ctx)
 	return f.each(ctx, func(i int) error {
 		_, err := f.call(ctx, i, op, args, nil, nil)
 		return err

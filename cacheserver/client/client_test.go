@@ -548,3 +548,27 @@ func randomData(n int) []byte {
 	}
 	return p
 }
+
+// TestInterruptedChangesComplete checks that a namespace change whose
+// caller was interrupted (a cancelled context) is carried out and answered,
+// not abandoned: a caller that retried an exclusive create would otherwise
+// find the file it made itself.
+func TestInterruptedChangesComplete(t *testing.T) {
+	f, in := setup(t, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := f.Create(ctx, "excl", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
+		t.Fatalf("interrupted create: %v", err)
+	}
+	if _, err := f.Mkdir(ctx, "dir", 0o755); err != nil {
+		t.Fatalf("interrupted mkdir: %v", err)
+	}
+	for _, p := range []string{"excl", "dir"} {
+		if _, err := os.Stat(filepath.Join(in.Backing, p)); err != nil {
+			t.Errorf("%s after an interrupted creation: %v", p, err)
+		}
+	}
+	if _, err := f.ReadAt(ctx, "excl", make([]byte, 1), 0); !errors.Is(err, syscall.EINTR) && !errors.Is(err, io.EOF) {
+		t.Errorf("interrupted read: %v, want EINTR or EOF", err)
+	}
+}

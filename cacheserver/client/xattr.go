@@ -35,7 +35,7 @@ func (f *FS) sized(ctx context.Context, p string, op wire.Op, args *wire.Encoder
 // Setxattr sets an extended attribute.
 func (f *FS) Setxattr(ctx context.Context, p, name string, value []byte, flags int) error {
 	args := pathArgs(p).String(name).Uint32(uint32(flags))
-	_, err := f.call(ctx, f.layout.MetaServer(p), wire.OpSetxattr, args, value, nil)
+	_, err := f.call(context.WithoutCancel(ctx), f.layout.MetaServer(p), wire.OpSetxattr, args, value, nil)
 	return err
 }
 

@@ -22,7 +22,7 @@ import (
 
 // startEngineServers starts n servers with real engines over one backing
 // directory and returns their data and control addresses.
-func startEngineServers(t *testing.T, backingDir string, n int) (data, ctl []string) {
+func startEngineServers(t testing.TB, backingDir string, n int) (data, ctl []string) {
 	t.Helper()
 	for i := range n {
 		dir, err := server.ClaimCacheDir(filepath.Join(t.TempDir(), "cache"), server.Identity{Instance: "t", Index: i, Servers: n, ExtentSize: 1 << 16})
