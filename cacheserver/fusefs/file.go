@@ -185,11 +185,27 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall
 	return errno(n.m.fsys.Fsync(as, n.path()))
 }
 
-// Flush is called at every close. Writes reach the namespace as they are
-// made (and the kernel sends cached pages before the flush), so there is
-// nothing left to do.
+// Flusher is implemented by a namespace.FS that keeps something about a
+// file on the client side until the file is closed, such as how far this
+// client's writes extended it. The mount calls Flush at every close(2), so
+// that another mount that opens the file afterwards sees what was written
+// (close-to-open consistency).
+type Flusher interface {
+	Flush(ctx context.Context, path string) error
+}
+
+// Flush is called at every close. The kernel has sent cached pages before
+// it; a namespace that is a Flusher publishes what it holds.
 func (n *node) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
-	return 0
+	fl, ok := n.m.fsys.(Flusher)
+	if !ok {
+		return 0
+	}
+	as := n.ctx(ctx)
+	if h, ok := f.(*handle); ok {
+		as = h.as
+	}
+	return errno(fl.Flush(as, n.path()))
 }
 
 // Release closes a handle.

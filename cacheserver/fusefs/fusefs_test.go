@@ -1,10 +1,12 @@
 package fusefs
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -199,4 +201,41 @@ func waitEntries(t *testing.T, dir string, n int) {
 		}
 	}
 	t.Fatalf("%s holds %v after the last close, want %d entries", dir, entries, n)
+}
+
+// flushCounter is a namespace that counts Flush calls.
+type flushCounter struct {
+	*posixns.FS
+	flushes atomic.Int32
+}
+
+func (f *flushCounter) Flush(ctx context.Context, p string) error {
+	f.flushes.Add(1)
+	return nil
+}
+
+// TestFlushReachesFlusher proves that close(2) reaches a namespace that
+// implements Flusher.
+func TestFlushReachesFlusher(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting with mount(2) needs root")
+	}
+	backing, mnt := t.TempDir(), t.TempDir()
+	p, err := posixns.New(backing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	fsys := &flushCounter{FS: p}
+	s, err := Mount(mnt, fsys, Options{DirectMount: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Unmount()
+	if err := os.WriteFile(filepath.Join(mnt, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n := fsys.flushes.Load(); n != 1 {
+		t.Fatalf("%d flushes after one close, want 1", n)
+	}
 }

@@ -148,6 +148,7 @@ func TestRenameOverExisting(t *testing.T) {
 		if got, _ := io.ReadAll(old); string(got) != "old" {
 			t.Errorf("replaced file's descriptor reads %q, want old", got)
 		}
+		settleBacking(t, dir)
 		if got, _ := os.ReadFile(filepath.Join(backing, "b")); string(got) != "new contents" {
 			t.Errorf("backing holds %q", got)
 		}
@@ -284,10 +285,10 @@ func TestAppendTwoWriters(t *testing.T) {
 		if len(lines) != writers*records || len(seen) != writers*records {
 			t.Fatalf("%d lines, %d distinct, want %d: appends overwrote each other", len(lines), len(seen), writers*records)
 		}
-		waitFor(t, "the backing file to hold every record", func() bool {
-			b, _ := os.ReadFile(filepath.Join(backing, "log"))
-			return bytes.Equal(b, got)
-		})
+		settleBacking(t, dir)
+		if b, _ := os.ReadFile(filepath.Join(backing, "log")); !bytes.Equal(b, got) {
+			t.Errorf("backing file differs from what the mount reads: %d bytes, want %d", len(b), len(got))
+		}
 	})
 }
 
@@ -313,12 +314,19 @@ func TestSharedMmap(t *testing.T) {
 		unix.Munmap(m)
 		want := strings.Repeat(".", 4096) + "mapped" + strings.Repeat(".", 4090)
 		if got, _ := os.ReadFile(name); string(got) != want {
-			t.Errorf("mount reads %q... after msync", got[4090:4110])
+			t.Errorf("mount reads %d bytes, %q at 4096, after msync", len(got), around(got, 4096))
 		}
+		f.Close()
+		settleBacking(t, dir)
 		if got, _ := os.ReadFile(filepath.Join(backing, "m")); string(got) != want {
-			t.Errorf("backing holds %q... after msync", got[4090:4110])
+			t.Errorf("backing holds %d bytes, %q at 4096, after msync", len(got), around(got, 4096))
 		}
 	})
+}
+
+// around returns the bytes of b near off.
+func around(b []byte, off int) []byte {
+	return b[min(off, len(b)):min(off+10, len(b))]
 }
 
 // TestLocks checks POSIX and BSD locks between processes on the node.

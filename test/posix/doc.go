@@ -6,9 +6,14 @@
 //
 // Every suite gets its mount from mountUnderTest, the one place that decides
 // what is under test. TestMain runs the whole package once for each set-up
-// named in BURSTCACHE_POSIX_SETUPS (comma-separated; all of them when
+// named in BURSTCACHE_POSIX_SETUPS (comma-separated; "inprocess" when
 // unset): "inprocess" is a FUSE mount of fusefs over posixns in the test
-// process. BURSTCACHE_POSIX_DEBUG=1 logs every FUSE request of the in-process
+// process; "local" is a real instance started with `burstcache local up`
+// (two cache servers, a cache small enough that eviction and write-back run,
+// and more `burstcache mount` processes for the client cache and for
+// sharing), with the binary from BURSTCACHE_BIN or built for the run.
+// Assertions about the backing directory call settleBacking first, which
+// writes the cache's dirty data back. BURSTCACHE_POSIX_DEBUG=1 logs every FUSE request of the in-process
 // mounts. The tests need root: they mount with mount(2) and switch to
 // unprivileged identities.
 package posix

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -25,6 +26,7 @@ type setup func(t *testing.T, o mountOptions) (dir, backing string)
 // setups are the set-ups that the suites run against, by name.
 var setups = map[string]setup{
 	"inprocess": mountInProcess,
+	"local":     mountLocal,
 }
 
 // current is the set-up of the run in progress.
@@ -91,6 +93,21 @@ func mountUnderTest(t *testing.T, opts ...mountOption) (dir, backing string) {
 		opt(&o)
 	}
 	return current(t, o)
+}
+
+// settlers holds, by mount point, how to make the backing directory of a
+// mount hold what was written through it; mounts that write through need
+// nothing.
+var settlers sync.Map
+
+// settleBacking makes the backing directory behind the mount at dir hold
+// every byte written through it so far: for a cache, it writes back the
+// dirty data.
+func settleBacking(t *testing.T, dir string) {
+	t.Helper()
+	if f, ok := settlers.Load(dir); ok {
+		f.(func(*testing.T))(t)
+	}
 }
 
 // publicTempDir returns a new directory that every identity may traverse
