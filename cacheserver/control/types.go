@@ -108,6 +108,7 @@ type Error struct {
 	Body   ErrorBody
 }
 
+// Error describes the failed call.
 func (e *Error) Error() string {
 	return fmt.Sprintf("control %s: %s (HTTP %d)", e.Op, e.Body.Error, e.Status)
 }

@@ -21,6 +21,7 @@ type ExitError struct {
 	Log string
 }
 
+// Error says which child exited, how, and what it logged last.
 func (e *ExitError) Error() string {
 	return fmt.Sprintf("%s exited with status %d: %s", e.What, e.Code, e.Log)
 }

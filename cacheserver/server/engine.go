@@ -34,6 +34,7 @@ type engineCache struct {
 	tun engine.Tunables
 }
 
+// Stats converts the engine's statistics.
 func (c *engineCache) Stats() control.Stats {
 	s := c.Engine.Stats()
 	return control.Stats{
@@ -45,6 +46,7 @@ func (c *engineCache) Stats() control.Stats {
 	}
 }
 
+// SetTunables changes the fields of t that are set, keeping the others.
 func (c *engineCache) SetTunables(t control.Tunables) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

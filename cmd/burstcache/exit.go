@@ -29,7 +29,10 @@ type codeError struct {
 	err  error
 }
 
+// Error returns the message of the wrapped error.
 func (e *codeError) Error() string { return e.err.Error() }
+
+// Unwrap returns the wrapped error.
 func (e *codeError) Unwrap() error { return e.err }
 
 // ExitCode returns the process exit code for the error.
@@ -77,8 +80,11 @@ func parseSize(s string) (int64, error) {
 // sizeFlag is a pflag.Value of a byte count.
 type sizeFlag int64
 
+// String formats the size in bytes.
 func (s *sizeFlag) String() string { return strconv.FormatInt(int64(*s), 10) }
-func (s *sizeFlag) Type() string   { return "size" }
+
+// Type names the flag type in help texts.
+func (s *sizeFlag) Type() string { return "size" }
 
 // Set parses a size.
 func (s *sizeFlag) Set(v string) error {
