@@ -19,9 +19,15 @@ import (
 )
 
 // The local set-up starts a real instance with `burstcache local up`: two
-// cache servers over the backing directory and a mount, with a cache small
-// enough that eviction and write-back run during the suites.
-var localUpArgs = []string{"--servers", "2", "--capacity", "4Mi", "--extent-size", "64Ki"}
+// cache servers over the backing directory and a mount. Write-back and
+// eviction start at 2% of the capacity (10 MiB a server), so that they run
+// during the suites, while the capacity itself is large enough that the
+// write window (ten times the capacity a day) holds every fsx seed.
+var localUpArgs = []string{
+	"--servers", "2", "--capacity", "1Gi", "--extent-size", "64Ki",
+	"--server-arg=--dirty-high=2", "--server-arg=--dirty-low=1",
+	"--server-arg=--evict-high=2", "--server-arg=--evict-low=1",
+}
 
 // localMounts maps the backing directory of each running local instance to
 // its mount point, for sharing.
