@@ -9,6 +9,8 @@ import (
 	"path"
 	"path/filepath"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/burstcache/burstcache/cacheserver/ident"
 )
 
@@ -33,10 +35,20 @@ func (d *Dir) ReadAt(ctx context.Context, p string, b []byte, off int64) (n int,
 		}
 		defer f.Close()
 		n, err = f.ReadAt(b, off)
+		if n == len(b) && n >= readAheadMin {
+			// Each call opens the file anew, which loses the kernel's
+			// sequential read-ahead state: ask for the next range now, so
+			// that a sequential reader finds it in memory.
+			unix.Fadvise(int(f.Fd()), off+int64(n), int64(n), unix.FADV_WILLNEED)
+		}
 		return err
 	})
 	return n, err
 }
+
+// readAheadMin is the smallest read that triggers read-ahead of the next
+// range of the same size.
+const readAheadMin = 256 << 10
 
 // WriteAt implements Store.
 func (d *Dir) WriteAt(ctx context.Context, p string, b []byte, off int64) (n int, err error) {

@@ -40,9 +40,10 @@ type extent struct {
 	// lastWrite orders write-back; dirtySince gives the write-back lag.
 	lastWrite, dirtySince time.Time
 
-	wb       bool // a write-back of this extent is in flight
-	failures int
-	retryAt  time.Time
+	wb         bool // a write-back of this extent is in flight
+	prefetched bool // copied up ahead of a sequential reader, not read yet
+	failures   int
+	retryAt    time.Time
 
 	list       *xlist
 	prev, next *extent
@@ -70,6 +71,9 @@ type file struct {
 	record      bool  // has a durable file record (counts against MaxFiles)
 	cred        *ident.Cred
 	dead        bool
+	epoch       uint64 // bumped when extents are dropped or trimmed
+	lastMiss    int64  // extent of the last read miss, to detect sequential reads
+	prefetching bool   // a prefetch of this file is in flight
 }
 
 // xlist is an intrusive doubly linked list of extents: the clean list in

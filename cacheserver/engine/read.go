@@ -104,19 +104,25 @@ func (e *Engine) readExtent(ctx context.Context, f *file, idx int64, p []byte, i
 		x := f.extents[idx]
 		e.mu.Unlock()
 		if x == nil {
-			err := e.copyUp(ctx, f, idx)
+			served, err := e.copyUp(ctx, f, idx, p, in, anyEpoch)
 			if errors.Is(err, errDropped) {
 				return e.readUncached(ctx, f, idx, p, in)
 			}
-			if err != nil {
+			if served {
+				e.prefetchAfter(ctx, f, idx, true)
+			}
+			if served || err != nil {
 				return err
 			}
 			missed = true
 			continue
 		}
 		x.mu.RLock()
-		done, err := e.readCached(x, p, in, !missed)
+		done, prefetched, err := e.readCached(x, p, in, !missed)
 		x.mu.RUnlock()
+		if prefetched {
+			e.prefetchAfter(ctx, f, idx, false)
+		}
 		if done || err != nil {
 			return err
 		}
@@ -133,12 +139,13 @@ func (e *Engine) readUncached(ctx context.Context, f *file, idx int64, p []byte,
 
 // readCached serves p from x, which the caller holds shared; done is false
 // when x died meanwhile.
-func (e *Engine) readCached(x *extent, p []byte, in int64, hit bool) (done bool, err error) {
+func (e *Engine) readCached(x *extent, p []byte, in int64, hit bool) (done, prefetched bool, err error) {
 	e.mu.Lock()
 	if x.state != ready {
 		e.mu.Unlock()
-		return false, nil
+		return false, false, nil
 	}
+	prefetched, x.prefetched = x.prefetched, false
 	if hit {
 		e.st.hits++
 	}
@@ -149,24 +156,26 @@ func (e *Engine) readCached(x *extent, p []byte, in int64, hit bool) (done bool,
 	e.mu.Unlock()
 	if n := max(min(valid-in, int64(len(p))), 0); n > 0 {
 		if err := e.slab.ReadAt(int(slot), p[:n], in); err != nil {
-			return true, err
+			return true, prefetched, err
 		}
 		clear(p[n:])
 	} else {
 		clear(p)
 	}
-	return true, nil
+	return true, prefetched, nil
 }
 
-// copyUp brings extent idx of f into the cache, unless someone else did.
-func (e *Engine) copyUp(ctx context.Context, f *file, idx int64) error {
+// copyUp brings extent idx of f into the cache and serves p from offset in
+// of it, unless someone else is copying it up (served is false: read it).
+// With an epoch other than anyEpoch, it gives up when f changed since.
+func (e *Engine) copyUp(ctx context.Context, f *file, idx int64, p []byte, in int64, epoch uint64) (served bool, err error) {
 	slot, err := e.allocSlot(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
-	x, err := e.placeholder(f, idx, slot)
+	x, err := e.placeholder(f, idx, slot, epoch)
 	if x == nil || err != nil {
-		return err
+		return false, err
 	}
 	defer x.mu.Unlock()
 	buf := e.getBuf()
@@ -175,6 +184,18 @@ func (e *Engine) copyUp(ctx context.Context, f *file, idx int64) error {
 	if err == nil {
 		err = e.slab.WriteAt(int(slot), (*buf)[:n], 0)
 	}
+	if err := e.finishCopyUp(x, slot, n, p == nil, err); err != nil {
+		return false, err
+	}
+	// Past the backing end of file the extent reads as zeros.
+	clear((*buf)[n:])
+	copy(p, (*buf)[in:])
+	return true, nil
+}
+
+// finishCopyUp publishes a copied-up placeholder clean, or abandons it.
+// A copy-up nobody reads yet (prefetched) marks the extent for read-ahead.
+func (e *Engine) finishCopyUp(x *extent, slot int32, n int, prefetched bool, err error) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err != nil {
@@ -186,15 +207,24 @@ func (e *Engine) copyUp(ctx context.Context, f *file, idx int64) error {
 	e.countDeviceWriteLocked(int64(n))
 	e.publishLocked(x, slot, int32(n))
 	e.clean.pushBack(x)
+	x.prefetched = prefetched
 	return nil
 }
 
+// anyEpoch makes placeholder ignore the file's epoch.
+const anyEpoch = ^uint64(0)
+
 // placeholder inserts a loading extent idx of f holding slot, locked
 // exclusively by the caller. It returns nil, releasing the slot, when the
-// extent exists already (the caller retries) or f was dropped.
-func (e *Engine) placeholder(f *file, idx int64, slot int32) (*extent, error) {
+// extent exists already (the caller retries), f was dropped, or f's epoch
+// is no longer epoch.
+func (e *Engine) placeholder(f *file, idx int64, slot int32, epoch uint64) (*extent, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if epoch != anyEpoch && epoch != f.epoch {
+		e.releaseSlotLocked(slot)
+		return nil, errDropped
+	}
 	if f.extents[idx] != nil || f.dead {
 		e.releaseSlotLocked(slot)
 		if f.dead {

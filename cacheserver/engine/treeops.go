@@ -56,6 +56,7 @@ func (e *Engine) drop(p string) bool {
 // see it dead and stop.
 func (e *Engine) forgetFileLocked(f *file) {
 	f.dead = true
+	f.epoch++
 	if e.files[f.path] == f {
 		delete(e.files, f.path)
 	}
@@ -154,6 +155,7 @@ func (e *Engine) dropTree(dir string, records bool) int {
 	left := 0
 	for _, f := range fs {
 		f.wbmu.Lock()
+		e.bumpEpoch(f)
 		left += e.dropExtents(f, func(*extent) bool { return true }, false)
 		e.mu.Lock()
 		if records && len(f.extents) == 0 {

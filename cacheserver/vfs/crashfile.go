@@ -50,6 +50,13 @@ func (f *crashFile) Sync() error {
 	if err := f.f.Sync(); err != nil {
 		return err
 	}
+	// A crash during the fsync may have undone the writes already: the
+	// Sync then failed, as it would on a machine that lost power.
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if f.fs.crashed {
+		return ErrCrashed
+	}
 	f.mu.Lock()
 	f.unsynced = f.unsynced[pending:]
 	f.mu.Unlock()

@@ -1,0 +1,303 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/burstcache/burstcache/cacheserver/backing"
+)
+
+// The benchmarks move benchVolume bytes per iteration in 1 MiB calls, through
+// the engine and, as the baseline, through plain files on the same disk, and
+// report both rates and their ratio ("x-baseline").
+const (
+	benchMiB    = 1 << 20
+	benchVolume = 256 * benchMiB
+)
+
+type benchRig struct {
+	b    *testing.B
+	dir  string // on the disk under test: cache, backing and plain files
+	e    *Engine
+	data []byte
+}
+
+func newBenchRig(b *testing.B, tun Tunables) *benchRig {
+	dir := b.TempDir()
+	tun.WriteWindow = WriteWindow{Multiplier: -1}
+	e, err := Open(Config{
+		Dir: filepath.Join(dir, "cache"), Backing: backing.NewDir(filepath.Join(dir, "backing")),
+		Capacity: 2 * benchVolume, Tunables: tun, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close() })
+	data := make([]byte, benchMiB)
+	for i := range data {
+		data[i] = byte(i*7 + i>>11)
+	}
+	return &benchRig{b: b, dir: dir, e: e, data: data}
+}
+
+// timed runs fn and returns its rate in MB/s of benchVolume.
+func timed(b *testing.B, fn func() error) float64 {
+	start := time.Now()
+	if err := fn(); err != nil {
+		b.Fatal(err)
+	}
+	return float64(benchVolume) / 1e6 / time.Since(start).Seconds()
+}
+
+// report accumulates rates over the iterations and reports their means.
+type report struct{ engine, base float64 }
+
+func (r *report) done(b *testing.B) {
+	n := float64(b.N)
+	b.ReportMetric(r.engine/n, "engine-MB/s")
+	b.ReportMetric(r.base/n, "baseline-MB/s")
+	b.ReportMetric(r.engine/r.base, "x-baseline")
+}
+
+func (br *benchRig) engineWrite(p string) error {
+	for off := int64(0); off < benchVolume; off += benchMiB {
+		if _, err := br.e.WriteAt(context.Background(), p, br.data, off); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (br *benchRig) engineRead(p string) error {
+	buf := make([]byte, benchMiB)
+	for off := int64(0); off < benchVolume; off += benchMiB {
+		if _, err := br.e.ReadAt(context.Background(), p, buf, off); err != nil && err != io.EOF {
+			return err
+		}
+	}
+	return nil
+}
+
+// plainWrite writes a new plain file of benchVolume bytes.
+func (br *benchRig) plainWrite(p string) error {
+	f, err := os.Create(filepath.Join(br.dir, p))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for off := int64(0); off < benchVolume; off += benchMiB {
+		if _, err := f.WriteAt(br.data, off); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (br *benchRig) plainRead(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, benchMiB)
+	for off := int64(0); off < benchVolume; off += benchMiB {
+		if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropPageCache evicts a file from the page cache, so that reading it
+// reads the disk.
+func dropPageCache(b *testing.B, p string) {
+	f, err := os.Open(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := errJoin(f.Sync(), unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func errJoin(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// BenchmarkSequentialWrite: 1 MiB writes of new data into the cache against
+// 1 MiB writes into a new plain file on the same disk.
+func BenchmarkSequentialWrite(b *testing.B) {
+	br := newBenchRig(b, Tunables{DirtyHigh: 100, DirtyLow: 100, EvictHigh: 100, EvictLow: 100})
+	b.SetBytes(benchVolume)
+	var r report
+	for i := range b.N {
+		p := fmt.Sprint("w", i)
+		r.engine += timed(b, func() error { return br.engineWrite(p) })
+		r.base += timed(b, func() error { return br.plainWrite(p) })
+		b.StopTimer()
+		// Make room for the next iteration: drop the file, commit.
+		if err := errJoin(br.e.Drop(context.Background(), p), br.e.Sync(context.Background(), p)); err != nil {
+			b.Fatal(err)
+		}
+		os.Remove(filepath.Join(br.dir, p))
+		b.StartTimer()
+	}
+	r.done(b)
+}
+
+// BenchmarkSequentialReadHit: 1 MiB reads of cached data against 1 MiB reads
+// of a plain file that the page cache holds as well.
+func BenchmarkSequentialReadHit(b *testing.B) {
+	br := newBenchRig(b, Tunables{DirtyHigh: 100, DirtyLow: 100, EvictHigh: 100, EvictLow: 100})
+	if err := errJoin(br.engineWrite("r"), br.plainWrite("r")); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(benchVolume)
+	b.ResetTimer()
+	var r report
+	for range b.N {
+		r.engine += timed(b, func() error { return br.engineRead("r") })
+		r.base += timed(b, func() error { return br.plainRead(filepath.Join(br.dir, "r")) })
+	}
+	r.done(b)
+}
+
+// BenchmarkCopyUp: cold reads through the cache (copy-up of every extent)
+// against reading the backing file directly, both from disk.
+func BenchmarkCopyUp(b *testing.B) {
+	br := newBenchRig(b, Tunables{})
+	bp := filepath.Join(br.dir, "backing", "c")
+	if err := os.MkdirAll(filepath.Dir(bp), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Create(bp)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for off := int64(0); off < benchVolume; off += benchMiB {
+		f.WriteAt(br.data, off)
+	}
+	f.Close()
+	b.SetBytes(benchVolume)
+	b.ResetTimer()
+	var r report
+	for range b.N {
+		b.StopTimer()
+		if err := errJoin(br.e.InvalidatePath(context.Background(), "c"), br.e.Sync(context.Background(), "c")); err != nil {
+			b.Fatal(err)
+		}
+		dropPageCache(b, bp)
+		b.StartTimer()
+		r.engine += timed(b, func() error { return br.engineRead("c") })
+		b.StopTimer()
+		dropPageCache(b, bp)
+		b.StartTimer()
+		r.base += timed(b, func() error { return br.plainRead(bp) })
+	}
+	r.done(b)
+}
+
+// BenchmarkWriteBack: draining benchVolume dirty bytes with 1, 4 and 8
+// write-back threads against a plain copy of a file of the same size.
+func BenchmarkWriteBack(b *testing.B) {
+	for _, threads := range []int{1, 4, 8} {
+		b.Run(fmt.Sprint("threads-", threads), func(b *testing.B) {
+			tun := Tunables{WriteBackThreads: threads, DirtyHigh: 100, DirtyLow: 100, EvictHigh: 100, EvictLow: 100}
+			br := newBenchRig(b, tun)
+			if err := br.plainWrite("src"); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(benchVolume)
+			b.ResetTimer()
+			var r report
+			for i := range b.N {
+				b.StopTimer()
+				p := fmt.Sprint("wb", i)
+				if err := br.engineWrite(p); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				r.engine += timed(b, func() error { return br.e.Flush(context.Background()) })
+				r.base += timed(b, func() error { return br.plainCopy("src", fmt.Sprint("copy", i)) })
+				b.StopTimer()
+				if err := errJoin(br.e.Drop(context.Background(), p), br.e.Sync(context.Background(), p)); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			r.done(b)
+		})
+	}
+}
+
+// plainCopy copies a plain file in 1 MiB reads and writes.
+func (br *benchRig) plainCopy(from, to string) error {
+	src, err := os.Open(filepath.Join(br.dir, from))
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.Create(filepath.Join(br.dir, to))
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+	buf := make([]byte, benchMiB)
+	for off := int64(0); off < benchVolume; off += benchMiB {
+		if _, err := src.ReadAt(buf, off); err != nil && err != io.EOF {
+			return err
+		}
+		if _, err := dst.WriteAt(buf, off); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BenchmarkLayout measures the choice of on-disk layout: extents written as
+// overwrites of a preallocated slab file against one new file per extent.
+func BenchmarkLayout(b *testing.B) {
+	dir := b.TempDir()
+	data := make([]byte, benchMiB)
+	slab, err := os.Create(filepath.Join(dir, "slab"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer slab.Close()
+	if err := unix.Fallocate(int(slab.Fd()), 0, 0, benchVolume); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(benchVolume)
+	var r report
+	for i := range b.N {
+		r.engine += timed(b, func() error {
+			for off := int64(0); off < benchVolume; off += benchMiB {
+				if _, err := slab.WriteAt(data, off); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		r.base += timed(b, func() error {
+			for n := range benchVolume / benchMiB {
+				if err := os.WriteFile(filepath.Join(dir, fmt.Sprint("e", i, "-", n)), data, 0o600); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	r.done(b)
+}
