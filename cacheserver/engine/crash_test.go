@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,9 +17,10 @@ import (
 // acked tracks, per file, the content a Sync acknowledged and every byte
 // written since: after a crash each byte must be one of those.
 type acked struct {
-	ack   map[string][]byte
-	cur   map[string][]byte
-	later map[string]map[int64][]byte // path -> offset -> values written since ack
+	writes []string // every write, for failure messages
+	ack    map[string][]byte
+	cur    map[string][]byte
+	later  map[string]map[int64][]byte // path -> offset -> values written since ack
 }
 
 func newAcked() *acked {
@@ -26,6 +28,7 @@ func newAcked() *acked {
 }
 
 func (a *acked) write(p string, off int64, data []byte) {
+	a.writes = append(a.writes, fmt.Sprintf("%s [%d,%d) = %d", p, off, off+int64(len(data)), data[0]))
 	cur := a.cur[p]
 	if end := off + int64(len(data)); int64(len(cur)) < end {
 		cur = append(cur, make([]byte, end-int64(len(cur)))...)
@@ -69,7 +72,8 @@ func (a *acked) check(p string, got []byte) error {
 			ok = ok || v == b
 		}
 		if !ok {
-			return fmt.Errorf("%s: byte %d = %d, acknowledged %d, never written since", p, i, b, want)
+			return fmt.Errorf("%s: byte %d = %d, acknowledged %d, never written since; writes:\n%s",
+				p, i, b, want, strings.Join(a.writes, "\n"))
 		}
 	}
 	return nil

@@ -1,0 +1,76 @@
+package index
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/vfs"
+)
+
+func TestCommitLoadRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	db, err := Open(path, vfs.OS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantExt := map[Key]Extent{
+		{"a/b", 0}:       {Slot: 3, Valid: 4096, DirtyLo: 10, DirtyHi: 20, LastWrite: 123},
+		{"a/b", 1 << 40}: {Slot: 1, Valid: 7},
+		{"a/b/c", 2}:     {Slot: 0, Valid: 1, LastWrite: -5},
+	}
+	wantFiles := map[string]File{
+		"a/b":   {Size: 1<<40 + 7, Cred: &ident.Cred{UID: 1, GID: 2, Groups: []uint32{3, 4}}},
+		"a/b/c": {Size: 9},
+	}
+	b := Batch{Extents: map[Key]*Extent{{"gone", 1}: nil}, Files: map[string]*File{"gone": nil}}
+	for k, v := range wantExt {
+		b.Extents[k] = &v
+	}
+	for k, v := range wantFiles {
+		b.Files[k] = &v
+	}
+	if err := db.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetMeta(Meta{ExtentSize: 4096, Slots: 10}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	db, err = Open(path, vfs.OS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	gotExt, gotFiles := map[Key]Extent{}, map[string]File{}
+	err = db.Load(
+		func(p string, f File) error { gotFiles[p] = f; return nil },
+		func(k Key, e Extent) error { gotExt[k] = e; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantExt, gotExt); diff != "" {
+		t.Errorf("extents (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantFiles, gotFiles); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+	if m, ok, err := db.Meta(); err != nil || !ok || m != (Meta{ExtentSize: 4096, Slots: 10}) {
+		t.Errorf("meta = %+v, %v, %v", m, ok, err)
+	}
+}
+
+func TestCommitIsACrashStep(t *testing.T) {
+	c := vfs.NewCrashable(vfs.OS{}, 1)
+	db, err := Open(filepath.Join(t.TempDir(), "index.db"), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c.Crash()
+	if err := db.Commit(Batch{Files: map[string]*File{"x": {Size: 1}}}); err == nil {
+		t.Fatal("commit on a crashed file system succeeded")
+	}
+}
