@@ -127,6 +127,9 @@ func (k *kubelet) runServer(pod *corev1.Pod) *serverProc {
 	c := pod.Spec.Containers[0]
 	Expect(c.Command).To(Equal([]string{"burstcache", "server"}))
 	readyFile := filepath.Join(k.root, "ready", pod.Namespace+"-"+pod.Name)
+	// A ready file left by the pod's predecessor must not be taken for this
+	// server's.
+	Expect(os.RemoveAll(readyFile)).To(Succeed())
 	args := k.mapPaths(pod, c, append(c.Command[1:], c.Args...))
 	args = append(args, "--listen=127.0.0.1:0", "--control=127.0.0.1:0", "--ready-file="+readyFile)
 	cmd := exec.Command(bin, args...)

@@ -105,6 +105,31 @@ var _ = Describe("Teardown", func() {
 		Expect(os.ReadFile(outFile(w))).To(Equal(data))
 	})
 
+	It("brings back a server pod deleted during the flush on its node, which resumes with its data", func() {
+		w := newWorld()
+		inst, data := ready(w, nil)
+		breakWriteBack(w)
+		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
+		Eventually(flushedReason(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.ReasonFlushFailed))
+
+		By("deleting the server pod, as a careless admin would")
+		old := serverPods(inst)[0]
+		Expect(k8sClient.Delete(ctx, &old)).To(Succeed())
+		kl.stop(old.Namespace + "/" + old.Name)
+		Eventually(func(g Gomega) {
+			pods := serverPods(inst)
+			g.Expect(pods).To(HaveLen(1))
+			g.Expect(pods[0].UID).NotTo(Equal(old.UID))
+			g.Expect(pods[0].Spec.NodeSelector).To(Equal(old.Spec.NodeSelector))
+		}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
+
+		By("running the new pod's server over the same cache directory")
+		fixWriteBack(w)
+		kl.runServers(inst, 1)
+		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
+		Expect(os.ReadFile(outFile(w))).To(Equal(data))
+	})
+
 	It("goes past a failing flush when the user switches to Discard, and records it", func() {
 		w := newWorld()
 		inst, _ := ready(w, nil)

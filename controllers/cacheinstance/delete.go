@@ -25,6 +25,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	}
 	return runPhases(ctx, s, []phaseFunc{
 		r.loadServerPods,
+		r.restoreServers,
 		r.observeServers,
 		r.waitForUnmount,
 		r.flush,
@@ -33,11 +34,38 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	})
 }
 
+// restoreServers brings back, on their nodes, server pods that went away
+// while their data is not written back yet, such as a pod deleted by hand:
+// the new pod's server finds the cache directory and resumes.
+func (r *Reconciler) restoreServers(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if flushDone(s.inst) {
+		return ctrl.Result{}, nil
+	}
+	if _, err := r.loadPool(ctx, s); err != nil || s.pool == nil {
+		return ctrl.Result{}, err
+	}
+	return r.ensurePods(ctx, s)
+}
+
 // waitForUnmount holds the teardown while pods that mount the instance
 // run: their clients push their dirty data to the servers at unmount, so a
 // flush before that would miss it. Pods that mount an instance carry
 // LabelInstance with its name.
 func (r *Reconciler) waitForUnmount(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if _, err := r.observeMounts(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	if n := len(s.inst.Status.ActiveMounts); n > 0 {
+		ctrl.LoggerFrom(ctx).Info("Waiting for pods to unmount before the write-back", "pods", n)
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// observeMounts records in status the pods that mount the instance: pods
+// that carry LabelInstance with its name, other than its servers, that have
+// not ended.
+func (r *Reconciler) observeMounts(ctx context.Context, s *scope) (ctrl.Result, error) {
 	var pods corev1.PodList
 	err := r.Client.List(ctx, &pods, client.InNamespace(s.inst.Namespace),
 		client.MatchingLabels{cachev1alpha1.LabelInstance: s.inst.Name})
@@ -51,10 +79,6 @@ func (r *Reconciler) waitForUnmount(ctx context.Context, s *scope) (ctrl.Result,
 			continue
 		}
 		s.inst.Status.ActiveMounts = append(s.inst.Status.ActiveMounts, cachev1alpha1.Mount{Node: p.Spec.NodeName, Pod: p.Name})
-	}
-	if n := len(s.inst.Status.ActiveMounts); n > 0 {
-		ctrl.LoggerFrom(ctx).Info("Waiting for pods to unmount before the write-back", "pods", n)
-		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 	return ctrl.Result{}, nil
 }

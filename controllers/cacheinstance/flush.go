@@ -108,13 +108,14 @@ func (r *Reconciler) dropUnwritten(ctx context.Context, s *scope, reason, why st
 	msg := fmt.Sprintf("%s: data not written back (last seen dirty: %s) was dropped", why, dirty)
 	// The patch answers with the stored object; keep this pass's status.
 	status := s.inst.Status.DeepCopy()
-	defer func() { s.inst.Status = *status }()
 	patch := client.MergeFrom(s.inst.DeepCopy())
 	if s.inst.Annotations == nil {
 		s.inst.Annotations = map[string]string{}
 	}
 	s.inst.Annotations[cachev1alpha1.AnnotationTeardownRecord] = r.Options.Now().UTC().Format(time.RFC3339) + " " + reason + ": " + msg
-	if err := r.Client.Patch(ctx, s.inst, patch); err != nil {
+	err := r.Client.Patch(ctx, s.inst, patch)
+	s.inst.Status = *status
+	if err != nil {
 		return fmt.Errorf("recording the teardown: %w", err)
 	}
 	r.Recorder.Eventf(s.inst, nil, corev1.EventTypeWarning, reason, "Teardown", "%s", msg)

@@ -26,6 +26,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		r.ensureDisruptionBudget,
 		r.ensurePods,
 		r.observeServers,
+		r.observeMounts,
 		r.collectStats,
 		r.pushTunables,
 		r.preload,

@@ -10,9 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
@@ -52,7 +54,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&cachev1alpha1.CacheInstance{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToInstance)).
-		Watches(&cachev1alpha1.CachePool{}, handler.EnqueueRequestsFromMapFunc(r.poolToInstances)).
+		// Pool status changes whenever an instance comes or goes; only spec
+		// changes matter to instances.
+		Watches(&cachev1alpha1.CachePool{}, handler.EnqueueRequestsFromMapFunc(r.poolToInstances),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("cacheinstance").
 		Complete(r)
 }
