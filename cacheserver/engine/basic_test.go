@@ -75,3 +75,78 @@ func TestReadPastEndAndMissing(t *testing.T) {
 		})
 	}
 }
+
+func TestSyncWithBackingDurabilityReachesTheBackingStore(t *testing.T) {
+	r := newRig(t, 4096, 16, func(c *Config) { c.Durability = Backing })
+	data := bytes.Repeat([]byte("xyz"), 5000)
+	r.write("dir/f", 10, data)
+	if err := r.e.Sync(context.Background(), "dir/f"); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.backingFile("dir/f"); !bytes.Equal(got, append(make([]byte, 10), data...)) {
+		t.Fatalf("backing has %d bytes after Sync, want %d", len(got), 10+len(data))
+	}
+	if s := r.e.Stats(); s.DirtyBytes != 0 {
+		t.Fatalf("dirty bytes after Sync: %d", s.DirtyBytes)
+	}
+}
+
+func TestPreloadCopiesUpWholeTrees(t *testing.T) {
+	r := newRig(t, 4096, 16, nil)
+	r.writeBacking("t/a", bytes.Repeat([]byte{1}, 9000))
+	r.writeBacking("t/sub/b", bytes.Repeat([]byte{2}, 100))
+	r.writeBacking("other", bytes.Repeat([]byte{3}, 100))
+	if err := r.e.Preload(context.Background(), "t"); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.e.Stats(); s.Misses != 4 || s.CopyUpBytes != 9100 {
+		t.Fatalf("after preload: misses %d, copy-up bytes %d; want 4, 9100", s.Misses, s.CopyUpBytes)
+	}
+	calls := r.faulty.Calls("ReadAt")
+	r.readAll("t/a")
+	r.readAll("t/sub/b")
+	if got := r.faulty.Calls("ReadAt"); got != calls {
+		t.Fatalf("reads after preload went to the backing store %d times", got-calls)
+	}
+}
+
+func TestRenameDirectoryFlushesItsFiles(t *testing.T) {
+	r := newRig(t, 4096, 16, nil)
+	ctx := context.Background()
+	r.write("src/a", 0, []byte("alpha"))
+	r.write("src/deep/b", 5000, []byte("beta"))
+	if err := r.e.Rename(ctx, "src", "dst"); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(r.readAll("dst/a")); got != "alpha" {
+		t.Fatalf("dst/a = %q", got)
+	}
+	if got := r.readAll("dst/deep/b"); !bytes.Equal(got[5000:], []byte("beta")) || len(got) != 5004 {
+		t.Fatalf("dst/deep/b has %d bytes", len(got))
+	}
+	if _, err := r.e.Size(ctx, "src/a"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("src/a after rename: %v", err)
+	}
+	if s := r.e.Stats(); s.DirtyBytes != 0 {
+		t.Fatalf("dirty bytes left: %d", s.DirtyBytes)
+	}
+}
+
+func TestExtendSizeSurvivesRestart(t *testing.T) {
+	r := newRig(t, 4096, 8, nil)
+	ctx := context.Background()
+	if err := r.e.ExtendSize(ctx, "striped", 3<<20); err != nil {
+		t.Fatal(err)
+	}
+	r.restart()
+	if size, err := r.e.Size(ctx, "striped"); err != nil || size != 3<<20 {
+		t.Fatalf("size after restart = %d, %v", size, err)
+	}
+	b := make([]byte, 10)
+	if n, err := r.e.ReadAt(ctx, "striped", b, 3<<20-5); n != 5 || !errors.Is(err, io.EOF) || !bytes.Equal(b[:5], make([]byte, 5)) {
+		t.Fatalf("read at the end: %d, %v, %v", n, err, b[:n])
+	}
+	if got := r.backingFile("striped"); got != nil {
+		t.Fatalf("a read created %d bytes on the backing store", len(got))
+	}
+}

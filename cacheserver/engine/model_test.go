@@ -267,6 +267,8 @@ func TestModel(t *testing.T) {
 	seeds, ops := 50, 2000
 	if *soak {
 		seeds, ops = 400, 20000
+	} else if raceEnabled {
+		seeds = 10
 	}
 	for seed := range seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
