@@ -18,6 +18,10 @@ var ErrCrashed = errors.New("file system crashed")
 type Crashable struct {
 	base FS
 
+	// io is held shared by file reads and writes and exclusively by a
+	// crash, so no I/O straddles one: a read that began before the crash
+	// must not see the crash undo writes under it.
+	io      sync.RWMutex
 	mu      sync.Mutex
 	crashed bool
 	steps   int // durable steps seen so far
@@ -55,6 +59,8 @@ func (c *Crashable) Crashed() bool {
 
 // Crash crashes the FS now: unsynced writes are lost, in any subset.
 func (c *Crashable) Crash() {
+	c.io.Lock()
+	defer c.io.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.crashLocked()
@@ -73,13 +79,15 @@ func (c *Crashable) crashLocked() {
 // step counts a durable step and reports whether it may run.
 func (c *Crashable) step() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.crashed {
+		c.mu.Unlock()
 		return ErrCrashed
 	}
 	c.steps++
-	if c.crashAt > 0 && c.steps >= c.crashAt {
-		c.crashLocked()
+	crash := c.crashAt > 0 && c.steps >= c.crashAt
+	c.mu.Unlock()
+	if crash {
+		c.Crash()
 		return ErrCrashed
 	}
 	return nil

@@ -20,6 +20,8 @@ type crashFile struct {
 }
 
 func (f *crashFile) ReadAt(p []byte, off int64) (int, error) {
+	f.fs.io.RLock()
+	defer f.fs.io.RUnlock()
 	if err := f.fs.alive(); err != nil {
 		return 0, err
 	}
@@ -28,6 +30,8 @@ func (f *crashFile) ReadAt(p []byte, off int64) (int, error) {
 
 // WriteAt records the bytes it overwrites, so that a crash can undo it.
 func (f *crashFile) WriteAt(p []byte, off int64) (int, error) {
+	f.fs.io.RLock()
+	defer f.fs.io.RUnlock()
 	if err := f.fs.alive(); err != nil {
 		return 0, err
 	}
