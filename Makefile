@@ -6,7 +6,7 @@ SHELL := /usr/bin/env bash -o pipefail
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
-GOTEST_FLAGS ?=
+GOTEST_FLAGS ?= -timeout 40m
 
 CONTROLLER_GEN = $(shell hack/tool.sh controller-gen)
 GOLANGCI_LINT = $(shell hack/tool.sh golangci-lint)
@@ -58,6 +58,16 @@ verify: generate manifests ## Check that generated files and formatting are up t
 	@test -z "$$(git ls-files --others --exclude-standard -- 'api/**/zz_generated.*.go' config/crd/bases config/rbac config/webhook)" || \
 		{ echo "generated files are not committed:"; git ls-files --others --exclude-standard -- 'api/**/zz_generated.*.go' config/crd/bases config/rbac config/webhook; exit 1; }
 
+##@ Try it
+
+.PHONY: quickstart
+quickstart: ## Run a standalone cache over a scratch directory, a workload, teardown, and check the bytes (root).
+	hack/quickstart.sh
+
+.PHONY: bench
+bench: build ## Measure burstcache against the raw directory, a FUSE passthrough and a slow backing store (root).
+	go run ./test/bench -burstcache bin/burstcache -out docs/bench
+
 ##@ Build
 
 .PHONY: build
@@ -71,6 +81,7 @@ envtest: ## Build kube-apiserver, etcd and kubectl for envtest (cached).
 	@hack/envtest.sh >/dev/null
 
 .PHONY: test
-test: verify vet envtest build ## Run every test: unit, model-based, envtest and integration.
+test: verify vet envtest build ## Run every test: unit, model-based, envtest, FUSE integration and POSIX suites.
+	@hack/net-guard.sh
 	KUBEBUILDER_ASSETS="$(CURDIR)/bin/k8s" BURSTCACHE_BIN="$(CURDIR)/bin/burstcache" \
 		go test $(GOTEST_FLAGS) ./...
