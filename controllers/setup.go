@@ -24,9 +24,10 @@ type Options struct {
 // webhooks with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	inst := &cacheinstance.Reconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("burstcache-cacheinstance"),
-		Options:  o.Instance,
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("burstcache-cacheinstance"),
+		Options:   o.Instance,
 	}
 	if err := inst.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the CacheInstance controller: %w", err)
@@ -39,6 +40,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	if err := (&webhooks.CacheInstance{Reader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the CacheInstance webhooks: %w", err)
+	}
+	if err := (&webhooks.PodGate{Reader: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the pod scheduling gate webhook: %w", err)
 	}
 	return nil
 }

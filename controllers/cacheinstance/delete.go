@@ -19,6 +19,9 @@ import (
 // pod mounts it, write every dirty byte back (unless the user chose to drop
 // it), delete the servers, and only then let the instance go.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if res, err := r.refresh(ctx, s); err != nil || s.gone {
+		return res, err
+	}
 	if !controllerutil.ContainsFinalizer(s.inst, cachev1alpha1.Finalizer) {
 		s.gone = true
 		return ctrl.Result{}, nil

@@ -30,6 +30,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		r.collectStats,
 		r.pushTunables,
 		r.preload,
+		r.releaseGates,
 	})
 	if err != nil || !res.IsZero() {
 		return res, err

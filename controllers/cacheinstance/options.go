@@ -56,6 +56,10 @@ type Options struct {
 	FlushAttemptTimeout time.Duration
 	// CallTimeout bounds the other control API calls.
 	CallTimeout time.Duration
+	// MaxConcurrentReconciles is how many instances are reconciled at once;
+	// a blocking flush holds one worker for up to FlushAttemptTimeout.
+	// Default 4.
+	MaxConcurrentReconciles int
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -81,6 +85,9 @@ func (o *Options) complete() {
 	}
 	if o.CallTimeout == 0 {
 		o.CallTimeout = 5 * time.Second
+	}
+	if o.MaxConcurrentReconciles == 0 {
+		o.MaxConcurrentReconciles = 4
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -27,6 +28,8 @@ const PoolIndex = "spec.pool"
 type Reconciler struct {
 	// Client reads through the manager's cache and writes to the API server.
 	Client client.Client
+	// APIReader reads from the API server, bypassing the cache.
+	APIReader client.Reader
 	// Recorder records Events on instances.
 	Recorder events.EventRecorder
 	// Options are the reconciler's settings.
@@ -58,6 +61,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// changes matter to instances.
 		Watches(&cachev1alpha1.CachePool{}, handler.EnqueueRequestsFromMapFunc(r.poolToInstances),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.MaxConcurrentReconciles}).
 		Named("cacheinstance").
 		Complete(r)
 }

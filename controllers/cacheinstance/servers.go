@@ -50,6 +50,9 @@ func (r *Reconciler) allocate(ctx context.Context, s *scope) (ctrl.Result, error
 	if len(s.inst.Status.Servers) > 0 {
 		return ctrl.Result{}, nil
 	}
+	if res, err := r.refresh(ctx, s); err != nil || s.gone || len(s.inst.Status.Servers) > 0 {
+		return res, err
+	}
 	others, err := r.poolInstances(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -1,0 +1,55 @@
+package controllers_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+)
+
+var _ = Describe("Scheduling gates", func() {
+	jobPod := func(ns, name, instance string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{cachev1alpha1.LabelInstance: instance}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "job", Image: "job"}}},
+		}
+	}
+	gates := func(pod *corev1.Pod) func(Gomega) []corev1.PodSchedulingGate {
+		return func(g Gomega) []corev1.PodSchedulingGate {
+			cur := &corev1.Pod{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), cur)).To(Succeed())
+			return cur.Spec.SchedulingGates
+		}
+	}
+	cacheGate := corev1.PodSchedulingGate{Name: cachev1alpha1.SchedulingGate}
+
+	It("holds a job's pods until its instance is Ready, then lets them go", func() {
+		w := newWorld()
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		early := jobPod(w.ns, "early", inst.Name)
+		Expect(k8sClient.Create(ctx, early)).To(Succeed())
+		Expect(early.Spec.SchedulingGates).To(ContainElement(cacheGate))
+		other := jobPod(w.ns, "unrelated", "")
+		delete(other.Labels, cachev1alpha1.LabelInstance)
+		Expect(k8sClient.Create(ctx, other)).To(Succeed())
+		Expect(other.Spec.SchedulingGates).To(BeEmpty())
+		Consistently(gates(early), 2*time.Second, 500*time.Millisecond).Should(ContainElement(cacheGate))
+
+		kl.runServers(inst, 1)
+		Eventually(gates(early), 20*time.Second, 200*time.Millisecond).ShouldNot(ContainElement(cacheGate))
+		Expect(phaseOf(inst)(Default)).To(Equal(cachev1alpha1.PhaseReady))
+
+		late := jobPod(w.ns, "late", inst.Name)
+		Expect(k8sClient.Create(ctx, late)).To(Succeed())
+		Expect(late.Spec.SchedulingGates).To(BeEmpty(), "a pod of a Ready instance was gated")
+		for _, p := range []*corev1.Pod{early, other, late} {
+			Expect(k8sClient.Delete(ctx, p)).To(Succeed())
+		}
+	})
+})

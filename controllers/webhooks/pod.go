@@ -1,0 +1,64 @@
+package webhooks
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+)
+
+// +kubebuilder:webhook:path=/mutate--v1-pod,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=mpod-v1.cache.burstcache.io,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
+
+// PodGate holds pods that use a CacheInstance that is not Ready yet back
+// from scheduling with a scheduling gate, so that whatever scheduler runs
+// the job (the default one, Volcano, Kueue) starts it only once its data
+// path exists. The CacheInstance reconciler removes the gate when the
+// instance turns Ready. A pod uses an instance when it carries
+// LabelInstance with the instance's name.
+//
+// The webhook fails open (failurePolicy ignore): it sees every pod of the
+// cluster, and a manager that is down must not stop all pods from being
+// created; such a pod runs ungated and its mount waits for the instance.
+type PodGate struct {
+	// Reader reads CacheInstances.
+	Reader client.Reader
+}
+
+var _ admission.Defaulter[*corev1.Pod] = (*PodGate)(nil)
+
+// SetupWithManager registers the webhook with mgr's webhook server.
+func (g *PodGate) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &corev1.Pod{}).WithDefaulter(g).Complete()
+}
+
+// Default adds the scheduling gate to a pod whose instance is not Ready.
+func (g *PodGate) Default(ctx context.Context, pod *corev1.Pod) error {
+	name := pod.Labels[cachev1alpha1.LabelInstance]
+	if name == "" || pod.Labels[cachev1alpha1.LabelComponent] == cachev1alpha1.ComponentServer || hasGate(pod) {
+		return nil
+	}
+	inst := &cachev1alpha1.CacheInstance{}
+	err := g.Reader.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, inst)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err == nil && inst.Status.Phase == cachev1alpha1.PhaseReady && inst.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: cachev1alpha1.SchedulingGate})
+	return nil
+}
+
+func hasGate(pod *corev1.Pod) bool {
+	for _, g := range pod.Spec.SchedulingGates {
+		if g.Name == cachev1alpha1.SchedulingGate {
+			return true
+		}
+	}
+	return false
+}
