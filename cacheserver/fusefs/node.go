@@ -167,7 +167,12 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if h, ok := f.(*handle); ok && errors.Is(err, syscall.EACCES) && sa.Size != nil && h.writable() {
 		a, err = n.truncateOpen(ctx, sa)
 	}
-	if n.kernelTimes(f, in) && (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)) {
+	refused := errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)
+	if refused && n.m.opts.ClientCache && nowish(sa) {
+		a, err = n.m.fsys.SetAttr(ctx, n.path(), asNow(sa))
+		refused = errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)
+	}
+	if refused && n.kernelTimes(f, in) {
 		// The backing file system set its own times when the data landed.
 		a, err = n.m.fsys.GetAttr(ctx, n.path())
 	}
@@ -176,6 +181,23 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	}
 	n.fill(a, &out.Attr)
 	return 0
+}
+
+// nowish reports whether sa sets explicit times within a few seconds of
+// now. With the write-back cache the kernel keeps times itself and turns
+// utimensat(UTIME_NOW), which needs only write permission, into explicit
+// times, which need ownership.
+func nowish(sa namespace.SetAttr) bool {
+	near := func(t *time.Time) bool { return t == nil || time.Since(*t).Abs() < 3*time.Second }
+	return (sa.Atime != nil || sa.Mtime != nil) && near(sa.Atime) && near(sa.Mtime)
+}
+
+// asNow turns the explicit times of sa into "now".
+func asNow(sa namespace.SetAttr) namespace.SetAttr {
+	sa.AtimeNow = sa.AtimeNow || sa.Atime != nil
+	sa.MtimeNow = sa.MtimeNow || sa.Mtime != nil
+	sa.Atime, sa.Mtime = nil, nil
+	return sa
 }
 
 // kernelTimes reports whether in looks like the kernel's write-back cache

@@ -61,7 +61,11 @@ func mountLocal(t *testing.T, o mountOptions) (dir, backing string) {
 		t.Fatalf("burstcache %v: %v\n%s", args, err, out)
 	}
 	instance := dir
-	t.Cleanup(func() { localDown(t, bin, instance) })
+	st, err := local.Load(instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { localDown(t, bin, st) })
 	localMounts.Store(backing, instance)
 	settlers.Store(instance, func(t *testing.T) { localFlush(t, bin, instance) })
 	t.Cleanup(func() { localMounts.Delete(backing); settlers.Delete(instance) })
@@ -79,13 +83,25 @@ func localFlush(t *testing.T, bin, dir string) {
 	}
 }
 
-// localDown stops a local instance, writing every dirty byte back.
-func localDown(t *testing.T, bin, dir string) {
-	out, err := exec.Command(bin, "local", "down", "--mount", dir).CombinedOutput()
-	if err != nil {
-		t.Errorf("burstcache local down --mount %s: %v\n%s", dir, err, out)
-		unix.Unmount(dir, unix.MNT_DETACH)
+// localDown stops a local instance, writing every dirty byte back. If that
+// fails, it stops the instance's processes itself, so that no server
+// outlives the test.
+func localDown(t *testing.T, bin string, st *local.State) {
+	out, err := exec.Command(bin, "local", "down", "--mount", st.Mount).CombinedOutput()
+	if err == nil {
+		return
 	}
+	t.Errorf("burstcache local down --mount %s: %v\n%s", st.Mount, err, out)
+	pids := []int{st.MountPID}
+	for _, s := range st.Servers {
+		pids = append(pids, s.PID)
+	}
+	for _, pid := range pids {
+		if pid > 0 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	unix.Unmount(st.Mount, unix.MNT_DETACH)
 }
 
 // extraMount runs one more `burstcache mount` of the instance mounted at
