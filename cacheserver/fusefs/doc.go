@@ -20,11 +20,27 @@
 // not the caller), which is both weaker and wrong. The tests under
 // test/posix prove the checks through a real mount.
 //
-// With the client cache on, the kernel's write-back cache holds writes and
-// sends them later with no caller; CAP_HANDLE_KILLPRIV_V2 makes the kernel
-// send a write that must clear setuid and setgid bits through to the file
-// system with the writer's identity, and the file system clears the bits
-// itself after a write by an unprivileged caller when the namespace has not.
+// Data calls (read, write, fsync, fallocate) run as the identity that opened
+// the file, whose open the namespace checked: with the client cache on, the
+// kernel's write-back cache sends writes later with no caller at all.
+// CAP_HANDLE_KILLPRIV_V2 is always on, so that the kernel never clears
+// setuid and setgid bits with a chmod as the writer (which fails when the
+// writer is not the owner); a write that must clear them reaches the file
+// system with the writer's identity, and the mount clears the bits after a
+// write by an unprivileged caller when the namespace has not. The kernel's
+// write-back cache also keeps file times itself and sends them as explicit
+// times, which need ownership: those that come with a truncation are left
+// to the backing file system, those within seconds of now are applied as
+// "now" (utimensat(UTIME_NOW) needs only write permission), and those sent
+// for a writable handle that the namespace refuses are dropped.
+//
+// # Optional namespace interfaces
+//
+// A namespace.FS may implement more than the interface: OpenTruncater
+// (ftruncate(2) through a descriptor whose file lost its write permission
+// after the open, as POSIX allows), Allocater (fallocate(2)), and Flusher
+// (told at every close(2), for close-to-open consistency of what the client
+// side holds). The mount uses them when they are there.
 //
 // # Open files
 //
