@@ -136,7 +136,9 @@ func TestConcurrentMissesCopyUpOnce(t *testing.T) {
 	if got := r.faulty.Calls("ReadAt"); got != 4 {
 		t.Fatalf("backing reads = %d, want 4 (one per extent)", got)
 	}
-	if s := r.e.Stats(); s.Misses != 4 || s.Hits != 28 {
-		t.Fatalf("misses, hits = %d, %d; want 4, 28", s.Misses, s.Hits)
+	// Each extent is one miss; every read not served by its own copy-up is
+	// a hit (read-ahead may copy up an extent before any reader asks).
+	if s := r.e.Stats(); s.Misses != 4 || s.Hits < 28 {
+		t.Fatalf("misses, hits = %d, %d; want 4, at least 28", s.Misses, s.Hits)
 	}
 }

@@ -73,7 +73,7 @@ type file struct {
 	dead        bool
 	epoch       uint64 // bumped when extents are dropped or trimmed
 	lastMiss    int64  // extent of the last read miss, to detect sequential reads
-	prefetching bool   // a prefetch of this file is in flight
+	prefetching int    // prefetches of this file in flight
 }
 
 // xlist is an intrusive doubly linked list of extents: the clean list in

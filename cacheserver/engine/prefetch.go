@@ -2,37 +2,44 @@ package engine
 
 import "context"
 
-// prefetchAfter copies up extent idx+1 of f in the background when reads of
-// f look sequential: a miss right after a miss of the previous extent, or a
-// hit on an extent that was itself prefetched. Copying up the next extent
-// while the reader consumes this one overlaps backing-store latency with
-// the reader's work, as kernel read-ahead does.
+// prefetchWindow is how many extents ahead of a sequential reader are
+// copied up in the background.
+const prefetchWindow = 2
+
+// prefetchAfter copies up the extents after idx of f in the background when
+// reads of f look sequential: a miss right after a miss of the previous
+// extent, or a hit on an extent that was itself prefetched. Copying up the
+// next extents while the reader consumes this one overlaps backing-store
+// latency with the reader's work, as kernel read-ahead does.
 func (e *Engine) prefetchAfter(ctx context.Context, f *file, idx int64, miss bool) {
-	next := idx + 1
 	e.mu.Lock()
 	seq := !miss || f.lastMiss == idx-1
 	if miss {
 		f.lastMiss = idx
 	}
-	ok := seq && !f.prefetching && !f.dead && !e.closed && len(e.free) > 0 &&
-		f.extents[next] == nil && next*e.es < max(f.size, f.backingSize)
+	var todo []int64
+	for next := idx + 1; seq && next <= idx+prefetchWindow; next++ {
+		if f.prefetching < prefetchWindow && !f.dead && !e.closed && len(e.free) > 0 &&
+			f.extents[next] == nil && next*e.es < max(f.size, f.backingSize) {
+			f.prefetching++
+			e.active++
+			todo = append(todo, next)
+		}
+	}
 	epoch := f.epoch
-	if ok {
-		f.prefetching = true
-		e.active++
-	}
 	e.mu.Unlock()
-	if !ok {
-		return
+	for _, next := range todo {
+		go e.prefetch(ctx, f, next, epoch)
 	}
-	go func() {
-		defer e.leave()
-		// The prefetch outlives the call but keeps the caller's identity.
-		// A truncate, drop or invalidation since the read voids it: the
-		// extent could hold data of the file as it was.
-		e.copyUp(context.WithoutCancel(ctx), f, next, nil, 0, epoch)
-		e.mu.Lock()
-		f.prefetching = false
-		e.mu.Unlock()
-	}()
+}
+
+func (e *Engine) prefetch(ctx context.Context, f *file, idx int64, epoch uint64) {
+	defer e.leave()
+	// The prefetch outlives the call but keeps the caller's identity. A
+	// truncate, drop or invalidation since the read voids it (epoch): the
+	// extent could hold data of the file as it was.
+	e.copyUp(context.WithoutCancel(ctx), f, idx, nil, 0, epoch)
+	e.mu.Lock()
+	f.prefetching--
+	e.mu.Unlock()
 }

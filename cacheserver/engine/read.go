@@ -104,12 +104,11 @@ func (e *Engine) readExtent(ctx context.Context, f *file, idx int64, p []byte, i
 		x := f.extents[idx]
 		e.mu.Unlock()
 		if x == nil {
+			// Start the read-ahead first, so that it overlaps this copy-up.
+			e.prefetchAfter(ctx, f, idx, true)
 			served, err := e.copyUp(ctx, f, idx, p, in, anyEpoch)
 			if errors.Is(err, errDropped) {
 				return e.readUncached(ctx, f, idx, p, in)
-			}
-			if served {
-				e.prefetchAfter(ctx, f, idx, true)
 			}
 			if served || err != nil {
 				return err
