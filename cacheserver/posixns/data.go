@@ -133,26 +133,60 @@ func (f *FS) openOwned(p string, flags uint64, ino uint64) (int, error) {
 	return fd, nil
 }
 
-// ReadAt reads len(b) bytes at off, fewer only at the end of the file.
-func (f *FS) ReadAt(ctx context.Context, p string, b []byte, off int64) (int, error) {
-	fd, err := f.openData(ctx, p, unix.O_RDONLY)
-	if err != nil {
-		return 0, fmt.Errorf("read %q: %w", p, err)
+// withData runs fn as the caller with p open for a data call: opened as the
+// caller, or, when that is refused and openData's rule allows it, with the
+// server's identity. The common case switches identity once.
+func (f *FS) withData(ctx context.Context, p string, flags uint64, fn func(fd int) error) error {
+	if err := namespace.CheckPath(p); err != nil {
+		return err
 	}
-	defer unix.Close(fd)
-	n := 0
-	for n < len(b) {
-		m, err := unix.Pread(fd, b[n:], off+int64(n))
-		if errors.Is(err, unix.EINTR) {
-			continue
+	fl := flags | unix.O_NOFOLLOW | unix.O_NONBLOCK
+	var owned *namespace.Attr
+	err := ident.DoContext(ctx, func() error {
+		fd, err := f.openat2(p, fl, 0)
+		if errors.Is(err, unix.EACCES) {
+			a, err := f.ownedBy(ctx, p)
+			owned = &a
+			return err
 		}
 		if err != nil {
-			return n, fmt.Errorf("read %q: %w", p, err)
+			return err
 		}
-		if m == 0 {
-			return n, io.EOF
+		defer unix.Close(fd)
+		return fn(fd)
+	})
+	if err != nil || owned == nil {
+		return err
+	}
+	fd, err := f.openOwned(p, fl, owned.Ino)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return ident.DoContext(ctx, func() error { return fn(fd) })
+}
+
+// ReadAt reads len(b) bytes at off, fewer only at the end of the file.
+func (f *FS) ReadAt(ctx context.Context, p string, b []byte, off int64) (int, error) {
+	n := 0
+	err := f.withData(ctx, p, unix.O_RDONLY, func(fd int) error {
+		for n < len(b) {
+			m, err := unix.Pread(fd, b[n:], off+int64(n))
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil || m == 0 {
+				return err
+			}
+			n += m
 		}
-		n += m
+		return nil
+	})
+	if err != nil {
+		return n, fmt.Errorf("read %q: %w", p, err)
+	}
+	if n < len(b) {
+		return n, io.EOF
 	}
 	return n, nil
 }
@@ -160,13 +194,8 @@ func (f *FS) ReadAt(ctx context.Context, p string, b []byte, off int64) (int, er
 // WriteAt writes b at off. The write runs as the caller, so that the kernel
 // clears setuid and setgid bits as it would for the caller's own write.
 func (f *FS) WriteAt(ctx context.Context, p string, b []byte, off int64) (int, error) {
-	fd, err := f.openData(ctx, p, unix.O_WRONLY)
-	if err != nil {
-		return 0, fmt.Errorf("write %q: %w", p, err)
-	}
-	defer unix.Close(fd)
 	n := 0
-	err = ident.DoContext(ctx, func() error {
+	err := f.withData(ctx, p, unix.O_WRONLY, func(fd int) error {
 		for n < len(b) {
 			m, err := unix.Pwrite(fd, b[n:], off+int64(n))
 			if errors.Is(err, unix.EINTR) {
@@ -187,12 +216,7 @@ func (f *FS) WriteAt(ctx context.Context, p string, b []byte, off int64) (int, e
 
 // Fsync makes the data and metadata of p durable on the backing file system.
 func (f *FS) Fsync(ctx context.Context, p string) error {
-	fd, err := f.openData(ctx, p, unix.O_RDONLY)
-	if err != nil {
-		return fmt.Errorf("fsync %q: %w", p, err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Fsync(fd); err != nil {
+	if err := f.withData(ctx, p, unix.O_RDONLY, unix.Fsync); err != nil {
 		return fmt.Errorf("fsync %q: %w", p, err)
 	}
 	return nil
@@ -204,13 +228,8 @@ func (f *FS) Fsync(ctx context.Context, p string) error {
 // owns the file. The truncation itself runs as the caller, so the kernel
 // clears setuid and setgid bits as it would for the caller.
 func (f *FS) TruncateOpen(ctx context.Context, p string, size int64) (namespace.Attr, error) {
-	fd, err := f.openData(ctx, p, unix.O_WRONLY)
-	if err != nil {
-		return namespace.Attr{}, fmt.Errorf("ftruncate %q: %w", p, err)
-	}
-	defer unix.Close(fd)
 	var st unix.Stat_t
-	err = ident.DoContext(ctx, func() error {
+	err := f.withData(ctx, p, unix.O_WRONLY, func(fd int) error {
 		if err := unix.Ftruncate(fd, size); err != nil {
 			return err
 		}
@@ -228,12 +247,7 @@ func (f *FS) TruncateOpen(ctx context.Context, p string, size int64) (namespace.
 // other modes (punching holes, zeroing ranges) are whatever the backing file
 // system supports.
 func (f *FS) Allocate(ctx context.Context, p string, off, size int64, mode uint32) error {
-	fd, err := f.openData(ctx, p, unix.O_WRONLY)
-	if err != nil {
-		return fmt.Errorf("fallocate %q: %w", p, err)
-	}
-	defer unix.Close(fd)
-	err = ident.DoContext(ctx, func() error { return unix.Fallocate(fd, mode, off, size) })
+	err := f.withData(ctx, p, unix.O_WRONLY, func(fd int) error { return unix.Fallocate(fd, mode, off, size) })
 	if err != nil {
 		return fmt.Errorf("fallocate %q: %w", p, err)
 	}
