@@ -43,7 +43,13 @@
 //     read-only (ErrReadOnly), visible in Stats.
 //   - Identity: backing-store I/O on behalf of a call runs as the ident.Cred
 //     carried by its context; write-back runs as the file's last writer,
-//     which the file record keeps.
+//     which the file record keeps. A hit is served without asking the
+//     backing store: checking access when a file is opened is the caller's
+//     business.
+//   - Read-ahead: a miss right after a miss of the previous extent, or a hit
+//     on an extent read ahead, copies up the next two extents in the
+//     background, as the caller. A truncate, drop or invalidation of the
+//     file voids read-ahead started before it.
 //
 // # On-disk layout
 //
@@ -87,4 +93,42 @@
 // write-back shared, writers exclusive); each file has a RWMutex that
 // write-back holds shared while it writes to the backing file and that
 // truncate and drop hold exclusively. Lock order: file, extent, engine.
+//
+// # Measurements
+//
+// Layout. Buffered writes that create files or grow them swing widely on
+// the cache nodes, while overwrites of preallocated space hold the disk's
+// speed. BenchmarkLayout writes 256 MiB in 1 MiB extents both ways on this
+// package's test machine: into a fallocated slab 4.7 to 8.9 GB/s, as one new
+// file per extent 0.65 to 2.0 GB/s (2.3x to 13.7x in favour of the slab). So
+// extents live in slots of one preallocated slab file, and the index maps
+// extents to slots.
+//
+// Benchmarks (go test -bench . -benchtime 4x ./cacheserver/engine/): each
+// moves 256 MiB in 1 MiB calls per iteration, through the engine and, in the
+// same iteration, through plain files on the same disk. Measured on a 2-vCPU
+// VM with one virtio disk, shared with other builds (load average 8 to 23),
+// buffered I/O, so the spread between runs is wide:
+//
+//	benchmark                     engine MB/s  baseline MB/s  ratio
+//	SequentialWrite (new data)    6500-6900    3200-3900      1.8-2.0x
+//	SequentialReadHit             6900-9300    7900-11800     0.65-0.94x
+//	CopyUp, cache on same disk    920-1060     1240-1460      0.73-0.76x
+//	CopyUp, cache on tmpfs        550-1100     930-1920       0.57-0.69x
+//	WriteBack drain, 1 thread     800-1360     700-1000       1.0-1.4x
+//	WriteBack drain, 4 threads    1380-3080    780-3030       1.0-1.8x
+//	WriteBack drain, 8 threads    1130-1400    1180-1540      0.73-1.2x
+//
+// Baselines: writes into a new plain file; reads of a plain file in the page
+// cache; reads of the backing file from disk (evicted with fadvise); a
+// plain 1 MiB read/write copy of a file of the same size.
+//
+// Writes beat the baseline because the slab is preallocated. Read hits cost
+// the same CPU per byte as plain reads in a profile (one pread each); the
+// spread is the machine's. Copy-up falls short of the 0.9x target here: it
+// copies each byte three times (backing to buffer, buffer to slab, and for
+// read-ahead extents slab to reader) against one for the baseline, on two
+// loaded cores, and with the cache on the backing disk that disk also
+// absorbs the slab writes. Copying from the backing file into the slab in
+// the kernel (copy_file_range) would remove one copy.
 package engine
