@@ -150,3 +150,15 @@ func TestExtendSizeSurvivesRestart(t *testing.T) {
 		t.Fatalf("a read created %d bytes on the backing store", len(got))
 	}
 }
+
+func TestFileCreatedBehindTheCacheIsSeen(t *testing.T) {
+	r := newRig(t, 4096, 8, nil)
+	b := make([]byte, 4)
+	if _, err := r.e.ReadAt(context.Background(), "late", b, 0); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("read before creation: %v", err)
+	}
+	r.writeBacking("late", []byte("here"))
+	if n, err := r.e.ReadAt(context.Background(), "late", b, 0); n != 4 || string(b) != "here" {
+		t.Fatalf("read after creation: %q, %v", b[:n], err)
+	}
+}

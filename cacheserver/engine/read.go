@@ -71,7 +71,9 @@ func (e *Engine) statFile(ctx context.Context, path string) (*file, error) {
 	}
 	e.mu.Lock()
 	f := e.fileLocked(path)
-	statted := f.statted
+	// A file seen missing is looked up again: another server, or the
+	// metadata server, may have created it since.
+	statted := f.statted && (f.exists || f.record || len(f.extents) > 0)
 	e.mu.Unlock()
 	if !statted {
 		fi, err := e.backing.Stat(ctx, path)
@@ -79,7 +81,7 @@ func (e *Engine) statFile(ctx context.Context, path string) (*file, error) {
 			return nil, fmt.Errorf("stat %s: %w", path, err)
 		}
 		e.mu.Lock()
-		if !f.statted {
+		if !f.statted || !f.exists {
 			f.statted, f.exists = true, err == nil
 			if err == nil {
 				f.backingSize = fi.Size()
