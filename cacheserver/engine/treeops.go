@@ -176,10 +176,12 @@ func (e *Engine) flushTree(ctx context.Context, dir string) error {
 		if len(xs) == 0 && !busy {
 			return nil
 		}
+		claimed := 0
 		for _, x := range xs {
 			if !e.claim(x) {
 				continue
 			}
+			claimed++
 			if err := e.writeBack(x); err != nil {
 				if failures++; failures >= flushGiveUp {
 					return fmt.Errorf("flushing %s: %w", dir, e.dirtyLeft(err))
@@ -191,7 +193,8 @@ func (e *Engine) flushTree(ctx context.Context, dir string) error {
 				failures = 0
 			}
 		}
-		if busy && len(xs) == 0 {
+		if claimed == 0 {
+			// Workers hold every dirty extent left: wait for them.
 			if err := sleepCtx(ctx, time.Millisecond); err != nil {
 				return fmt.Errorf("flushing %s: %w", dir, e.dirtyLeft(err))
 			}
