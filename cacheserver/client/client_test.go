@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/server/servertest"
 	"github.com/google/go-cmp/cmp"
 )
@@ -567,5 +568,40 @@ func TestInterruptedChangesComplete(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(in.Backing, p)); err != nil {
 			t.Errorf("%s after an interrupted creation: %v", p, err)
 		}
+	}
+}
+
+// TestTruncateOpenAfterChmod checks ftruncate through a descriptor whose
+// file lost its write permission after the open: allowed, while truncate
+// by name is refused.
+func TestTruncateOpenAfterChmod(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("acting as another user needs root")
+	}
+	backing := t.TempDir()
+	os.Chmod(filepath.Dir(backing), 0o755)
+	os.Chmod(backing, 0o777)
+	in := servertest.Start(t, backing, servertest.Options{Servers: 2, ExtentSize: testExtent, Secret: "k", ActAsCaller: true})
+	f := connect(t, in)
+	user := ident.NewContext(context.Background(), ident.Cred{UID: 1000, GID: 1000})
+	if _, err := f.Create(user, "t", os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(user, "t", bytes.Repeat([]byte("z"), 3*testExtent), 0); err != nil {
+		t.Fatal(err)
+	}
+	mode := uint32(0o444)
+	if _, err := f.SetAttr(user, "t", namespace.SetAttr{Mode: &mode}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.SetAttr(user, "t", namespaceSize(10)); !errors.Is(err, syscall.EACCES) {
+		t.Errorf("truncate by name of a read-only file: %v, want EACCES", err)
+	}
+	a, err := f.TruncateOpen(user, "t", testExtent+1)
+	if err != nil || a.Size != testExtent+1 {
+		t.Fatalf("TruncateOpen = size %d, %v; want %d", a.Size, err, testExtent+1)
+	}
+	if got := readAll(t, connect(t, in), "t", 3*testExtent); len(got) != testExtent+1 {
+		t.Errorf("another client reads %d bytes after ftruncate, want %d", len(got), testExtent+1)
 	}
 }

@@ -211,13 +211,12 @@ func (f *FS) pushSize(ctx context.Context, path string) error {
 	return err
 }
 
-// Flush publishes the size this client's writes gave path, so that a client
-// that opens the file next sees all of it. The FUSE layer calls it when a
-// file descriptor is closed.
+// Flush is called by the FUSE layer at every close. Every write that
+// extended the file announced the new size to the metadata server already,
+// so the next open anywhere sees it; making that size durable is left to
+// the background pusher and to Fsync. Flush only forgets what this client
+// knew of the file, so that a later open learns it afresh.
 func (f *FS) Flush(ctx context.Context, path string) error {
-	if err := f.pushSize(ctx, path); err != nil {
-		return err
-	}
 	f.mu.Lock()
 	if st := f.files[path]; st != nil && st.pending == 0 {
 		delete(f.files, path)

@@ -48,14 +48,32 @@ func (f *FS) SetAttr(ctx context.Context, p string, in namespace.SetAttr) (names
 	return f.truncate(ctx, p, *in.Size)
 }
 
+// TruncateOpen truncates p through a descriptor the caller opened for
+// writing (ftruncate(2)), which works even if the file lost its write
+// permission since the open.
+func (f *FS) TruncateOpen(ctx context.Context, p string, size int64) (namespace.Attr, error) {
+	if err := f.pushSize(ctx, p); err != nil {
+		return namespace.Attr{}, err
+	}
+	if _, err := f.attrCall(ctx, p, wire.OpTruncateOpen, pathArgs(p).Int64(size)); err != nil {
+		return namespace.Attr{}, err
+	}
+	return f.truncateVia(ctx, p, size, true)
+}
+
 // truncate trims every server to size, then has the metadata server record
 // it and cut the backing file again.
 func (f *FS) truncate(ctx context.Context, p string, size int64) (namespace.Attr, error) {
+	return f.truncateVia(ctx, p, size, false)
+}
+
+// truncateVia is truncate; viaOpen cuts the backing file as TruncateOpen does.
+func (f *FS) truncateVia(ctx context.Context, p string, size int64, viaOpen bool) (namespace.Attr, error) {
 	f.forget(p)
 	if err := f.allServers(ctx, wire.OpTrim, pathArgs(p).Int64(size)); err != nil {
 		return namespace.Attr{}, err
 	}
-	a, err := f.attrCall(ctx, p, wire.OpTruncate, pathArgs(p).Int64(size))
+	a, err := f.attrCall(ctx, p, wire.OpTruncate, pathArgs(p).Int64(size).Bool(viaOpen))
 	if err == nil {
 		f.learn(p, a)
 	}

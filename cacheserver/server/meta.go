@@ -12,27 +12,28 @@ import (
 )
 
 var metaHandlers = map[wire.Op]handlerFunc{
-	wire.OpGetAttr:     (*Server).getAttr,
-	wire.OpSetAttr:     (*Server).setAttr,
-	wire.OpTruncate:    forgetting((*Server).truncate),
-	wire.OpAccess:      (*Server).access,
-	wire.OpReadDir:     (*Server).readDir,
-	wire.OpMkdir:       (*Server).mkdir,
-	wire.OpMknod:       (*Server).mknod,
-	wire.OpRmdir:       nsPath(namespace.FS.Rmdir),
-	wire.OpUnlink:      forgetting((*Server).unlink),
-	wire.OpRename:      (*Server).rename,
-	wire.OpSymlink:     (*Server).symlink,
-	wire.OpReadlink:    (*Server).readlink,
-	wire.OpLink:        (*Server).link,
-	wire.OpCreate:      (*Server).create,
-	wire.OpOpen:        (*Server).open,
-	wire.OpGetxattr:    (*Server).getxattr,
-	wire.OpSetxattr:    (*Server).setxattr,
-	wire.OpListxattr:   (*Server).listxattr,
-	wire.OpRemovexattr: (*Server).removexattr,
-	wire.OpClearSetid:  (*Server).clearSetid,
-	wire.OpMayUnlink:   (*Server).mayUnlink,
+	wire.OpGetAttr:      (*Server).getAttr,
+	wire.OpSetAttr:      (*Server).setAttr,
+	wire.OpTruncate:     forgetting((*Server).truncate),
+	wire.OpAccess:       (*Server).access,
+	wire.OpReadDir:      (*Server).readDir,
+	wire.OpMkdir:        (*Server).mkdir,
+	wire.OpMknod:        (*Server).mknod,
+	wire.OpRmdir:        nsPath(namespace.FS.Rmdir),
+	wire.OpUnlink:       forgetting((*Server).unlink),
+	wire.OpRename:       (*Server).rename,
+	wire.OpSymlink:      (*Server).symlink,
+	wire.OpReadlink:     (*Server).readlink,
+	wire.OpLink:         (*Server).link,
+	wire.OpCreate:       (*Server).create,
+	wire.OpOpen:         (*Server).open,
+	wire.OpGetxattr:     (*Server).getxattr,
+	wire.OpSetxattr:     (*Server).setxattr,
+	wire.OpListxattr:    (*Server).listxattr,
+	wire.OpRemovexattr:  (*Server).removexattr,
+	wire.OpClearSetid:   (*Server).clearSetid,
+	wire.OpMayUnlink:    (*Server).mayUnlink,
+	wire.OpTruncateOpen: forgetting((*Server).truncateOpen),
 }
 
 func nsPath(fn func(namespace.FS, context.Context, string) error) handlerFunc {
@@ -107,11 +108,42 @@ func (s *Server) truncate(ctx context.Context, req *wire.Request, resp *wire.Res
 	if err != nil {
 		return err
 	}
-	size := req.Args.Int64()
+	size, viaOpen := req.Args.Int64(), req.Args.Bool()
 	if err := s.cfg.Cache.Truncate(ctx, p, size); err != nil {
 		return err
 	}
-	a, err := s.cfg.NS.SetAttr(ctx, p, namespace.SetAttr{Size: &size})
+	a, err := s.cutBacking(ctx, p, size, viaOpen)
+	if err != nil {
+		return err
+	}
+	resp.Meta.Attr(a)
+	return nil
+}
+
+// OpenTruncater is implemented by a backing namespace that can truncate a
+// file through a descriptor, as ftruncate(2) on a file the caller opened for
+// writing does, even after the file lost its write permission.
+type OpenTruncater interface {
+	TruncateOpen(ctx context.Context, path string, size int64) (namespace.Attr, error)
+}
+
+// cutBacking sets the size of the backing file, through a descriptor when
+// viaOpen and the namespace can.
+func (s *Server) cutBacking(ctx context.Context, p string, size int64, viaOpen bool) (namespace.Attr, error) {
+	if ot, ok := s.cfg.NS.(OpenTruncater); ok && viaOpen {
+		return ot.TruncateOpen(ctx, p, size)
+	}
+	return s.cfg.NS.SetAttr(ctx, p, namespace.SetAttr{Size: &size})
+}
+
+// truncateOpen cuts the backing file as ftruncate(2) would; the client then
+// trims every server and finishes with OpTruncate.
+func (s *Server) truncateOpen(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	a, err := s.cutBacking(ctx, p, req.Args.Int64(), true)
 	if err != nil {
 		return err
 	}

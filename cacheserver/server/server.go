@@ -159,7 +159,7 @@ var mutating = map[wire.Op]bool{
 	wire.OpSetAttr: true, wire.OpTruncate: true, wire.OpMkdir: true, wire.OpMknod: true,
 	wire.OpRmdir: true, wire.OpUnlink: true, wire.OpRename: true, wire.OpSymlink: true,
 	wire.OpLink: true, wire.OpCreate: true, wire.OpSetxattr: true, wire.OpRemovexattr: true,
-	wire.OpClearSetid: true, wire.OpMayUnlink: true,
+	wire.OpClearSetid: true, wire.OpMayUnlink: true, wire.OpTruncateOpen: true,
 }
 
 func init() {

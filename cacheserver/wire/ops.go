@@ -35,8 +35,9 @@ const (
 	OpGetAttr
 	// OpSetAttr (path, SetAttr) answers an Attr.
 	OpSetAttr
-	// OpTruncate (path, size i64) sets the size of the file on the backing
-	// store and in the cache, after the client trimmed every server.
+	// OpTruncate (path, size i64, viaOpen bool) sets the size of the file on
+	// the backing store and in the cache, after the client trimmed every
+	// server; viaOpen cuts the backing file as OpTruncateOpen does.
 	OpTruncate
 	// OpAccess (path, mask u32).
 	OpAccess
@@ -85,6 +86,11 @@ const (
 	// rule), so that the client drops cached data only for an unlink that
 	// will succeed.
 	OpMayUnlink
+	// OpTruncateOpen (path, size i64) cuts the backing file through a
+	// descriptor as the caller's open file would (ftruncate(2)), which works
+	// even when the file lost its write permission after the open; the
+	// client then trims every server and finishes with OpTruncate.
+	OpTruncateOpen
 )
 
 // Attr appends a.
