@@ -2,6 +2,8 @@ package controllers_test
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -101,6 +103,26 @@ var _ = Describe("Provisioning", func() {
 			g.Expect(u.Dirty.Value()).To(BeNumerically("<", len(data)))
 		}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
 		Expect(proc.done).NotTo(BeClosed(), "the server was restarted")
+	})
+
+	It("copies spec.preload up from the backing file system before turning Ready", func() {
+		w := newWorld()
+		data := bytes.Repeat([]byte("preload!"), 256<<10) // 2Mi
+		dir := filepath.Join(w.hostPath(w.backing), "input")
+		Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+		Expect(os.WriteFile(filepath.Join(dir, "set.bin"), data, 0o644)).To(Succeed())
+		Expect(os.Chown(dir, runAsUID, runAsGID)).To(Succeed())
+		inst := w.instance("64Mi")
+		inst.Spec.Preload = []cachev1alpha1.AbsolutePath{cachev1alpha1.AbsolutePath(w.backing + "/input")}
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		kl.runServers(inst, 1)
+		Eventually(func(g Gomega) {
+			cur := get(inst)(g)
+			g.Expect(cur.Status.Phase).To(Equal(cachev1alpha1.PhaseReady))
+			g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, cachev1alpha1.ConditionPreloaded)).To(BeTrue())
+			g.Expect(cur.Status.Usage.CopyUpBytes).To(BeNumerically(">=", len(data)))
+			g.Expect(cur.Status.Usage.Cached.Value()).To(BeNumerically(">=", len(data)))
+		}, 20*time.Second, 200*time.Millisecond).Should(Succeed())
 	})
 
 	It("refuses an instance beyond the pool's free capacity, and accepts it once capacity is freed", func() {

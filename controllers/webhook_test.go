@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
@@ -67,11 +68,69 @@ var _ = Describe("Admission", func() {
 			i.Spec.Type, i.Spec.Backing = cachev1alpha1.CacheTypeScratch, nil
 			i.Spec.RunAs.UID = 7
 		}, cachev1alpha1.ReasonIdentityNotAllowed}),
+		Entry("a dirty watermark above the ceiling", refusal{func(w *world, i *cachev1alpha1.CacheInstance) {
+			i.Spec.WriteBack = &cachev1alpha1.WriteBack{DirtyHighWatermark: ptr(int32(99)), DirtyLowWatermark: ptr(int32(50))}
+			setCeiling(w, func(c *cachev1alpha1.InstanceCeilings) { c.DirtyHighWatermark = ptr(int32(95)) })
+		}, cachev1alpha1.ReasonExceedsCeiling}),
+		Entry("a max file size above the ceiling", refusal{func(w *world, i *cachev1alpha1.CacheInstance) {
+			i.Spec.Limits = &cachev1alpha1.Limits{MaxFileSize: ptr(resource.MustParse("2Gi"))}
+			setCeiling(w, func(c *cachev1alpha1.InstanceCeilings) { c.MaxFileSize = ptr(resource.MustParse("1Gi")) })
+		}, cachev1alpha1.ReasonExceedsCeiling}),
+		Entry("more files than the ceiling", refusal{func(w *world, i *cachev1alpha1.CacheInstance) {
+			i.Spec.Limits = &cachev1alpha1.Limits{MaxFiles: ptr(int64(1001))}
+			setCeiling(w, func(c *cachev1alpha1.InstanceCeilings) { c.MaxFiles = ptr(int64(1000)) })
+		}, cachev1alpha1.ReasonExceedsCeiling}),
+		Entry("a write window above the ceiling", refusal{func(w *world, i *cachev1alpha1.CacheInstance) {
+			i.Spec.Limits = &cachev1alpha1.Limits{WriteWindow: &cachev1alpha1.WriteWindow{Multiplier: ptr(int32(50))}}
+			setCeiling(w, func(c *cachev1alpha1.InstanceCeilings) { c.WriteWindowMultiplier = ptr(int32(20)) })
+		}, cachev1alpha1.ReasonExceedsCeiling}),
+		Entry("capacity beyond the whole pool", refusal{func(w *world, i *cachev1alpha1.CacheInstance) {
+			setCeiling(w, func(c *cachev1alpha1.InstanceCeilings) { c.Capacity = nil })
+			i.Spec.Capacity = resource.MustParse("1Gi") // 384Mi on each of 3 nodes of 256Mi
+		}, cachev1alpha1.ReasonInsufficientCapacity}),
+		Entry("a namespace the selector of a rule does not select", refusal{func(w *world, i *cachev1alpha1.CacheInstance) {
+			i.Spec.Backing.Path = mountAt + "/shared/gold"
+			updatePool(w, func(p *cachev1alpha1.CachePool) {
+				p.Spec.BackingFilesystems[0].AccessRules = append(p.Spec.BackingFilesystems[0].AccessRules, cachev1alpha1.AccessRule{
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "physics"}},
+					PathPrefixes:      []cachev1alpha1.AbsolutePath{mountAt + "/shared"},
+					UIDRanges:         []cachev1alpha1.IDRange{{Min: 1000, Max: 1999}}, GIDRanges: []cachev1alpha1.IDRange{{Min: 1000, Max: 1999}},
+				})
+			})
+		}, cachev1alpha1.ReasonPathNotAllowed}),
+		Entry("a uid the selected rule does not map", refusal{func(w *world, i *cachev1alpha1.CacheInstance) {
+			i.Spec.Backing.Path = mountAt + "/shared/climate"
+			updatePool(w, func(p *cachev1alpha1.CachePool) {
+				p.Spec.BackingFilesystems[0].AccessRules = append(p.Spec.BackingFilesystems[0].AccessRules, cachev1alpha1.AccessRule{
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "climate"}},
+					PathPrefixes:      []cachev1alpha1.AbsolutePath{mountAt + "/shared"},
+					UIDRanges:         []cachev1alpha1.IDRange{{Min: 3000, Max: 3999}}, GIDRanges: []cachev1alpha1.IDRange{{Min: 1000, Max: 1999}},
+				})
+			})
+		}, cachev1alpha1.ReasonIdentityNotAllowed}),
+		Entry("a pool whose media cannot be used", refusal{func(w *world, _ *cachev1alpha1.CacheInstance) {
+			updatePool(w, func(p *cachev1alpha1.CachePool) { p.Spec.AllocationGranularity = resource.MustParse("512Mi") })
+		}, cachev1alpha1.ReasonMediaUnavailable}),
+		Entry("a relative path", refusal{path("lus/global"), "absolute"}),
+		Entry("a trailing slash", refusal{sub("/"), "'/'"}),
 		// The schema refuses these before the webhook sees them; they are here
 		// so that the table covers what users try.
 		Entry("a path traversal", refusal{sub("/../other"), "'..'"}),
 		Entry("a path with an empty element", refusal{sub("//x"), "'//'"}),
 	)
+
+	It("accepts what a rule selecting the namespace by label grants", func() {
+		updatePool(w, func(p *cachev1alpha1.CachePool) {
+			p.Spec.BackingFilesystems[0].AccessRules = append(p.Spec.BackingFilesystems[0].AccessRules, cachev1alpha1.AccessRule{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "climate"}},
+				PathPrefixes:      []cachev1alpha1.AbsolutePath{mountAt + "/shared"},
+				UIDRanges:         []cachev1alpha1.IDRange{{Min: 1000, Max: 1999}}, GIDRanges: []cachev1alpha1.IDRange{{Min: 1000, Max: 1999}},
+			})
+		})
+		inst := w.instance("64Mi")
+		inst.Spec.Backing.Path = mountAt + "/shared/climate"
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+	})
 
 	It("refuses raising a knob above its ceiling on update, and changes of immutable fields", func() {
 		inst := w.instance("64Mi")
@@ -122,3 +181,22 @@ var _ = Describe("Admission", func() {
 			Should(ContainElement(cachev1alpha1.ReasonIdentityNotAllowed))
 	})
 })
+
+// updatePool changes the world's pool and waits until the API server has it,
+// so that the webhook, which reads pools from the API server, sees it.
+func updatePool(w *world, edit func(*cachev1alpha1.CachePool)) {
+	GinkgoHelper()
+	Eventually(func() error {
+		pool := &cachev1alpha1.CachePool{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(w.pool), pool); err != nil {
+			return err
+		}
+		edit(pool)
+		return k8sClient.Update(ctx, pool)
+	}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
+}
+
+func setCeiling(w *world, edit func(*cachev1alpha1.InstanceCeilings)) {
+	GinkgoHelper()
+	updatePool(w, func(p *cachev1alpha1.CachePool) { edit(p.Spec.Ceilings) })
+}
