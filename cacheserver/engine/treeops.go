@@ -7,20 +7,31 @@ import (
 	"time"
 )
 
-// Unlink forgets path in the cache, dirty data included, and removes it
-// from the backing store. A file only the cache held (never written back)
-// is not an error.
+// Unlink removes path from the backing store, then forgets it in the
+// cache, dirty data included. A file only the cache held (never written
+// back) is not an error; a refused removal leaves the cache alone.
 func (e *Engine) Unlink(ctx context.Context, p string) error {
 	if err := e.enter(); err != nil {
 		return err
 	}
 	defer e.leave()
-	had := e.drop(p)
-	err := e.backing.Remove(ctx, p)
-	if errorsIsNotExist(err) && had {
-		return nil
+	e.mu.Lock()
+	f := e.files[p]
+	e.mu.Unlock()
+	if f == nil {
+		return e.backing.Remove(ctx, p)
 	}
-	return err
+	// Holding wbmu keeps write-back from recreating the file in between.
+	f.wbmu.Lock()
+	defer f.wbmu.Unlock()
+	err := e.backing.Remove(ctx, p)
+	if err != nil && !errorsIsNotExist(err) {
+		return err
+	}
+	if had := e.dropLocked(f); errorsIsNotExist(err) && !had {
+		return err
+	}
+	return nil
 }
 
 // Drop forgets every extent of path, dirty ones included (the file is gone),
@@ -30,20 +41,20 @@ func (e *Engine) Drop(ctx context.Context, p string) error {
 		return err
 	}
 	defer e.leave()
-	e.drop(p)
-	return nil
-}
-
-// drop forgets path and reports whether the cache held anything of it.
-func (e *Engine) drop(p string) bool {
 	e.mu.Lock()
 	f := e.files[p]
 	e.mu.Unlock()
-	if f == nil {
-		return false
+	if f != nil {
+		f.wbmu.Lock()
+		defer f.wbmu.Unlock()
+		e.dropLocked(f)
 	}
-	f.wbmu.Lock()
-	defer f.wbmu.Unlock()
+	return nil
+}
+
+// dropLocked forgets f, whose wbmu the caller holds, and reports whether
+// the cache held anything of it.
+func (e *Engine) dropLocked(f *file) bool {
 	e.mu.Lock()
 	had := f.record || len(f.extents) > 0
 	e.forgetFileLocked(f)
