@@ -70,3 +70,29 @@ func TestCopyUpRunsAsTheCaller(t *testing.T) {
 		t.Fatalf("written back as %d:%d, want 1234:5678", st.Uid, st.Gid)
 	}
 }
+
+// TestRefusedUnlinkKeepsDirtyData: a removal the backing store refuses must
+// not throw away the cached data.
+func TestRefusedUnlinkKeepsDirtyData(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("switching identities needs root")
+	}
+	r := newRig(t, 4096, 8, nil)
+	for _, d := range []string{filepath.Dir(r.root), r.root} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.writeBacking("private/f", []byte("old"))
+	if err := os.Chmod(filepath.Join(r.root, "private"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r.write("private/f", 0, []byte("new data"))
+	ctx := ident.NewContext(context.Background(), ident.Cred{UID: 2000, GID: 2000})
+	if err := r.e.Unlink(ctx, "private/f"); !errors.Is(err, fs.ErrPermission) {
+		t.Fatalf("unlink as 2000: %v, want permission denied", err)
+	}
+	if got := string(r.readAll("private/f")); got != "new data" {
+		t.Fatalf("after the refused unlink: %q", got)
+	}
+}
