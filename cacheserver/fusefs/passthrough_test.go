@@ -39,10 +39,10 @@ func TestPassthrough(t *testing.T) {
 	}
 	defer p.Close()
 	fsys := &readCounter{FS: p}
-	hooked := 0
+	var hooked atomic.Int32
 	opts := Options{DirectMount: true, Passthrough: func(ctx context.Context, path string, flags uint32) (int, bool) {
 		fd, err := unix.Open(filepath.Join(backing, path), int(flags&unix.O_ACCMODE)|unix.O_CLOEXEC, 0)
-		hooked++
+		hooked.Add(1)
 		return fd, err == nil
 	}}
 	s, err := Mount(mnt, fsys, opts)
@@ -54,7 +54,7 @@ func TestPassthrough(t *testing.T) {
 	if err != nil || string(got) != "through the kernel" {
 		t.Fatalf("read %q, %v", got, err)
 	}
-	if hooked != 1 || fsys.reads.Load() != 0 {
-		t.Fatalf("hook called %d times, namespace read %d times; want 1 and 0", hooked, fsys.reads.Load())
+	if hooked.Load() != 1 || fsys.reads.Load() != 0 {
+		t.Fatalf("hook called %d times, namespace read %d times; want 1 and 0", hooked.Load(), fsys.reads.Load())
 	}
 }
