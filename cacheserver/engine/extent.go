@@ -64,11 +64,12 @@ type file struct {
 	wbmu sync.RWMutex
 
 	// Guarded by Engine.mu.
-	size        int64 // size the cache knows: writes, ExtendSize, truncate
-	backingSize int64 // size of the backing file, as last seen
-	statted     bool  // backingSize is known
-	exists      bool  // the backing file existed when statted
-	record      bool  // has a durable file record (counts against MaxFiles)
+	size        int64  // size the cache knows: writes, ExtendSize, truncate
+	backingSize int64  // size of the backing file, as last seen
+	statted     bool   // backingSize is known
+	sizeGen     uint64 // bumped when write-back, truncate or trim changes backingSize
+	exists      bool   // the backing file existed when statted
+	record      bool   // has a durable file record (counts against MaxFiles)
 	cred        *ident.Cred
 	dead        bool
 	epoch       uint64 // bumped when extents are dropped or trimmed

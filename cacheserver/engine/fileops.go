@@ -113,6 +113,7 @@ func (e *Engine) Truncate(ctx context.Context, path string, size int64) error {
 	e.trimLocked(f, size)
 	e.mu.Lock()
 	f.backingSize, f.statted, f.exists = size, true, true
+	f.sizeGen++
 	e.mu.Unlock()
 	return nil
 }
@@ -158,6 +159,7 @@ func (e *Engine) trimLocked(f *file, size int64) {
 	defer e.mu.Unlock()
 	f.size = size
 	f.backingSize = min(f.backingSize, size)
+	f.sizeGen++
 	if f.record {
 		e.markFileLocked(f)
 	}

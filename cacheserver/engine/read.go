@@ -74,6 +74,7 @@ func (e *Engine) statFile(ctx context.Context, path string) (*file, error) {
 	// A file seen missing is looked up again: another server, or the
 	// metadata server, may have created it since.
 	statted := f.statted && (f.exists || f.record || len(f.extents) > 0)
+	gen := f.sizeGen
 	e.mu.Unlock()
 	if !statted {
 		fi, err := e.backing.Stat(ctx, path)
@@ -81,7 +82,9 @@ func (e *Engine) statFile(ctx context.Context, path string) (*file, error) {
 			return nil, fmt.Errorf("stat %s: %w", path, err)
 		}
 		e.mu.Lock()
-		if !f.statted || !f.exists {
+		// A write-back, truncate or trim during the stat keeps backingSize
+		// up to date itself, and the stat may predate it: keep theirs.
+		if f.sizeGen == gen {
 			f.statted, f.exists = true, err == nil
 			if err == nil {
 				f.backingSize = fi.Size()

@@ -135,6 +135,7 @@ func (e *Engine) writeBackDoneLocked(x *extent, gen uint64, lo, hi int32) {
 	e.st.writeBack += int64(hi - lo)
 	x.f.backingSize = max(x.f.backingSize, x.idx*e.es+int64(hi))
 	x.f.exists = true
+	x.f.sizeGen++
 	if x.state == ready && x.gen == gen {
 		e.setCleanLocked(x)
 		e.markExtLocked(x)
