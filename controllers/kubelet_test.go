@@ -83,9 +83,7 @@ func (k *kubelet) runServers(inst *cachev1alpha1.CacheInstance, n int) []string 
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		p := k.start(pod)
-		var idx int
-		fmt.Sscan(pod.Labels["cache.burstcache.io/server-index"], &idx)
-		addrs[idx] = p.data
+		addrs[indexOf(pod)] = p.data
 	}
 	return addrs
 }

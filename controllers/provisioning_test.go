@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -180,9 +181,8 @@ func expectServerPod(w *world, inst *cachev1alpha1.CacheInstance, pod *corev1.Po
 }
 
 func indexOf(pod *corev1.Pod) int {
-	var i int
-	for _, c := range pod.Labels[cacheinstance.LabelServerIndex] {
-		i = i*10 + int(c-'0')
-	}
+	GinkgoHelper()
+	i, err := strconv.Atoi(pod.Labels[cacheinstance.LabelServerIndex])
+	Expect(err).NotTo(HaveOccurred())
 	return i
 }

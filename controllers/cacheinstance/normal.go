@@ -2,6 +2,7 @@ package cacheinstance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,9 +71,8 @@ func (r *Reconciler) loadPool(ctx context.Context, s *scope) (ctrl.Result, error
 // pass) can fix it.
 func (r *Reconciler) validate(_ context.Context, s *scope) (ctrl.Result, error) {
 	err := policy.Validate(s.inst, s.pool, s.nsLabels).Err()
-	if err == nil {
+	if !errors.As(err, &s.rejected) {
 		return ctrl.Result{}, nil
 	}
-	s.rejected = err.(*policy.Error)
 	return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("CacheInstance refused by its pool: %w", err))
 }

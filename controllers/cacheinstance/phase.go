@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 )
@@ -73,7 +74,8 @@ func (r *Reconciler) recordTransitions(s *scope) {
 		typ = cachev1alpha1.ConditionFlushed
 	}
 	reason, msg := string(to), ""
-	if c := meta.FindStatusCondition(s.inst.Status.Conditions, typ); c != nil && !(to == cachev1alpha1.PhaseDeleting && c.Status != "True") {
+	c := meta.FindStatusCondition(s.inst.Status.Conditions, typ)
+	if c != nil && (to != cachev1alpha1.PhaseDeleting || c.Status == metav1.ConditionTrue) {
 		reason, msg = c.Reason, c.Message
 	}
 	eventType := corev1.EventTypeNormal
