@@ -132,3 +132,27 @@ func TestChecksWithoutDefaultPermissions(t *testing.T) {
 		}
 	})
 }
+
+// TestSupplementaryGroups checks that a caller's supplementary groups, which
+// the FUSE header does not carry, count for the permission checks.
+func TestSupplementaryGroups(t *testing.T) {
+	dir, backing := mountUnderTest(t)
+	const group = 4242
+	shared := filepath.Join(backing, "group-only")
+	if err := os.Mkdir(shared, 0o070); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(shared, 0, group); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Chmod(shared, 0o070); err != nil {
+		t.Fatal(err)
+	}
+	member := ident.Cred{UID: nobody.UID, GID: nobody.GID, Groups: []uint32{nobody.GID, group}}
+	if e := runAs(t, member, "list", filepath.Join(dir, "group-only")); e != 0 {
+		t.Errorf("list as a member through a supplementary group: %v, want success", e)
+	}
+	if e := runAs(t, nobody, "list", filepath.Join(dir, "group-only")); e != syscall.EACCES {
+		t.Errorf("list as a non-member: %v, want EACCES", e)
+	}
+}
