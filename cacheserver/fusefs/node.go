@@ -164,23 +164,38 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		sa.Atime, sa.Mtime = nil, nil
 	}
 	a, err := n.m.fsys.SetAttr(ctx, n.path(), sa)
-	if h, ok := f.(*handle); ok && errors.Is(err, syscall.EACCES) && sa.Size != nil && h.writable() {
-		a, err = n.truncateOpen(ctx, sa)
-	}
-	refused := errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)
-	if refused && n.m.opts.ClientCache && nowish(sa) {
-		a, err = n.m.fsys.SetAttr(ctx, n.path(), asNow(sa))
-		refused = errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)
-	}
-	if refused && n.kernelTimes(f, in) {
-		// The backing file system set its own times when the data landed.
-		a, err = n.m.fsys.GetAttr(ctx, n.path())
+	if refused(err) {
+		a, err = n.setAttrRefused(ctx, f, in, sa, err)
 	}
 	if err != nil {
 		return errno(err)
 	}
 	n.fill(a, &out.Attr)
 	return 0
+}
+
+func refused(err error) bool {
+	return errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)
+}
+
+// setAttrRefused retries a change that the namespace refused, where POSIX or
+// the kernel's write-back cache allow it: a truncation through a writable
+// handle, and the times that the write-back cache sends on its own.
+func (n *node) setAttrRefused(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, sa namespace.SetAttr, err error) (namespace.Attr, error) {
+	if h, ok := f.(*handle); ok && h.writable() && sa.Size != nil && errors.Is(err, syscall.EACCES) {
+		return n.truncateOpen(ctx, sa)
+	}
+	var a namespace.Attr
+	if n.m.opts.ClientCache && nowish(sa) {
+		if a, err = n.m.fsys.SetAttr(ctx, n.path(), asNow(sa)); !refused(err) {
+			return a, err
+		}
+	}
+	if n.kernelTimes(f, in) {
+		// The backing file system set its own times when the data landed.
+		return n.m.fsys.GetAttr(ctx, n.path())
+	}
+	return a, err
 }
 
 // nowish reports whether sa sets explicit times within a few seconds of
