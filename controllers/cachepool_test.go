@@ -1,0 +1,54 @@
+package controllers_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+)
+
+var _ = Describe("CachePool", func() {
+	readyReason := func(pool *cachev1alpha1.CachePool) func(Gomega) string {
+		return func(g Gomega) string {
+			cur := &cachev1alpha1.CachePool{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pool), cur)).To(Succeed())
+			c := meta.FindStatusCondition(cur.Status.Conditions, cachev1alpha1.ConditionPoolReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).NotTo(Equal("True"), "pool reported Ready: %s", c.Message)
+			return c.Reason
+		}
+	}
+
+	It("says why a pool cannot serve: no nodes, or media it cannot use", func() {
+		w := newWorld()
+		By("selecting no node")
+		updatePool(w, func(p *cachev1alpha1.CachePool) { p.Spec.Nodes.NodeSelector["rack"] = "nowhere" })
+		Eventually(readyReason(w.pool), 10*time.Second, 100*time.Millisecond).Should(Equal(cachev1alpha1.ReasonNoNodes))
+		Eventually(func(g Gomega) int64 {
+			cur := &cachev1alpha1.CachePool{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(w.pool), cur)).To(Succeed())
+			g.Expect(cur.Status.Nodes).To(BeEmpty())
+			return cur.Status.TotalCapacity.Value()
+		}, 10*time.Second, 100*time.Millisecond).Should(BeZero())
+
+		By("asking for units larger than a node holds")
+		updatePool(w, func(p *cachev1alpha1.CachePool) {
+			delete(p.Spec.Nodes.NodeSelector, "rack")
+			p.Spec.AllocationGranularity = resource.MustParse("1Gi")
+		})
+		Eventually(readyReason(w.pool), 10*time.Second, 100*time.Millisecond).Should(Equal(cachev1alpha1.ReasonMediaUnavailable))
+
+		By("using StorageClass media, which this version cannot provision")
+		updatePool(w, func(p *cachev1alpha1.CachePool) {
+			p.Spec.AllocationGranularity = resource.MustParse("64Mi")
+			p.Spec.Media.HostPath = nil
+			p.Spec.Media.StorageClass = &cachev1alpha1.StorageClassMedia{Name: "local-nvme"}
+		})
+		Eventually(readyReason(w.pool), 10*time.Second, 100*time.Millisecond).Should(Equal(cachev1alpha1.ReasonMediaUnavailable))
+	})
+})
