@@ -52,4 +52,17 @@ var _ = Describe("Scheduling gates", func() {
 			Expect(k8sClient.Delete(ctx, p)).To(Succeed())
 		}
 	})
+
+	It("refuses a pod whose DataWarp directives cannot be honoured, naming the line", func() {
+		w := newWorld()
+		pod := jobPod(w.ns, "dw", "")
+		delete(pod.Labels, cachev1alpha1.LabelInstance)
+		pod.Annotations = map[string]string{cachev1alpha1.AnnotationDirective: "#DW jobdw type=cache pfs=/lus/run capacity=1TiB\n" +
+			"#DW stage_in source=/etc/passwd destination=$DW_JOB_STRIPED/passwd type=file"}
+		err := k8sClient.Create(ctx, pod)
+		Expect(err).To(MatchError(And(ContainSubstring("line 2"), ContainSubstring("not under pfs"))))
+
+		pod.Annotations[cachev1alpha1.AnnotationDirective] = "#DW persistentdw name=shared"
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+	})
 })

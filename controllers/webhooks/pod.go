@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/controllers/directive"
 )
 
 // +kubebuilder:webhook:path=/mutate--v1-pod,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=mpod-v1.cache.burstcache.io,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
@@ -36,8 +38,15 @@ func (g *PodGate) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewWebhookManagedBy(mgr, &corev1.Pod{}).WithDefaulter(g).Complete()
 }
 
-// Default adds the scheduling gate to a pod whose instance is not Ready.
+// Default refuses a pod whose DataWarp directives cannot be translated,
+// naming the line and the reason, and adds the scheduling gate to a pod
+// whose instance is not Ready.
 func (g *PodGate) Default(ctx context.Context, pod *corev1.Pod) error {
+	if text, ok := pod.Annotations[cachev1alpha1.AnnotationDirective]; ok {
+		if _, err := directive.Parse(text); err != nil {
+			return apierrors.NewBadRequest(fmt.Sprintf("annotation %s: %v", cachev1alpha1.AnnotationDirective, err))
+		}
+	}
 	name := pod.Labels[cachev1alpha1.LabelInstance]
 	if name == "" || pod.Labels[cachev1alpha1.LabelComponent] == cachev1alpha1.ComponentServer || hasGate(pod) {
 		return nil
