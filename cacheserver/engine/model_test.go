@@ -66,7 +66,7 @@ func shmDir(t *testing.T) string {
 
 func (m *modelRun) fail(format string, args ...any) {
 	m.t.Helper()
-	tail := m.log[max(0, len(m.log)-30):]
+	tail := m.log[max(0, len(m.log)-300):]
 	m.t.Fatalf("%s\nlast operations:\n%s", fmt.Sprintf(format, args...), strings.Join(tail, "\n"))
 }
 

@@ -74,23 +74,12 @@ func (e *Engine) statFile(ctx context.Context, path string) (*file, error) {
 	// A file seen missing is looked up again: another server, or the
 	// metadata server, may have created it since.
 	statted := f.statted && (f.exists || f.record || len(f.extents) > 0)
-	gen := f.sizeGen
 	e.mu.Unlock()
-	if !statted {
-		fi, err := e.backing.Stat(ctx, path)
-		if err != nil && !errorsIsNotExist(err) {
-			return nil, fmt.Errorf("stat %s: %w", path, err)
+	for try := 0; !statted; try++ {
+		var err error
+		if statted, err = e.statBacking(ctx, f, try >= 3); err != nil {
+			return nil, err
 		}
-		e.mu.Lock()
-		// A write-back, truncate or trim during the stat keeps backingSize
-		// up to date itself, and the stat may predate it: keep theirs.
-		if f.sizeGen == gen {
-			f.statted, f.exists = true, err == nil
-			if err == nil {
-				f.backingSize = fi.Size()
-			}
-		}
-		e.mu.Unlock()
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -98,6 +87,34 @@ func (e *Engine) statFile(ctx context.Context, path string) (*file, error) {
 		return f, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
 	}
 	return f, nil
+}
+
+// statBacking learns the size of f's backing file. A write-back, truncate
+// or trim during the stat changes the size after the stat read it: the
+// result is dropped (false: stat again), or after repeated races merged
+// with what the engine knows (last).
+func (e *Engine) statBacking(ctx context.Context, f *file, last bool) (bool, error) {
+	e.mu.Lock()
+	gen := f.sizeGen
+	e.mu.Unlock()
+	fi, err := e.backing.Stat(ctx, f.path)
+	if err != nil && !errorsIsNotExist(err) {
+		return false, fmt.Errorf("stat %s: %w", f.path, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if f.sizeGen != gen && !last {
+		return false, nil
+	}
+	size, exists := int64(0), err == nil
+	if exists {
+		size = fi.Size()
+	}
+	if f.sizeGen != gen {
+		size, exists = max(size, f.backingSize), exists || f.exists
+	}
+	f.statted, f.exists, f.backingSize = true, exists, size
+	return true, nil
 }
 
 // readExtent copies extent idx of f, from offset in, into p, copying it up
