@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,6 +77,10 @@ type Server struct {
 // Mount mounts fsys on the directory mountpoint and serves it until Unmount.
 func Mount(mountpoint string, fsys namespace.FS, opts Options) (*Server, error) {
 	opts = opts.withDefaults()
+	mountpoint, err := filepath.Abs(mountpoint)
+	if err != nil {
+		return nil, fmt.Errorf("mounting %s: %w", mountpoint, err)
+	}
 	s := &Server{dir: mountpoint, fsys: fsys, opts: opts, log: opts.Logger, done: make(chan struct{}), stopped: make(chan struct{})}
 	root := &node{m: s}
 	server, err := fs.Mount(mountpoint, root, s.fsOptions())
@@ -198,19 +203,41 @@ func (s *Server) unmount() error {
 	}
 }
 
-// abort detaches the mount and aborts its FUSE connection, which fails
-// every pending request and ends the serving loops. The connection is found
-// in the fusectl file system, mounted here if nobody has.
+// abort aborts the mount's FUSE connection, which fails every pending
+// request and ends the serving loops, and detaches the mount. Connection
+// numbers are reused, so the connection is aborted only while the mount
+// still shows it: once the mount is gone, the number may name another
+// file system's connection.
 func (s *Server) abort() {
+	if s.showsConn() {
+		s.abortConn()
+	}
 	unix.Unmount(s.dir, unix.MNT_DETACH)
+}
+
+// showsConn reports whether the mount point still holds this server's FUSE
+// connection.
+func (s *Server) showsConn() bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	dev := "0:" + strconv.Itoa(int(s.conn))
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[2] == dev && f[4] == s.dir {
+			return true
+		}
+	}
+	return false
+}
+
+// abortConn writes to the connection's abort file in the fusectl file
+// system, mounted here if nobody has.
+func (s *Server) abortConn() {
 	const ctl = "/sys/fs/fuse/connections"
 	conn := filepath.Join(ctl, strconv.Itoa(int(s.conn)))
 	if _, err := os.Stat(conn); err != nil {
 		unix.Mount("fusectl", ctl, "fusectl", 0, "")
-	}
-	if _, err := os.Stat(conn); err != nil {
-		// The connection is gone already: the kernel let go of it.
-		return
 	}
 	if err := os.WriteFile(filepath.Join(conn, "abort"), []byte("1"), 0); err != nil {
 		s.log.Error("Aborting the FUSE connection failed", "connection", s.conn, "err", err)
