@@ -52,6 +52,11 @@ func TestMain(m *testing.M) {
 			code = c
 		}
 	}
+	for _, p := range []string{helperPath, burstcachePath} {
+		if p != "" {
+			os.RemoveAll(filepath.Dir(p))
+		}
+	}
 	os.Exit(code)
 }
 
