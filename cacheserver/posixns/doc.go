@@ -15,13 +15,17 @@
 // through an O_PATH descriptor of the final name and its /proc/self/fd entry,
 // which names the file itself even when it is a symbolic link.
 //
-// Data calls (ReadAt, WriteAt, Fsync) open the file per call. They are only
-// made for a file that the caller has opened, and an open file stays usable
-// after its mode changes (a file created with mode 0444 and O_RDWR can be
-// written), so when the caller's identity may no longer open the file, the
-// descriptor is opened with the server's own identity and the write itself
-// still runs as the caller: the kernel then clears the setuid and setgid bits
-// on write exactly as it would for the caller.
+// Data calls (ReadAt, WriteAt, Fsync, and TruncateOpen and Allocate, which
+// act through an open file) open the file per call and switch identity once
+// for the open and the I/O. They are only made for a file that the caller
+// has opened, and an open file stays usable after its mode changes (a file
+// created with mode 0444 and O_RDWR can be written), so when the caller's
+// identity may no longer open the file but may look it up and owns it (and
+// could change its mode back anyway), the descriptor is opened with the
+// server's own identity; the I/O itself still runs as the caller, so that
+// the kernel clears the setuid and setgid bits on write exactly as it would
+// for the caller. ClearSetid clears those bits for a cache that takes a
+// write without writing the backing file.
 //
 // Modes of new files and directories are exactly the ones asked for: the
 // client's kernel has applied the caller's umask already, so the umask of the
