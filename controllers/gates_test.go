@@ -5,7 +5,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -64,5 +66,41 @@ var _ = Describe("Scheduling gates", func() {
 
 		pod.Annotations[cachev1alpha1.AnnotationDirective] = "#DW persistentdw name=shared"
 		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		Expect(pod.Labels).To(HaveKeyWithValue(cachev1alpha1.LabelInstance, "shared"))
+		Expect(pod.Spec.SchedulingGates).To(ContainElement(cacheGate))
+	})
+
+	It("creates a Job's jobdw instance from its pods' directives, as the pods' user", func() {
+		w := newWorld()
+		job := &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Name: "climate-run", Namespace: w.ns},
+			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "job", Image: "job"}},
+			}}},
+		}
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		dw := "#DW jobdw type=cache access_mode=striped pfs=" + w.backing + "/run capacity=100MiB pool=" + w.pool.Name + "\n" +
+			"#DW stage_in source=" + w.backing + "/run/in destination=$DW_JOB_STRIPED/in type=directory"
+		pod := jobPod(w.ns, "climate-run-0", "")
+		delete(pod.Labels, cachev1alpha1.LabelInstance)
+		pod.Annotations = map[string]string{cachev1alpha1.AnnotationDirective: dw}
+		pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr(int64(runAsUID)), RunAsGroup: ptr(int64(runAsGID))}
+
+		By("refusing a pod that no Job owns: nothing would tear its instance down")
+		Expect(k8sClient.Create(ctx, pod.DeepCopy())).To(MatchError(ContainSubstring("owns")))
+
+		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr(true)}}
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		Expect(pod.Labels).To(HaveKeyWithValue(cachev1alpha1.LabelInstance, "climate-run-dw"))
+		Expect(pod.Spec.SchedulingGates).To(ContainElement(cacheGate))
+
+		inst := &cachev1alpha1.CacheInstance{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "climate-run-dw"}, inst)).To(Succeed())
+		Expect(inst.Spec.Backing).To(Equal(&cachev1alpha1.BackingPath{Filesystem: "pfs", Path: cachev1alpha1.AbsolutePath(w.backing + "/run")}))
+		Expect(inst.Spec.Capacity.Cmp(resource.MustParse("100Mi"))).To(BeZero())
+		Expect(inst.Spec.Preload).To(ConsistOf(cachev1alpha1.AbsolutePath(w.backing + "/run/in")))
+		Expect(inst.Spec.RunAs.UID).To(BeEquivalentTo(runAsUID))
+		Expect(inst.OwnerReferences).To(ConsistOf(HaveField("UID", job.UID)))
+		Expect(inst.Spec.WriteBack.Threads).To(HaveValue(BeEquivalentTo(2)), "the pool's defaults were not applied")
 	})
 })

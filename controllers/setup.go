@@ -41,7 +41,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&webhooks.CacheInstance{Reader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the CacheInstance webhooks: %w", err)
 	}
-	if err := (&webhooks.PodGate{Reader: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&webhooks.PodGate{Reader: mgr.GetClient(), Writer: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the pod scheduling gate webhook: %w", err)
 	}
 	return nil

@@ -11,10 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
-	"github.com/burstcache/burstcache/controllers/directive"
 )
 
-// +kubebuilder:webhook:path=/mutate--v1-pod,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=mpod-v1.cache.burstcache.io,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
+// +kubebuilder:webhook:path=/mutate--v1-pod,mutating=true,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups="",resources=pods,verbs=create,versions=v1,name=mpod-v1.cache.burstcache.io,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
 
 // PodGate holds pods that use a CacheInstance that is not Ready yet back
 // from scheduling with a scheduling gate, so that whatever scheduler runs
@@ -27,8 +26,10 @@ import (
 // cluster, and a manager that is down must not stop all pods from being
 // created; such a pod runs ungated and its mount waits for the instance.
 type PodGate struct {
-	// Reader reads CacheInstances.
+	// Reader reads CacheInstances and CachePools.
 	Reader client.Reader
+	// Writer creates the instances of jobdw directives.
+	Writer client.Client
 }
 
 var _ admission.Defaulter[*corev1.Pod] = (*PodGate)(nil)
@@ -38,12 +39,12 @@ func (g *PodGate) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewWebhookManagedBy(mgr, &corev1.Pod{}).WithDefaulter(g).Complete()
 }
 
-// Default refuses a pod whose DataWarp directives cannot be translated,
-// naming the line and the reason, and adds the scheduling gate to a pod
+// Default translates the pod's DataWarp directives, refusing a pod whose
+// directives cannot be honoured with the line and the reason, and adds the scheduling gate to a pod
 // whose instance is not Ready.
 func (g *PodGate) Default(ctx context.Context, pod *corev1.Pod) error {
 	if text, ok := pod.Annotations[cachev1alpha1.AnnotationDirective]; ok {
-		if _, err := directive.Parse(text); err != nil {
+		if err := g.applyDirectives(ctx, pod, text); err != nil {
 			return apierrors.NewBadRequest(fmt.Sprintf("annotation %s: %v", cachev1alpha1.AnnotationDirective, err))
 		}
 	}

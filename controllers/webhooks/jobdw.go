@@ -1,0 +1,114 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/controllers/directive"
+)
+
+// errRefused marks a pod whose directives cannot be honoured.
+var errRefused = errors.New("refused")
+
+// applyDirectives translates the pod's DataWarp directives: a jobdw
+// instance is created for the pod's controller (a Job, say), owned by it so
+// that it is torn down, write-back first, when the Job goes; the pod is
+// labelled with the instance it uses, so that it is gated and its mounts
+// counted. A pod uses at most one instance.
+func (g *PodGate) applyDirectives(ctx context.Context, pod *corev1.Pod, text string) error {
+	req, err := directive.Parse(text)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errRefused, err)
+	}
+	names := req.Persistent
+	if req.Job != nil {
+		name, err := g.createJobInstance(ctx, pod, req.Job)
+		if err != nil {
+			return err
+		}
+		names = append(names, name)
+	}
+	if len(names) > 1 {
+		return fmt.Errorf("%w: the directives name %d instances (%s); a pod uses one", errRefused, len(names), strings.Join(names, ", "))
+	}
+	if len(names) == 1 {
+		if pod.Labels == nil {
+			pod.Labels = map[string]string{}
+		}
+		pod.Labels[cachev1alpha1.LabelInstance] = names[0]
+	}
+	return nil
+}
+
+// createJobInstance creates (or finds, for the Job's other pods) the jobdw
+// instance of the pod's controller, running as the pod's identity.
+func (g *PodGate) createJobInstance(ctx context.Context, pod *corev1.Pod, spec *cachev1alpha1.CacheInstanceSpec) (string, error) {
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil {
+		return "", fmt.Errorf("%w: jobdw needs a pod that a Job or another controller owns, whose deletion tears the instance down", errRefused)
+	}
+	sc := pod.Spec.SecurityContext
+	if sc == nil || sc.RunAsUser == nil || sc.RunAsGroup == nil {
+		return "", fmt.Errorf("%w: jobdw needs spec.securityContext.runAsUser and runAsGroup: the cache touches the file system as the job", errRefused)
+	}
+	spec.RunAs = cachev1alpha1.RunAs{UID: *sc.RunAsUser, GID: *sc.RunAsGroup, SupplementalGroups: sc.SupplementalGroups}
+	if err := g.resolveFilesystem(ctx, spec); err != nil {
+		return "", err
+	}
+	inst := &cachev1alpha1.CacheInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: owner.Name + "-dw", Namespace: pod.Namespace,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: owner.APIVersion, Kind: owner.Kind, Name: owner.Name, UID: owner.UID}}},
+		Spec: *spec,
+	}
+	if r, err := admission.RequestFromContext(ctx); err == nil && r.DryRun != nil && *r.DryRun {
+		return inst.Name, nil
+	}
+	err := g.Writer.Create(ctx, inst)
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("%w: creating the jobdw instance: %w", errRefused, err)
+	}
+	return inst.Name, nil
+}
+
+// resolveFilesystem picks the pool's backing file system that holds a path
+// named by pfs= or a stage-out destination, as DataWarp names none.
+func (g *PodGate) resolveFilesystem(ctx context.Context, spec *cachev1alpha1.CacheInstanceSpec) error {
+	if spec.Pool == "" {
+		return fmt.Errorf("%w: jobdw needs pool=", errRefused)
+	}
+	pool := &cachev1alpha1.CachePool{}
+	if err := g.Reader.Get(ctx, client.ObjectKey{Name: spec.Pool}, pool); err != nil {
+		return fmt.Errorf("%w: reading CachePool %s: %w", errRefused, spec.Pool, err)
+	}
+	for _, bp := range []*cachev1alpha1.BackingPath{spec.Backing, stageOutPath(spec)} {
+		if bp == nil || bp.Filesystem != "" {
+			continue
+		}
+		for _, fs := range pool.Spec.BackingFilesystems {
+			mp := string(fs.MountPath)
+			if p := string(bp.Path); p == mp || strings.HasPrefix(p, strings.TrimSuffix(mp, "/")+"/") {
+				bp.Filesystem = fs.Name
+			}
+		}
+		if bp.Filesystem == "" {
+			return fmt.Errorf("%w: no backing file system of CachePool %s holds %s", errRefused, pool.Name, bp.Path)
+		}
+	}
+	return nil
+}
+
+func stageOutPath(spec *cachev1alpha1.CacheInstanceSpec) *cachev1alpha1.BackingPath {
+	if spec.StageOut == nil {
+		return nil
+	}
+	return &spec.StageOut.Destination
+}
