@@ -16,6 +16,9 @@ import (
 	"github.com/burstcache/burstcache/controllers/directive"
 )
 
+// +kubebuilder:rbac:groups=cache.burstcache.io,resources=cacheinstances,verbs=create
+// +kubebuilder:rbac:groups=cache.burstcache.io,resources=cachepools,verbs=get;list;watch
+
 // errRefused marks a pod whose directives cannot be honoured.
 var errRefused = errors.New("refused")
 
