@@ -120,6 +120,18 @@ func (s *Server) callerCtx(ctx context.Context, caller ident.Cred) context.Conte
 	return ident.NewContext(ctx, s.cfg.Cred)
 }
 
+// admit refuses a caller that may not borrow the server's identity. A server
+// acting as the caller lets the backing store judge every caller. A server
+// acting as one configured identity serves only that identity and root (the
+// job's own processes): any other user of the mount would otherwise touch the
+// backing store with powers that are not its own.
+func (s *Server) admit(caller ident.Cred) error {
+	if s.cfg.ActAsCaller || caller.UID == 0 || caller.UID == s.cfg.Cred.UID {
+		return nil
+	}
+	return fmt.Errorf("uid %d may not act as this instance's identity %s: %w", caller.UID, s.cfg.Cred, syscall.EACCES)
+}
+
 // serverCtx returns the context of operations the server makes on its own
 // behalf, such as clearing setuid bits.
 func (s *Server) serverCtx(ctx context.Context) context.Context {
@@ -138,6 +150,10 @@ func (s *Server) ServeWire(ctx context.Context, req *wire.Request, resp *wire.Re
 	}
 	if s.cfg.LoadBalanced && mutating[req.Op] {
 		resp.Err = fmt.Errorf("load-balanced instance is read-only: %w", syscall.EROFS)
+		return
+	}
+	if err := s.admit(req.Cred); err != nil {
+		resp.Err = err
 		return
 	}
 	resp.Err = h(s, s.callerCtx(ctx, req.Cred), req, resp)

@@ -49,9 +49,9 @@ func newLocalUpCmd() *cobra.Command {
 	fl.StringVar(&cfg.CacheDir, "cache-dir", "", "cache directory (default /var/tmp/burstcache/<hash of the mount point>)")
 	fl.Var(&capacity, "capacity", "total cache capacity, shared by the servers")
 	fl.Var(&extent, "extent-size", "striping unit")
-	fl.IntVar(&cfg.UID, "uid", -1, "uid of backing-store operations (default: this process's)")
+	fl.IntVar(&cfg.UID, "uid", -1, "uid of backing-store operations; only this uid and root may use the mount (default: as root, act as each caller)")
 	fl.IntVar(&cfg.GID, "gid", -1, "gid of backing-store operations (default: this process's)")
-	fl.BoolVar(&cfg.ActAsCaller, "act-as-caller", false, "run backing-store operations as the calling process, for a shared instance (root only)")
+	fl.BoolVar(&cfg.ActAsCaller, "act-as-caller", false, "run backing-store operations as the calling process, for a shared instance (root only; the default as root without --uid and --gid)")
 	fl.StringSliceVar(&cfg.ServerArgs, "server-arg", nil, "extra flag for every server, such as --dirty-high=80")
 	return cmd
 }
@@ -59,6 +59,12 @@ func newLocalUpCmd() *cobra.Command {
 func runLocalUp(cmd *cobra.Command, cfg local.Config) error {
 	if cfg.Backing == "" || cfg.Mount == "" {
 		return badInput("--backing and --mount are required")
+	}
+	if cfg.UID < 0 && cfg.GID < 0 && os.Geteuid() == 0 {
+		// Root servers acting as root would give every user of the mount
+		// root's access to the backing store; acting as each caller keeps
+		// the permissions of the backing store for everyone.
+		cfg.ActAsCaller = true
 	}
 	if cfg.Capacity/int64(max(cfg.Servers, 1)) < 2*cfg.ExtentSize {
 		return badInput("--capacity %d is too small for %d servers of %d-byte extents", cfg.Capacity, cfg.Servers, cfg.ExtentSize)

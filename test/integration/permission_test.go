@@ -62,3 +62,38 @@ func TestPrivateDirectoryStaysPrivate(t *testing.T) {
 		})
 	}
 }
+
+// TestOtherUsersCannotBorrowTheInstanceIdentity checks that a mount never
+// lends its backing-store identity to another local user: by default a cache
+// started by root acts as each caller, and a cache acting as one configured
+// user refuses every other user, even for files that user could read.
+func TestOtherUsersCannotBorrowTheInstanceIdentity(t *testing.T) {
+	requireFUSE(t)
+	tests := map[string]struct {
+		upArgs []string
+		// owner owns the file (mode 0600); reader is refused.
+		owner, reader uint32
+	}{
+		"root's default acts as each caller":       {owner: 0, reader: 2000},
+		"servers acting as uid 1000 refuse others": {upArgs: []string{"--uid", "1000", "--gid", "1000"}, owner: 1000, reader: 2000},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			in := dirs(t)
+			for _, d := range []string{filepath.Dir(in.backing), filepath.Dir(filepath.Dir(in.backing))} {
+				os.Chmod(d, 0o755)
+			}
+			file := filepath.Join(in.backing, "mine")
+			os.WriteFile(file, []byte("owner only\n"), 0o600)
+			os.Chown(file, int(tc.owner), int(tc.owner))
+			up(t, in, 1, tc.upArgs...)
+			mnt := filepath.Join(in.mount, "mine")
+			if out, ok := asUser(tc.owner, tc.owner, "cat", mnt); !ok || out != "owner only\n" {
+				t.Fatalf("the owner %d reading its file: ok=%v, %q", tc.owner, ok, out)
+			}
+			if out, ok := asUser(tc.reader, tc.reader, "cat", mnt); ok || !strings.Contains(out, "ermission denied") {
+				t.Errorf("reading a 0600 file of %d as %d: ok=%v, %q; want permission denied", tc.owner, tc.reader, ok, out)
+			}
+		})
+	}
+}
