@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/index"
 )
@@ -28,19 +29,35 @@ func (e *Engine) kickCommit() {
 	}
 }
 
-// committer is the single group committer of the index.
+// committer is the single group committer of the index. It commits when
+// kicked (Sync, freed slots) and at least every CommitInterval while changes
+// wait, so that a crash loses at most that much of the writes no fsync
+// covered.
 func (e *Engine) committer() {
 	defer e.wg.Done()
+	tick := time.NewTicker(e.cfg.CommitInterval)
+	defer tick.Stop()
 	for {
 		select {
 		case <-e.stop:
 			return
 		case <-e.commitKick:
+		case <-tick.C:
+			if !e.commitPending() {
+				continue
+			}
 		}
 		if err := e.commitOnce(); err != nil {
 			e.log.Error("Committing cache index failed", "err", err)
 		}
 	}
+}
+
+// commitPending reports whether index changes wait for a commit.
+func (e *Engine) commitPending() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.idxExt) > 0 || len(e.idxFile) > 0 || len(e.pendingFree) > 0
 }
 
 // commitOnce commits every index change made so far, in one transaction.

@@ -97,6 +97,11 @@ type Config struct {
 	Tunables Tunables
 	// Durability says what Sync guarantees (default Cache).
 	Durability Durability
+	// CommitInterval bounds how long index changes wait for a commit when
+	// nothing asks for one (default one second): it is what a crash of the
+	// server can lose of writes that no fsync covered, as a journaling file
+	// system's commit interval is.
+	CommitInterval time.Duration
 	// Clock defaults to the system clock.
 	Clock Clock
 	// FS is the file system of Dir (default vfs.OS).
@@ -120,6 +125,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Durability == "" {
 		c.Durability = Cache
+	}
+	if c.CommitInterval <= 0 {
+		c.CommitInterval = time.Second
 	}
 	c.Tunables = c.Tunables.withDefaults()
 	switch {

@@ -170,3 +170,33 @@ func TestCrashAtEveryDurableStep(t *testing.T) {
 		}
 	}
 }
+
+// TestUnsyncedWritesSurviveACrashAfterTheCommitInterval writes without
+// fsync, waits past the commit interval, and crashes: the periodic group
+// commit must have made the writes durable, so that a server crash loses at
+// most one interval of writes that no fsync covered.
+func TestUnsyncedWritesSurviveACrashAfterTheCommitInterval(t *testing.T) {
+	fsys := vfs.NewCrashable(vfs.OS{}, 7)
+	r := newRig(t, modelES, 6, func(c *Config) {
+		c.Dir = filepath.Join(shmDir(t), "cache")
+		c.FS = fsys
+		c.CommitInterval = 20 * time.Millisecond
+		c.Tunables = Tunables{DirtyHigh: 100, DirtyLow: 90, WriteWindow: WriteWindow{Multiplier: -1}}
+	})
+	want := []byte("written, never fsynced")
+	r.write("f", 3, want)
+	deadline := time.Now().Add(5 * time.Second)
+	for r.e.commitPending() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	fsys.Crash()
+	r.e.Close()
+	r.cfg.FS = vfs.OS{}
+	r.open()
+	if got := r.readAll("f"); string(got[3:]) != string(want) {
+		t.Fatalf("after a crash past the commit interval: %q, want %q", got[3:], want)
+	}
+	if got := r.backingFile("f"); got != nil {
+		t.Fatalf("backing file = %q: the write must have stayed in the cache, dirty", got)
+	}
+}
