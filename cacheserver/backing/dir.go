@@ -7,33 +7,29 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/burstcache/burstcache/cacheserver/ident"
 )
 
-// Dir is a Store over a local or mounted POSIX directory.
+// Dir is a Store over a local or mounted POSIX directory. Every path is
+// resolved beneath the directory, as the identity the context carries.
 type Dir struct {
 	root string
+	// privileged says the process may open files with its own rights, for
+	// an owner refused by its file's mode (see openOwned).
+	privileged bool
 }
 
 var _ Store = (*Dir)(nil)
 
 // NewDir returns a Store over the directory root.
-func NewDir(root string) *Dir { return &Dir{root: root} }
-
-func (d *Dir) abs(p string) string { return filepath.Join(d.root, filepath.FromSlash(p)) }
+func NewDir(root string) *Dir { return &Dir{root: root, privileged: os.Geteuid() == 0} }
 
 // ReadAt implements Store.
 func (d *Dir) ReadAt(ctx context.Context, p string, b []byte, off int64) (n int, err error) {
-	err = ident.DoContext(ctx, func() error {
-		f, err := os.Open(d.abs(p))
-		if err != nil {
-			return err
-		}
-		defer f.Close()
+	err = d.with(ctx, p, unix.O_RDONLY, func(f *os.File) error {
 		n, err = f.ReadAt(b, off)
 		if n == len(b) && n >= readAheadMin {
 			// Each call opens the file anew, which loses the kernel's
@@ -52,33 +48,82 @@ const readAheadMin = 256 << 10
 
 // WriteAt implements Store.
 func (d *Dir) WriteAt(ctx context.Context, p string, b []byte, off int64) (n int, err error) {
-	err = ident.DoContext(ctx, func() error {
-		f, err := d.openWrite(p)
-		if err != nil {
-			return err
-		}
+	err = d.with(ctx, p, unix.O_WRONLY|unix.O_CREAT, func(f *os.File) error {
 		n, err = f.WriteAt(b, off)
-		return errors.Join(err, f.Close())
+		return err
 	})
 	return n, err
 }
 
-// openWrite opens p for writing, creating it and its parents as needed.
-func (d *Dir) openWrite(p string) (*os.File, error) {
-	f, err := os.OpenFile(d.abs(p), os.O_WRONLY|os.O_CREATE, 0o666)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(d.abs(path.Dir(p)), 0o777); err != nil {
-			return nil, err
+// with runs fn on p opened with flags as the identity in ctx; O_CREAT also
+// creates missing parents. A file's owner refused by the file's mode gets
+// the file opened all the same (openOwned), as POSIX lets a process keep
+// using a descriptor after its file lost the permission.
+func (d *Dir) with(ctx context.Context, p string, flags int, fn func(*os.File) error) error {
+	var owned *unix.Stat_t
+	err := ident.DoContext(ctx, func() error {
+		f, err := d.open(p, flags|unix.O_NOFOLLOW, 0o666, flags&unix.O_CREAT != 0)
+		if errors.Is(err, fs.ErrPermission) {
+			if st, ok := d.ownedByCaller(ctx, p); ok {
+				owned = st
+				return nil
+			}
 		}
-		f, err = os.OpenFile(d.abs(p), os.O_WRONLY|os.O_CREATE, 0o666)
+		if err != nil {
+			return err
+		}
+		return errors.Join(fn(f), f.Close())
+	})
+	if err != nil || owned == nil {
+		return err
 	}
+	f, err := d.openOwnedAs(ctx, p, flags&^unix.O_CREAT, owned)
+	if err != nil {
+		return err
+	}
+	return errors.Join(fn(f), f.Close())
+}
+
+// ownedByCaller returns the file p if it is a regular file that the
+// identity in ctx owns. It runs as that identity.
+func (d *Dir) ownedByCaller(ctx context.Context, p string) (*unix.Stat_t, bool) {
+	c, ok := ident.FromContext(ctx)
+	if !ok {
+		c = ident.Process()
+	}
+	h, err := d.open(p, unix.O_PATH|unix.O_NOFOLLOW, 0, false)
+	if err != nil {
+		return nil, false
+	}
+	defer h.Close()
+	var st unix.Stat_t
+	if unix.Fstat(int(h.Fd()), &st) != nil || st.Uid != c.UID || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, false
+	}
+	return &st, true
+}
+
+func (d *Dir) openOwnedAs(ctx context.Context, p string, flags int, st *unix.Stat_t) (*os.File, error) {
+	if d.privileged {
+		return d.openOwned(p, flags, st, true)
+	}
+	var f *os.File
+	err := ident.DoContext(ctx, func() (err error) {
+		f, err = d.openOwned(p, flags, st, false)
+		return err
+	})
 	return f, err
 }
 
 // Stat implements Store.
 func (d *Dir) Stat(ctx context.Context, p string) (fi fs.FileInfo, err error) {
 	err = ident.DoContext(ctx, func() error {
-		fi, err = os.Stat(d.abs(p))
+		f, err := d.open(p, unix.O_PATH, 0, false)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		fi, err = f.Stat()
 		return err
 	})
 	return fi, err
@@ -86,40 +131,59 @@ func (d *Dir) Stat(ctx context.Context, p string) (fi fs.FileInfo, err error) {
 
 // Truncate implements Store.
 func (d *Dir) Truncate(ctx context.Context, p string, size int64) error {
-	return ident.DoContext(ctx, func() error {
-		f, err := d.openWrite(p)
-		if err != nil {
-			return err
-		}
-		return errors.Join(f.Truncate(size), f.Close())
-	})
+	return d.with(ctx, p, unix.O_WRONLY|unix.O_CREAT, func(f *os.File) error { return f.Truncate(size) })
 }
 
 // Sync implements Store.
 func (d *Dir) Sync(ctx context.Context, p string) error {
-	return ident.DoContext(ctx, func() error {
-		f, err := os.OpenFile(d.abs(p), os.O_WRONLY, 0)
-		if err != nil {
-			return err
-		}
-		return errors.Join(f.Sync(), f.Close())
-	})
+	return d.with(ctx, p, unix.O_WRONLY, func(f *os.File) error { return f.Sync() })
 }
 
 // Remove implements Store.
 func (d *Dir) Remove(ctx context.Context, p string) error {
-	return ident.DoContext(ctx, func() error { return os.Remove(d.abs(p)) })
+	return d.inParent(ctx, p, func(dirfd int, name string) error {
+		err := unix.Unlinkat(dirfd, name, 0)
+		if errors.Is(err, unix.EISDIR) {
+			err = unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR)
+		}
+		return err
+	})
 }
 
 // Rename implements Store.
 func (d *Dir) Rename(ctx context.Context, oldPath, newPath string) error {
-	return ident.DoContext(ctx, func() error { return os.Rename(d.abs(oldPath), d.abs(newPath)) })
+	return d.inParent(ctx, oldPath, func(oldDir int, oldName string) error {
+		return d.inParent(ctx, newPath, func(newDir int, newName string) error {
+			return unix.Renameat(oldDir, oldName, newDir, newName)
+		})
+	})
+}
+
+// inParent runs fn on the directory holding p, opened beneath the root, and
+// the last element of p.
+func (d *Dir) inParent(ctx context.Context, p string, fn func(dirfd int, name string) error) error {
+	return ident.DoContext(ctx, func() error {
+		dir, err := d.open(path.Dir(p), unix.O_PATH|unix.O_DIRECTORY, 0, false)
+		if err != nil {
+			return err
+		}
+		defer dir.Close()
+		if err := fn(int(dir.Fd()), path.Base(p)); err != nil {
+			return &fs.PathError{Op: "at", Path: p, Err: err}
+		}
+		return nil
+	})
 }
 
 // ReadDir implements Store.
 func (d *Dir) ReadDir(ctx context.Context, p string) (es []fs.DirEntry, err error) {
 	err = ident.DoContext(ctx, func() error {
-		es, err = os.ReadDir(d.abs(p))
+		f, err := d.open(p, unix.O_RDONLY|unix.O_DIRECTORY, 0, false)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		es, err = f.ReadDir(-1)
 		return err
 	})
 	return es, err

@@ -109,11 +109,32 @@ func (s *Server) truncate(ctx context.Context, req *wire.Request, resp *wire.Res
 		return err
 	}
 	size, viaOpen := req.Args.Int64(), req.Args.Bool()
+	if viaOpen {
+		return s.truncateThroughOpen(ctx, p, size, resp)
+	}
 	if err := s.cfg.Cache.Truncate(ctx, p, size); err != nil {
 		return err
 	}
-	a, err := s.cutBacking(ctx, p, size, viaOpen)
+	a, err := s.cutBacking(ctx, p, size, false)
 	if err != nil {
+		return err
+	}
+	resp.Meta.Attr(a)
+	return nil
+}
+
+// truncateThroughOpen finishes an ftruncate(2) of a file that the caller
+// may no longer write by path, as after creating it with mode 0444: the
+// caller's right is checked first, through the descriptor the namespace
+// opens for it, and only then does the cache cut the file by path, with the
+// server's own identity, under the lock that keeps write-back from racing
+// with the cut.
+func (s *Server) truncateThroughOpen(ctx context.Context, p string, size int64, resp *wire.Response) error {
+	a, err := s.cutBacking(ctx, p, size, true)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Cache.Truncate(s.serverCtx(ctx), p, size); err != nil {
 		return err
 	}
 	resp.Meta.Attr(a)

@@ -133,10 +133,12 @@ func (s *Server) admit(caller ident.Cred) error {
 }
 
 // serverCtx returns the context of operations the server makes on its own
-// behalf, such as clearing setuid bits.
+// behalf, such as clearing setuid bits. It replaces the caller's identity
+// that handlers' contexts carry: a server acting as the caller acts on its
+// own behalf as the process itself.
 func (s *Server) serverCtx(ctx context.Context) context.Context {
 	if s.cfg.ActAsCaller {
-		return ctx
+		return ident.NewContext(ctx, ident.Process())
 	}
 	return ident.NewContext(ctx, s.cfg.Cred)
 }

@@ -1,0 +1,148 @@
+package backing
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// beneath is how every path below the root is resolved: no symbolic link,
+// in the path or planted there later, may lead outside the backing
+// directory, and no /proc magic link may be followed.
+const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
+
+// openRoot opens the backing root as the calling thread's identity, so that
+// the caller's permissions on the root's ancestors count, as they would if
+// the caller used the backing file system directly.
+func (d *Dir) openRoot() (int, error) {
+	fd, err := unix.Open(d.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: d.root, Err: err}
+	}
+	return fd, nil
+}
+
+// open opens p beneath the root with the open(2) flags and mode, as the
+// calling thread's identity. With create, missing parent directories are
+// made first.
+func (d *Dir) open(p string, flags int, mode uint32, create bool) (*os.File, error) {
+	root, err := d.openRoot()
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(root)
+	f, err := openat2(root, p, flags, mode)
+	if create && errors.Is(err, fs.ErrNotExist) {
+		if err := mkdirBeneath(root, path.Dir(p)); err != nil {
+			return nil, err
+		}
+		f, err = openat2(root, p, flags, mode)
+	}
+	return f, err
+}
+
+func openat2(dirfd int, p string, flags int, mode uint32) (*os.File, error) {
+	if flags&unix.O_CREAT == 0 {
+		mode = 0 // openat2 refuses a mode it would not use
+	}
+	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: beneath}
+	fd, err := unix.Openat2(dirfd, p, &how)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
+// mkdirBeneath makes dir and its missing parents below the root, one
+// component at a time, each resolved beneath the root.
+func mkdirBeneath(root int, dir string) error {
+	if dir == "." || dir == "" {
+		return nil
+	}
+	parts := strings.Split(dir, "/")
+	for i := range parts {
+		sub := strings.Join(parts[:i+1], "/")
+		parent, err := openat2(root, path.Dir(sub), unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return err
+		}
+		err = unix.Mkdirat(int(parent.Fd()), parts[i], 0o777)
+		parent.Close()
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return &fs.PathError{Op: "mkdir", Path: sub, Err: err}
+		}
+	}
+	return nil
+}
+
+// openOwned opens with flags a file that its owner may no longer open so by
+// path. POSIX lets a process keep writing through a descriptor
+// after its file lost write permission, as when it created the file with
+// mode 0444 (git objects, files extracted by tar); a write-back cache writes
+// later, through a new descriptor, so for the file's owner only it lifts the
+// refusal. st is the file as the owner saw it; the file opened must be the
+// same one. A privileged server opens it with its own rights; otherwise the
+// owner gives itself read and write permission for the open and restores
+// the mode.
+func (d *Dir) openOwned(p string, flags int, st *unix.Stat_t, privileged bool) (*os.File, error) {
+	if !privileged {
+		return d.openGranting(p, flags, st)
+	}
+	f, err := d.open(p, flags|unix.O_NOFOLLOW, 0, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := sameFile(f, st); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (d *Dir) openGranting(p string, flags int, st *unix.Stat_t) (*os.File, error) {
+	root, err := d.openRoot()
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(root)
+	h, err := openat2(root, p, unix.O_PATH|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	if err := sameFile(h, st); err != nil {
+		return nil, err
+	}
+	proc := fmt.Sprintf("/proc/self/fd/%d", h.Fd())
+	if err := unix.Chmod(proc, st.Mode&0o7777|0o600); err != nil {
+		return nil, &fs.PathError{Op: "chmod", Path: p, Err: err}
+	}
+	f, err := os.OpenFile(proc, flags, 0)
+	if cerr := unix.Chmod(proc, st.Mode&0o7777); cerr != nil {
+		err = errors.Join(err, &fs.PathError{Op: "chmod", Path: p, Err: cerr})
+	}
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+// sameFile fails unless f is the file st describes.
+func sameFile(f *os.File, st *unix.Stat_t) error {
+	var got unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &got); err != nil {
+		return err
+	}
+	if got.Dev != st.Dev || got.Ino != st.Ino {
+		return &fs.PathError{Op: "open", Path: f.Name(), Err: unix.ESTALE}
+	}
+	return nil
+}
