@@ -89,8 +89,9 @@ func TestFailedWriteBackKeepsDataForTheNextUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The servers act as uid 1000, which may no longer write the backing
-	// directory's file.
-	if err := os.Chmod(filepath.Join(in.backing, "result"), 0o400); err != nil {
+	// directory's file once it belongs to another user (a mode change alone
+	// would not do: write-back reaches a read-only file for its owner).
+	if err := os.Chown(filepath.Join(in.backing, "result"), 2000, 2000); err != nil {
 		t.Fatal(err)
 	}
 	r := burstcache(t, "local", "down", "--mount", in.mount)
@@ -100,7 +101,7 @@ func TestFailedWriteBackKeepsDataForTheNextUp(t *testing.T) {
 	if isMounted(t, in.mount) {
 		t.Errorf("still mounted after a failed down")
 	}
-	os.Chmod(filepath.Join(in.backing, "result"), 0o644)
+	os.Chown(filepath.Join(in.backing, "result"), 1000, 1000)
 	must(t, "local", "up", "--backing", in.backing, "--mount", in.mount, "--cache-dir", in.cacheDir, "--servers", "2", "--capacity", "256Mi")
 	must(t, "local", "down", "--mount", in.mount)
 	sameFile(t, filepath.Join(in.backing, "result"), data)
