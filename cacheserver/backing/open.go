@@ -28,10 +28,16 @@ func (d *Dir) openRoot() (int, error) {
 }
 
 // open opens p beneath the root with the open(2) flags and mode, as the
-// calling thread's identity. With create, missing parent directories are
-// made first.
+// calling thread's identity. With create, missing parent directories, and
+// the root itself, are made first.
 func (d *Dir) open(p string, flags int, mode uint32, create bool) (*os.File, error) {
 	root, err := d.openRoot()
+	if create && errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(d.root, 0o777); err != nil {
+			return nil, err
+		}
+		root, err = d.openRoot()
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -84,3 +84,14 @@ func TestDirWritesBackFilesTheirOwnerMadeReadOnly(t *testing.T) {
 		})
 	}
 }
+
+func TestDirCreatesAMissingRootOnWrite(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "not", "yet")
+	d := NewDir(root)
+	if _, err := d.WriteAt(context.Background(), "a/f", []byte("x"), 0); err != nil {
+		t.Fatalf("write under a missing root: %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(root, "a/f")); err != nil || string(got) != "x" {
+		t.Fatalf("file = %q, %v", got, err)
+	}
+}
