@@ -127,7 +127,7 @@ func (f *FS) Close() error {
 	defer cancel()
 	err := f.pushAll(ctx)
 	for _, s := range f.servers {
-		s.Close()
+		_ = s.Close()
 	}
 	return err
 }

@@ -16,10 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/server/servertest"
-	"github.com/google/go-cmp/cmp"
 )
 
 const testExtent = 4096

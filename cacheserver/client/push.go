@@ -40,7 +40,9 @@ func (f *FS) pusher() {
 		case <-time.After(pushDelay):
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		f.pushAll(ctx)
+		// Sizes that could not be published are published again at close
+		// and fsync, which report the error.
+		_ = f.pushAll(ctx)
 		cancel()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -45,7 +46,7 @@ func (c *Client) Drain(ctx context.Context) (FlushResult, error) {
 func (c *Client) flush(ctx context.Context, op string) (FlushResult, error) {
 	var res FlushResult
 	err := c.call(ctx, op, http.MethodPost, "/v1/"+op, nil, &res)
-	if e, ok := err.(*Error); ok {
+	if e := (*Error)(nil); errors.As(err, &e) {
 		res.RemainingBytes, res.Error = e.Body.RemainingBytes, e.Body.Error
 	}
 	return res, err
@@ -107,7 +108,7 @@ func (c *Client) call(ctx context.Context, op, method, path string, in, out any)
 	if err != nil {
 		return fmt.Errorf("control %s: %w", op, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return fmt.Errorf("control %s: reading the answer: %w", op, err)

@@ -42,7 +42,7 @@ func NewHandler(svc Service, log *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /v1/paths/preload", h.path(svc.Preload))
 	mux.HandleFunc("GET /v1/stats", h.stats)
 	mux.HandleFunc("PUT /v1/tunables", h.tunables)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", h.ready)
 	return mux
 }
@@ -109,7 +109,7 @@ func (h *handler) ready(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "not serving", http.StatusServiceUnavailable)
 		return
 	}
-	w.Write([]byte("ok\n"))
+	_, _ = w.Write([]byte("ok\n"))
 }
 
 func errorBody(err error) ErrorBody {
@@ -138,5 +138,5 @@ func writeError(w http.ResponseWriter, err error) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	_ = json.NewEncoder(w).Encode(v)
 }

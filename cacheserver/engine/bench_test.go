@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -88,7 +89,7 @@ func (br *benchRig) engineWrite(p string) error {
 func (br *benchRig) engineRead(p string) error {
 	buf := make([]byte, benchMiB)
 	for off := int64(0); off < benchVolume; off += benchMiB {
-		if _, err := br.e.ReadAt(context.Background(), p, buf, off); err != nil && err != io.EOF {
+		if _, err := br.e.ReadAt(context.Background(), p, buf, off); err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
 	}

@@ -38,11 +38,11 @@ var (
 type Durability string
 
 const (
-	// Cache: Sync returns once the file's data and the cache index are
+	// Cache makes Sync return once the file's data and the cache index are
 	// durable on the cache device.
 	Cache Durability = "Cache"
-	// Backing: Sync returns once the file's dirty data is written back and
-	// fsynced on the backing store.
+	// Backing makes Sync return once the file's dirty data is written back
+	// and fsynced on the backing store.
 	Backing Durability = "Backing"
 )
 

@@ -94,18 +94,18 @@ func (e *Engine) openStore() error {
 	}
 	slots, err := e.geometry(idx)
 	if err != nil {
-		idx.Close()
+		_ = idx.Close()
 		return err
 	}
 	sl, err := slab.Open(e.cfg.FS, filepath.Join(e.cfg.Dir, "slab"), e.es, slots)
 	if err != nil {
-		idx.Close()
+		_ = idx.Close()
 		return err
 	}
 	e.idx, e.slab = idx, sl
 	if err := e.recover(); err != nil {
-		idx.Close()
-		sl.Close()
+		_ = idx.Close()
+		_ = sl.Close()
 		return err
 	}
 	return nil

@@ -38,7 +38,8 @@ func (e *Engine) prefetch(ctx context.Context, f *file, idx int64, epoch uint64)
 	// The prefetch outlives the call but keeps the caller's identity. A
 	// truncate, drop or invalidation since the read voids it (epoch): the
 	// extent could hold data of the file as it was.
-	e.copyUp(context.WithoutCancel(ctx), f, idx, nil, 0, epoch)
+	// A failed prefetch only costs the reader a miss later.
+	_, _ = e.copyUp(context.WithoutCancel(ctx), f, idx, nil, 0, epoch)
 	e.mu.Lock()
 	f.prefetching--
 	e.mu.Unlock()

@@ -45,7 +45,9 @@ func (e *Engine) worker(id int) {
 			continue
 		}
 		e.mu.Unlock()
-		e.writeBack(x)
+		// A failure is counted in Stats and the extent stays dirty, to be
+		// retried with backoff.
+		_ = e.writeBack(x)
 		e.mu.Lock()
 	}
 }

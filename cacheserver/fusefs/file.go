@@ -11,9 +11,10 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/namespace"
-	"golang.org/x/sys/unix"
 )
 
 // hiddenPrefix starts the names of files that were unlinked while open.
@@ -105,7 +106,8 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		err = syscall.ESTALE
 	}
 	if err != nil {
-		n.dropOpen()
+		// The open's own error is what the caller must see.
+		_ = n.dropOpen()
 		return nil, 0, errno(err)
 	}
 	n.mode.Store(a.Mode)

@@ -212,7 +212,7 @@ func (s *Server) abort() {
 	if s.showsConn() {
 		s.abortConn()
 	}
-	unix.Unmount(s.dir, unix.MNT_DETACH)
+	_ = unix.Unmount(s.dir, unix.MNT_DETACH)
 }
 
 // showsConn reports whether the mount point still holds this server's FUSE
@@ -237,7 +237,7 @@ func (s *Server) abortConn() {
 	const ctl = "/sys/fs/fuse/connections"
 	conn := filepath.Join(ctl, strconv.Itoa(int(s.conn)))
 	if _, err := os.Stat(conn); err != nil {
-		unix.Mount("fusectl", ctl, "fusectl", 0, "")
+		_ = unix.Mount("fusectl", ctl, "fusectl", 0, "")
 	}
 	if err := os.WriteFile(filepath.Join(conn, "abort"), []byte("1"), 0); err != nil {
 		s.log.Error("Aborting the FUSE connection failed", "connection", s.conn, "err", err)

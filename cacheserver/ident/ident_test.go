@@ -80,7 +80,7 @@ func TestDoEnforcesPermissionsOfTheIdentity(t *testing.T) {
 				_, err := os.ReadFile(filepath.Join(dir, tc.path))
 				return err
 			})
-			if !errors.Is(err, tc.wantErr) && !(tc.wantErr == nil && err == nil) {
+			if !errors.Is(err, tc.wantErr) && (tc.wantErr != nil || err != nil) {
 				t.Fatalf("read %s as %s: err = %v, want %v", tc.path, tc.cred, err, tc.wantErr)
 			}
 		})

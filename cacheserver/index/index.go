@@ -76,8 +76,7 @@ func Open(path string, fsys vfs.FS) (*DB, error) {
 		return nil
 	})
 	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("initialising index %s: %w", path, err)
+		return nil, errors.Join(fmt.Errorf("initialising index %s: %w", path, err), db.Close())
 	}
 	return &DB{db: db, fs: fsys}, nil
 }

@@ -33,10 +33,10 @@ func Down(ctx context.Context, bin string, st *State, timeout time.Duration) err
 		return fmt.Errorf("%w: %w; the dirty data stays in %s and the next up recovers it", ErrWriteBack, flushErr, st.CacheDir)
 	}
 	for _, s := range st.Servers {
-		os.RemoveAll(filepath.Join(st.CacheDir, fmt.Sprintf("server-%d", s.Index)))
-		os.Remove(filepath.Join(st.CacheDir, fmt.Sprintf("server-%d.ready", s.Index)))
+		_ = os.RemoveAll(filepath.Join(st.CacheDir, fmt.Sprintf("server-%d", s.Index)))
+		_ = os.Remove(filepath.Join(st.CacheDir, fmt.Sprintf("server-%d.ready", s.Index)))
 	}
-	os.Remove(filepath.Join(st.CacheDir, "mount.ready"))
+	_ = os.Remove(filepath.Join(st.CacheDir, "mount.ready"))
 	return st.forget()
 }
 
@@ -72,14 +72,14 @@ func flushAll(ctx context.Context, st *State) error {
 // stopAll stops the mount and the servers.
 func stopAll(bin string, st *State) {
 	if st.MountPID != 0 {
-		stop(st.MountPID, bin, 30*time.Second)
+		_ = stop(st.MountPID, bin, 30*time.Second)
 		if mounted(st.Mount) {
-			syscall.Unmount(st.Mount, syscall.MNT_DETACH)
+			_ = syscall.Unmount(st.Mount, syscall.MNT_DETACH)
 		}
 	}
 	var wg sync.WaitGroup
 	for _, s := range st.Servers {
-		wg.Go(func() { stop(s.PID, bin, 30*time.Second) })
+		wg.Go(func() { _ = stop(s.PID, bin, 30*time.Second) })
 	}
 	wg.Wait()
 }

@@ -52,7 +52,7 @@ func start(what, bin string, args []string, logPath string) (*child, error) {
 	}
 	c := &child{what: what, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
 	go func() {
-		cmd.Wait()
+		_ = cmd.Wait()
 		close(c.exited)
 	}()
 	return c, nil
@@ -70,7 +70,7 @@ func (c *child) waitReady(ctx context.Context, ready func() bool) error {
 		case <-c.exited:
 			return &ExitError{What: c.what, Code: c.cmd.ProcessState.ExitCode(), Log: tail(c.logPath)}
 		case <-ctx.Done():
-			c.cmd.Process.Kill()
+			_ = c.cmd.Process.Kill()
 			return fmt.Errorf("waiting for %s: %w (log: %s)", c.what, ctx.Err(), tail(c.logPath))
 		case <-t.C:
 		}
@@ -115,7 +115,7 @@ func stop(pid int, bin string, timeout time.Duration) error {
 	if !alive(pid, bin) {
 		return nil
 	}
-	syscall.Kill(pid, syscall.SIGTERM)
+	_ = syscall.Kill(pid, syscall.SIGTERM)
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		if !alive(pid, bin) {
@@ -123,6 +123,6 @@ func stop(pid int, bin string, timeout time.Duration) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	syscall.Kill(pid, syscall.SIGKILL)
+	_ = syscall.Kill(pid, syscall.SIGKILL)
 	return fmt.Errorf("pid %d: %w", pid, ErrStopTimeout)
 }

@@ -96,7 +96,7 @@ func (st *State) save() error {
 func (st *State) forget() error {
 	var p pointer
 	if readJSON(pointerPath(st.Mount), &p) == nil && p.CacheDir == st.CacheDir {
-		os.Remove(pointerPath(st.Mount))
+		_ = os.Remove(pointerPath(st.Mount))
 	}
 	err := os.Remove(statePath(st.CacheDir))
 	if errors.Is(err, fs.ErrNotExist) {

@@ -35,24 +35,24 @@ func Status(ctx context.Context, bin string, st *State) []ServerStatus {
 // PrintStatus writes a table of the servers and the instance's totals, like
 // DataWarp's dwstat.
 func PrintStatus(w io.Writer, st *State, mountAlive bool, ss []ServerStatus) {
-	fmt.Fprintf(w, "mount %s (%s)  backing %s  cache %s\n", st.Mount, upDown(mountAlive), st.Backing, st.CacheDir)
+	_, _ = fmt.Fprintf(w, "mount %s (%s)  backing %s  cache %s\n", st.Mount, upDown(mountAlive), st.Backing, st.CacheDir)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tADDRESS\tPID\tSTATE\tCAPACITY\tCACHED\tDIRTY\tHITS\tMISSES\tHIT%\tWB-LAG\tWB-ERRORS")
+	_, _ = fmt.Fprintln(tw, "SERVER\tADDRESS\tPID\tSTATE\tCAPACITY\tCACHED\tDIRTY\tHITS\tMISSES\tHIT%\tWB-LAG\tWB-ERRORS")
 	var total control.Stats
 	for _, s := range ss {
 		if s.Err != nil {
-			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t-\t-\t-\t-\t-\t-\t-\t%v\n", s.Index, s.Data, s.PID, upDown(s.Alive), s.Err)
+			_, _ = fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t-\t-\t-\t-\t-\t-\t-\t%v\n", s.Index, s.Data, s.PID, upDown(s.Alive), s.Err)
 			continue
 		}
 		printRow(tw, fmt.Sprint(s.Index), s.Data, fmt.Sprint(s.PID), upDown(s.Alive), s.Stats)
 		total = addStats(total, s.Stats)
 	}
 	printRow(tw, "total", "", "", "", total)
-	tw.Flush()
+	_ = tw.Flush()
 }
 
 func printRow(w io.Writer, idx, addr, pid, state string, s control.Stats) {
-	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%.1f\t%s\t%d\n", idx, addr, pid, state,
+	_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%.1f\t%s\t%d\n", idx, addr, pid, state,
 		human(s.CapacityBytes), human(s.CachedBytes), human(s.DirtyBytes), s.Hits, s.Misses,
 		100*s.HitRatio(), time.Duration(s.WriteBackLagSeconds*float64(time.Second)).Round(time.Millisecond), s.WriteBackErrors)
 }

@@ -82,7 +82,7 @@ func Up(ctx context.Context, cfg Config) (*State, error) {
 		// servers' dirty data is found again by the next Up.
 		stopAll(cfg.Binary, st)
 		if isFresh {
-			st.forget()
+			_ = st.forget()
 		}
 		return nil, err
 	}
@@ -173,7 +173,7 @@ func startServers(ctx context.Context, cfg Config, st *State) error {
 
 func startServer(ctx context.Context, cfg Config, st *State, s *ServerState) error {
 	ready := filepath.Join(st.CacheDir, fmt.Sprintf("server-%d.ready", s.Index))
-	os.Remove(ready)
+	_ = os.Remove(ready)
 	args := append(pinned(s), "--ready-file", ready)
 	what := fmt.Sprintf("server %d", s.Index)
 	c, err := start(what, cfg.Binary, args, filepath.Join(st.CacheDir, "logs", fmt.Sprintf("server-%d.log", s.Index)))
@@ -211,7 +211,7 @@ func startMount(ctx context.Context, cfg Config, st *State) error {
 		addrs = append(addrs, s.Data)
 	}
 	ready := filepath.Join(st.CacheDir, "mount.ready")
-	os.Remove(ready)
+	_ = os.Remove(ready)
 	args := []string{"mount", "--servers", strings.Join(addrs, ","),
 		"--secret-file", filepath.Join(st.CacheDir, "secret"),
 		"--extent-size", strconv.FormatInt(st.ExtentSize, 10), "--ready-file", ready, st.Mount}

@@ -42,7 +42,7 @@ func ClaimCacheDir(dir string, id Identity) (string, error) {
 	default:
 		var have Identity
 		if err := json.Unmarshal(data, &have); err != nil {
-			return "", fmt.Errorf("%w: %s is not a server identity: %v", ErrForeignCacheDir, p, err)
+			return "", fmt.Errorf("%w: %s is not a server identity: %w", ErrForeignCacheDir, p, err)
 		}
 		if have != id {
 			return "", fmt.Errorf("%w: %s records instance %q server %d of %d with %d-byte extents; this server is instance %q server %d of %d with %d-byte extents",

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/client"
 	"github.com/burstcache/burstcache/cacheserver/control"
@@ -19,7 +21,6 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/placement"
 	"github.com/burstcache/burstcache/cacheserver/posixns"
 	"github.com/burstcache/burstcache/cacheserver/server"
-	"github.com/google/go-cmp/cmp"
 )
 
 // startEngineServers starts n servers with real engines over one backing

@@ -43,6 +43,6 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 func writeMetrics(w io.Writer, st control.Stats) {
 	labels := fmt.Sprintf("{instance=%s,server=\"%d\"}", strconv.Quote(st.Server.Instance), st.Server.Index)
 	for _, m := range metrics {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s%s %g\n", m.name, m.help, m.name, m.kind, m.name, labels, m.value(st))
+		_, _ = fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s%s %g\n", m.name, m.help, m.name, m.kind, m.name, labels, m.value(st))
 	}
 }

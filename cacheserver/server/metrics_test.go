@@ -4,8 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/burstcache/burstcache/cacheserver/control"
 )
 
 func TestMetricsText(t *testing.T) {

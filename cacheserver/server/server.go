@@ -107,7 +107,7 @@ func (s *Server) Serve(data, ctl net.Listener) error {
 // finish. It does not flush.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.serving.Store(false)
-	s.wire.Close()
+	_ = s.wire.Close()
 	return s.http.Shutdown(ctx)
 }
 

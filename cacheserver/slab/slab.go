@@ -30,7 +30,7 @@ func Open(fsys vfs.FS, path string, slotSize, slots int64) (*Slab, error) {
 	// Allocating the space of a file that already has it is a no-op; a crash
 	// during allocation leaves a file that the next Open allocates again.
 	if err := f.Allocate(0, slotSize*slots); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, fmt.Errorf("allocating slab %s: %w", path, err)
 	}
 	return &Slab{f: f, slotSize: slotSize, slots: slots}, nil

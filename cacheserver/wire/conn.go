@@ -72,12 +72,12 @@ func dialConn(ctx context.Context, addr string, secret []byte, timeout time.Dura
 		return nil, fmt.Errorf("dialing cache server %s: %w", addr, errnoOf(err))
 	}
 	setSocketBuffers(nc)
-	nc.SetDeadline(time.Now().Add(timeout))
+	_ = nc.SetDeadline(time.Now().Add(timeout))
 	if err := clientHandshake(nc, secret); err != nil {
-		nc.Close()
+		_ = nc.Close()
 		return nil, fmt.Errorf("handshake with cache server %s: %w", addr, err)
 	}
-	nc.SetDeadline(time.Time{})
+	_ = nc.SetDeadline(time.Time{})
 	c := &conn{nc: nc, calls: map[uint64]*pending{}}
 	go c.readLoop(bufio.NewReaderSize(nc, 256<<10))
 	return c, nil
@@ -90,7 +90,9 @@ func errnoOf(err error) error {
 	if ok := asErrno(err, &e); ok {
 		return fmt.Errorf("%w", e)
 	}
-	return fmt.Errorf("%v: %w", err, syscall.EHOSTUNREACH)
+	// The transport error is not wrapped: its own errno (ECONNRESET, say)
+	// must not be taken for the operation's.
+	return fmt.Errorf("%v: %w", err, syscall.EHOSTUNREACH) //nolint:errorlint // see above
 }
 
 func (c *conn) dead() bool {
@@ -110,7 +112,7 @@ func (c *conn) fail(err error) {
 	calls := c.calls
 	c.calls = map[uint64]*pending{}
 	c.mu.Unlock()
-	c.nc.Close()
+	_ = c.nc.Close()
 	for _, p := range calls {
 		p.mu.Lock()
 		claimed := p.claimed
@@ -131,7 +133,7 @@ func (c *conn) do(ctx context.Context, call *Call) (Reply, error) {
 		return Reply{}, err
 	}
 	if err := c.send(id, call); err != nil {
-		c.fail(fmt.Errorf("%w: %v", ErrConnLost, err))
+		c.fail(fmt.Errorf("%w: %v", ErrConnLost, err)) //nolint:errorlint // a send error's errno is not the operation's
 	}
 	select {
 	case <-p.done:
@@ -189,7 +191,7 @@ func (c *conn) readLoop(r *bufio.Reader) {
 	hb := make([]byte, headerSize)
 	for {
 		if err := c.readOne(r, hb); err != nil {
-			c.fail(fmt.Errorf("%w: %v", ErrConnLost, err))
+			c.fail(fmt.Errorf("%w: %v", ErrConnLost, err)) //nolint:errorlint // a transport error's errno is not the operation's
 			return
 		}
 	}

@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/burstcache/burstcache/cacheserver/namespace"
 )
 
 func TestMessagesRoundTrip(t *testing.T) {

@@ -70,7 +70,7 @@ func (cl *Client) Do(ctx context.Context, call *Call) (Reply, error) {
 
 func (cl *Client) wrap(op Op, err error) error {
 	var e syscall.Errno
-	if err == nil || (errors.As(err, &e) && err == e) {
+	if err == nil || (errors.As(err, &e) && err == e) { //nolint:errorlint // a bare errno from the server stays bare
 		return err
 	}
 	return fmt.Errorf("op %d on %s: %w", op, cl.addr, err)

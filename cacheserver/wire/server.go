@@ -88,7 +88,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		if !s.track(c) {
-			c.Close()
+			_ = c.Close()
 			return nil
 		}
 		s.wg.Add(1)
@@ -106,10 +106,10 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	if s.ln != nil {
-		s.ln.Close()
+		_ = s.ln.Close()
 	}
 	for c := range s.conns {
-		c.Close()
+		_ = c.Close()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
@@ -136,7 +136,7 @@ func (s *Server) untrack(c net.Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
-	c.Close()
+	_ = c.Close()
 }
 
 func (s *Server) log() *slog.Logger {
@@ -148,12 +148,12 @@ func (s *Server) log() *slog.Logger {
 
 func (s *Server) serveConn(c net.Conn) {
 	setSocketBuffers(c)
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	if err := serverHandshake(c, s.Secret); err != nil {
 		s.log().Warn("Refusing client", "remote", c.RemoteAddr(), "err", err)
 		return
 	}
-	c.SetDeadline(time.Time{})
+	_ = c.SetDeadline(time.Time{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sc := &serverConn{s: s, nc: c}
@@ -164,7 +164,7 @@ func (s *Server) serveConn(c net.Conn) {
 	sc.sem = make(chan struct{}, inFlight)
 	err := sc.readLoop(ctx, bufio.NewReaderSize(c, 256<<10))
 	sc.wg.Wait()
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		s.log().Warn("Closing connection", "remote", c.RemoteAddr(), "err", err)
 	}
 }
@@ -230,7 +230,7 @@ func (sc *serverConn) reply(id uint64, resp *Response) {
 	sc.wmu.Lock()
 	defer sc.wmu.Unlock()
 	// Errors surface in the read loop, which sees the connection die.
-	writeFrame(sc.nc, hb[:], meta, data)
+	_ = writeFrame(sc.nc, hb[:], meta, data)
 }
 
 // writeFrame writes a frame with one writev, without copying the data
@@ -254,6 +254,6 @@ func Errno(err error) syscall.Errno {
 // a small metadata reply must not wait for an acknowledgement.
 func setSocketBuffers(c net.Conn) {
 	if tc, ok := c.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
+		_ = tc.SetNoDelay(true)
 	}
 }

@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
 )
 
 const (
@@ -33,7 +34,8 @@ func testHandler(ctx context.Context, req *Request, resp *Response) {
 	switch req.Op {
 	case opEcho:
 		resp.Meta.String(req.Args.String())
-		resp.Data = append(resp.Buffer(len(req.Data))[:0], req.Data...)
+		resp.Data = resp.Buffer(len(req.Data))
+		copy(resp.Data, req.Data)
 	case opFail:
 		resp.Err = syscall.Errno(req.Args.Uint32())
 	case opWhoAmI:

@@ -87,7 +87,7 @@ func runLocalUp(cmd *cobra.Command, cfg local.Config) error {
 	if err != nil {
 		return childError(err)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "burstcache: %s serves %s through %d servers (cache %s)\n",
+	_, _ = fmt.Fprintf(cmd.OutOrStdout(), "burstcache: %s serves %s through %d servers (cache %s)\n",
 		st.Mount, st.Backing, len(st.Servers), st.CacheDir)
 	return nil
 }
@@ -149,7 +149,7 @@ func newLocalDownCmd() *cobra.Command {
 				return withCode(exitWriteBack, err)
 			}
 			if err == nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "burstcache: %s unmounted; every dirty byte is written back to %s\n", st.Mount, st.Backing)
+				_, _ = fmt.Fprintf(cmd.OutOrStdout(), "burstcache: %s unmounted; every dirty byte is written back to %s\n", st.Mount, st.Backing)
 			}
 			return err
 		},

@@ -84,7 +84,7 @@ func runMount(ctx context.Context, f *mountFlags, mountpoint string) error {
 		FsName: "burstcache:" + f.servers[0], ShutdownTimeout: f.timeout, Debug: f.debug,
 	})
 	if err != nil {
-		c.Close()
+		_ = c.Close()
 		return withCode(exitMountBusy, err)
 	}
 	if err := raiseReadahead(mp, 1<<20); err != nil {
@@ -131,7 +131,7 @@ func unmountBusy(srv *fusefs.Server, gone <-chan struct{}, timeout time.Duration
 		}
 		if time.Now().After(deadline) {
 			log.Warn("Mount still busy; detaching it", "mountpoint", srv.Dir())
-			syscall.Unmount(srv.Dir(), syscall.MNT_DETACH)
+			_ = syscall.Unmount(srv.Dir(), syscall.MNT_DETACH)
 			select {
 			case <-gone:
 				return nil
@@ -151,7 +151,7 @@ func connectClient(ctx context.Context, opts client.Options) (*client.FS, error)
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := c.Connect(cctx); err != nil {
-		c.Close()
+		_ = c.Close()
 		if errors.Is(err, client.ErrMisconfigured) {
 			return nil, badInput("%w", err)
 		}

@@ -105,12 +105,12 @@ func runServer(ctx context.Context, f *serverFlags) error {
 	if err != nil {
 		return err
 	}
-	defer eng.Close()
+	defer func() { _ = eng.Close() }()
 	ns, err := posixns.New(f.backing)
 	if err != nil {
 		return badInput("backing directory: %w", err)
 	}
-	defer ns.Close()
+	defer func() { _ = ns.Close() }()
 	data, ctl, err := f.listeners()
 	if err != nil {
 		return err
@@ -262,7 +262,7 @@ func (f *serverFlags) listeners() (net.Listener, net.Listener, error) {
 	}
 	ctl, err := net.Listen("tcp", f.control)
 	if err != nil {
-		data.Close()
+		_ = data.Close()
 		return nil, nil, badInput("--control: %w", err)
 	}
 	return data, ctl, nil

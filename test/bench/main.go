@@ -63,9 +63,15 @@ func main() {
 	flag.Parse()
 	log.SetFlags(0)
 
+	if err := bench(c); err != nil {
+		log.Fatalf("bench: %v", err)
+	}
+}
+
+func bench(c config) error {
 	restore, err := raisePipeSize()
 	if err != nil {
-		log.Fatalf("bench: %v", err)
+		return err
 	}
 	defer restore()
 	res, err := run(c)
@@ -75,11 +81,7 @@ func main() {
 	if err == nil && c.out != "" {
 		err = writeReport(c, res)
 	}
-	if err != nil {
-		log.Printf("bench: %v", err)
-		restore()
-		os.Exit(1)
-	}
+	return err
 }
 
 func run(c config) (results, error) {

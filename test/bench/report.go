@@ -37,29 +37,29 @@ func cell(v float64, ok bool) string {
 // report prints the rates and the ratios as aligned tables.
 func report(w io.Writer, c config, res results) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "workload\tunit\t%s\t\n", strings.Join(columns, "\t"))
+	_, _ = fmt.Fprintf(tw, "workload\tunit\t%s\t\n", strings.Join(columns, "\t"))
 	for _, wl := range workloads {
 		row := []string{wl.name, wl.unit}
 		for _, col := range columns {
 			v, ok := res[wl.name][col]
 			row = append(row, cell(v, ok))
 		}
-		fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))
+		_, _ = fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))
 	}
-	fmt.Fprintln(tw)
+	_, _ = fmt.Fprintln(tw)
 	names := []string{"workload"}
 	for _, r := range ratios {
 		names = append(names, fmt.Sprintf("%s (target %.1fx)", r.name, r.target))
 	}
-	fmt.Fprintf(tw, "%s\t\n", strings.Join(names, "\t"))
+	_, _ = fmt.Fprintf(tw, "%s\t\n", strings.Join(names, "\t"))
 	for _, wl := range workloads {
 		row := []string{wl.name}
 		for _, r := range ratios {
 			row = append(row, ratioCell(res, wl.name, r))
 		}
-		fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))
+		_, _ = fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))
 	}
-	fmt.Fprintf(tw, "\n%d processes, %d MiB each, %d KiB blocks, %d servers, slow backing +%s per operation\n",
+	_, _ = fmt.Fprintf(tw, "\n%d processes, %d MiB each, %d KiB blocks, %d servers, slow backing +%s per operation\n",
 		c.p.procs, c.p.fileSize>>20, c.p.blockSize>>10, c.servers, c.delay)
 	return tw.Flush()
 }

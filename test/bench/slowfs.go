@@ -14,27 +14,29 @@ import (
 // direct I/O, so the kernel page cache cannot hide the latency, as it would
 // not for a remote file system whose data another node may change.
 type slowNode struct {
-	fs.LoopbackNode
+	*fs.LoopbackNode
 	delay time.Duration
 }
 
 var (
-	_ fs.NodeLookuper  = (*slowNode)(nil)
-	_ fs.NodeGetattrer = (*slowNode)(nil)
-	_ fs.NodeOpener    = (*slowNode)(nil)
-	_ fs.NodeCreater   = (*slowNode)(nil)
+	_ fs.NodeLookuper    = (*slowNode)(nil)
+	_ fs.NodeGetattrer   = (*slowNode)(nil)
+	_ fs.NodeOpener      = (*slowNode)(nil)
+	_ fs.NodeCreater     = (*slowNode)(nil)
+	_ fs.NodeWrapChilder = (*slowNode)(nil)
 )
 
 func newSlowRoot(dir string, delay time.Duration) (fs.InodeEmbedder, error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(dir, &st); err != nil {
+	root, err := fs.NewLoopbackRoot(dir)
+	if err != nil {
 		return nil, err
 	}
-	data := &fs.LoopbackRoot{Path: dir, Dev: uint64(st.Dev)}
-	data.NewNode = func(rootData *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &slowNode{LoopbackNode: fs.LoopbackNode{RootData: rootData}, delay: delay}
-	}
-	return data.NewNode(data, nil, "", &st), nil
+	return &slowNode{LoopbackNode: root.(*fs.LoopbackNode), delay: delay}, nil
+}
+
+// WrapChild makes every node below the root slow too.
+func (n *slowNode) WrapChild(_ context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
+	return &slowNode{LoopbackNode: ops.(*fs.LoopbackNode), delay: n.delay}
 }
 
 // mountSlow mounts dir at mnt with delay added to every operation.

@@ -175,7 +175,7 @@ func writeShared(t *testing.T, mounts []string, name string, writers, block int)
 			out, err := exec.Command("dd", "if="+src, "of="+dst, fmt.Sprintf("bs=%d", block),
 				fmt.Sprintf("skip=%d", w), fmt.Sprintf("seek=%d", w), "count=1", "conv=notrunc", "status=none").CombinedOutput()
 			if err != nil {
-				err = fmt.Errorf("dd of block %d: %v: %s", w, err, out)
+				err = fmt.Errorf("dd of block %d: %w: %s", w, err, out)
 			}
 			errs <- err
 		})

@@ -1,7 +1,7 @@
 package posix
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -176,7 +176,7 @@ func runAs(t *testing.T, cred ident.Cred, args ...string) syscall.Errno {
 	cmd.Env = append(os.Environ(), helperEnv+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: cred.UID, Gid: cred.GID, Groups: cred.Groups}}
 	out, err := cmd.CombinedOutput()
-	if exit, ok := err.(*exec.ExitError); ok {
+	if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
 		return syscall.Errno(exit.ExitCode())
 	}
 	if err != nil {
@@ -276,7 +276,3 @@ func errJoin(a, b error) error {
 	}
 	return b
 }
-
-// rootCtx is the context of operations the tests make directly on the
-// backing directory.
-var rootCtx = context.Background()

@@ -56,9 +56,11 @@ func Start(t testing.TB, backing string, opts Options) *Instance {
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			s.Shutdown(ctx)
-			<-done
-			ns.Close()
+			_ = s.Shutdown(ctx)
+			if err := <-done; err != nil {
+				t.Logf("serving ended: %v", err)
+			}
+			_ = ns.Close()
 		})
 		in.Data = append(in.Data, data.Addr().String())
 		in.Control = append(in.Control, ctl.Addr().String())
