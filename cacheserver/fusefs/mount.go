@@ -150,7 +150,12 @@ func (s *Server) fsOptions() *fs.Options {
 			MaxReadAhead:      o.MaxReadAhead,
 			DirectMountStrict: o.DirectMount,
 			ExtraCapabilities: caps,
-			Debug:             o.Debug,
+			// Without the client cache every open looks the file up again
+			// and drops its cached pages (close-to-open), so the kernel need
+			// not ask for attributes before every read, which doubled the
+			// round trips of small reads.
+			ExplicitDataCacheControl: !o.ClientCache,
+			Debug:                    o.Debug,
 		},
 		EntryTimeout:    &o.EntryTimeout,
 		AttrTimeout:     &o.AttrTimeout,
