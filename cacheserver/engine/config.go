@@ -97,6 +97,11 @@ type Config struct {
 	Tunables Tunables
 	// Durability says what Sync guarantees (default Cache).
 	Durability Durability
+	// Stride is the distance between the extents of a file that this engine
+	// serves: N in a cache striped over N servers, where extent e of a file
+	// is on one server and e+1 on the next (default 1). Read-ahead copies
+	// up the extents this engine will be asked for, not its neighbours'.
+	Stride int64
 	// CommitInterval bounds how long index changes wait for a commit when
 	// nothing asks for one (default one second): it is what a crash of the
 	// server can lose of writes that no fsync covered, as a journaling file
@@ -125,6 +130,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Durability == "" {
 		c.Durability = Cache
+	}
+	if c.Stride <= 0 {
+		c.Stride = 1
 	}
 	if c.CommitInterval <= 0 {
 		c.CommitInterval = time.Second

@@ -8,17 +8,19 @@ const prefetchWindow = 2
 
 // prefetchAfter copies up the extents after idx of f in the background when
 // reads of f look sequential: a miss right after a miss of the previous
-// extent, or a hit on an extent that was itself prefetched. Copying up the
+// extent this engine holds (Stride before), or a hit on an extent that was
+// itself prefetched. Copying up the
 // next extents while the reader consumes this one overlaps backing-store
 // latency with the reader's work, as kernel read-ahead does.
 func (e *Engine) prefetchAfter(ctx context.Context, f *file, idx int64, miss bool) {
+	stride := e.cfg.Stride
 	e.mu.Lock()
-	seq := !miss || f.lastMiss == idx-1
+	seq := !miss || f.lastMiss == idx-stride
 	if miss {
 		f.lastMiss = idx
 	}
 	var todo []int64
-	for next := idx + 1; seq && next <= idx+prefetchWindow; next++ {
+	for next := idx + stride; seq && next <= idx+prefetchWindow*stride; next += stride {
 		if f.prefetching < prefetchWindow && !f.dead && !e.closed && len(e.free) > 0 &&
 			f.extents[next] == nil && next*e.es < max(f.size, f.backingSize) {
 			f.prefetching++

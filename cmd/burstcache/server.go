@@ -245,6 +245,7 @@ func (f *serverFlags) openEngine(log *slog.Logger) (server.Cache, *engine.Engine
 	e, err := engine.Open(engine.Config{
 		Dir: dir, Backing: backing.NewDir(f.backing), ExtentSize: int64(f.extentSize),
 		Capacity: int64(f.capacity), Tunables: tun, Durability: engine.Durability(f.durability), Logger: log,
+		Stride: f.stride(),
 	})
 	if errors.Is(err, engine.ErrGeometry) {
 		return nil, nil, withCode(exitForeignCacheDir, err)
@@ -295,4 +296,14 @@ func writeJSONFile(path string, v any) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// stride is the distance between the extents of a file that this server
+// holds: every Nth in a striped instance, every one when each server holds
+// whole files.
+func (f *serverFlags) stride() int64 {
+	if f.accessMode == "LoadBalanced" || f.servers < 1 {
+		return 1
+	}
+	return int64(f.servers)
 }
