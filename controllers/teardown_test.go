@@ -36,15 +36,14 @@ var _ = Describe("Teardown", func() {
 		return inst, data
 	}
 	outFile := func(w *world) string { return filepath.Join(w.hostPath(w.backing), "results", "out.dat") }
-	// breakWriteBack makes the backing directory refuse runAs, so that every
-	// write-back fails with EACCES; fix undoes it.
+	// breakWriteBack hands the file to another user, so that every
+	// write-back as runAs fails with EACCES (a mode change alone would not
+	// do: write-back reaches a read-only file for its owner); fix undoes it.
 	breakWriteBack := func(w *world) {
-		Expect(os.Chmod(filepath.Dir(outFile(w)), 0o500)).To(Succeed())
-		Expect(os.Chmod(outFile(w), 0o400)).To(Succeed())
+		Expect(os.Chown(outFile(w), 2000, 2000)).To(Succeed())
 	}
 	fixWriteBack := func(w *world) {
-		Expect(os.Chmod(filepath.Dir(outFile(w)), 0o755)).To(Succeed())
-		Expect(os.Chmod(outFile(w), 0o644)).To(Succeed())
+		Expect(os.Chown(outFile(w), runAsUID, runAsGID)).To(Succeed())
 	}
 	flushedReason := func(inst *cachev1alpha1.CacheInstance) func(Gomega) string {
 		return func(g Gomega) string {
