@@ -41,6 +41,12 @@ var (
 // out there rather than fail on a documented limitation.
 var splitHardLinks = map[string]bool{"local": true}
 
+// fixedServesOnlyItself names the set-ups whose fixed identity serves only
+// callers with that uid and root: a real cache server refuses everyone else
+// rather than lend them its identity. The in-process namespace has no such
+// gate.
+var fixedServesOnlyItself = map[string]bool{"local": true}
+
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(helperMain(os.Args[1:]))

@@ -37,18 +37,32 @@ func privateTree(t *testing.T, dir, backing string) (privDir, privFile string) {
 func TestPrivateDirectory(t *testing.T) {
 	root := ident.Cred{}
 	tests := map[string]struct {
-		opts            []mountOption
+		as              *ident.Cred
 		denied, allowed []ident.Cred
 	}{
 		"acting as the caller":             {nil, []ident.Cred{nobody}, []ident.Cred{daemon, root}},
-		"acting as a fixed other identity": {[]mountOption{actingAs(nobody)}, []ident.Cred{nobody, daemon, root}, nil},
-		"acting as the owner":              {[]mountOption{actingAs(daemon)}, nil, []ident.Cred{nobody, daemon, root}},
+		"acting as a fixed other identity": {&nobody, []ident.Cred{nobody, daemon, root}, nil},
+		"acting as the owner":              {&daemon, nil, []ident.Cred{nobody, daemon, root}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			dir, backing := mountUnderTest(t, tc.opts...)
+			var opts []mountOption
+			if tc.as != nil {
+				opts = append(opts, actingAs(*tc.as))
+			}
+			dir, backing := mountUnderTest(t, opts...)
 			privDir, privFile := privateTree(t, dir, backing)
 			write(t, filepath.Join(backing, "public"), "public", 0o644)
+			var refused []ident.Cred
+			if tc.as != nil && fixedServesOnlyItself[currentName] {
+				tc.denied, refused = splitServed(tc.denied, *tc.as)
+				tc.allowed, refused = splitServed(tc.allowed, *tc.as, refused...)
+			}
+			for _, c := range refused {
+				if e := runAs(t, c, "read", filepath.Join(dir, "public")); e != syscall.EACCES {
+					t.Errorf("read of a public file as %s, which may not borrow %s: %v, want EACCES", c, *tc.as, e)
+				}
+			}
 			for _, c := range tc.denied {
 				if e := runAs(t, c, "read", privFile); e != syscall.EACCES {
 					t.Errorf("read as %s: %v, want EACCES", c, e)
@@ -70,6 +84,19 @@ func TestPrivateDirectory(t *testing.T) {
 			}
 		})
 	}
+}
+
+// splitServed splits cs into the callers a fixed identity as serves (that
+// uid and root) and the others, appended to refused.
+func splitServed(cs []ident.Cred, as ident.Cred, refused ...ident.Cred) (served, refusedOut []ident.Cred) {
+	for _, c := range cs {
+		if c.UID == as.UID || c.UID == 0 {
+			served = append(served, c)
+		} else {
+			refused = append(refused, c)
+		}
+	}
+	return served, refused
 }
 
 // TestRootClientActingAsOther checks that with a fixed unprivileged
