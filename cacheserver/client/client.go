@@ -50,6 +50,13 @@ type FS struct {
 	mu    sync.Mutex
 	files map[string]*fileState
 
+	// sizeMu orders size publication with the sequences that cut or
+	// remove a file: a publication holds it shared through its round trip,
+	// truncate, unlink and rename hold it exclusively, so that a size
+	// published in the background never lands after a truncation and
+	// grows the file again. It is taken before mu.
+	sizeMu sync.RWMutex
+
 	kick       chan struct{}
 	stop       chan struct{}
 	pusherDone chan struct{}

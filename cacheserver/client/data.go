@@ -192,6 +192,8 @@ func (f *FS) clearSetid(ctx context.Context, path string) error {
 // pushSize tells the metadata server how far this client's writes extended
 // path. It runs as the caller of ctx.
 func (f *FS) pushSize(ctx context.Context, path string) error {
+	f.sizeMu.RLock()
+	defer f.sizeMu.RUnlock()
 	f.mu.Lock()
 	st := f.files[path]
 	var end int64

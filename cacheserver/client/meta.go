@@ -69,6 +69,8 @@ func (f *FS) truncate(ctx context.Context, p string, size int64) (namespace.Attr
 
 // truncateVia is truncate; viaOpen cuts the backing file as TruncateOpen does.
 func (f *FS) truncateVia(ctx context.Context, p string, size int64, viaOpen bool) (namespace.Attr, error) {
+	f.sizeMu.Lock()
+	defer f.sizeMu.Unlock()
 	f.forget(p)
 	if err := f.allServers(ctx, wire.OpTrim, pathArgs(p).Int64(size)); err != nil {
 		return namespace.Attr{}, err
@@ -112,6 +114,8 @@ func (f *FS) Unlink(ctx context.Context, p string) error {
 	if err != nil {
 		return err
 	}
+	f.sizeMu.Lock()
+	defer f.sizeMu.Unlock()
 	if a.IsRegular() {
 		op := wire.OpDrop
 		if a.Nlink > 1 {
@@ -132,6 +136,8 @@ func (f *FS) Rename(ctx context.Context, oldPath, newPath string, flags uint32) 
 	if err := f.pushSize(ctx, oldPath); err != nil {
 		return err
 	}
+	f.sizeMu.Lock()
+	defer f.sizeMu.Unlock()
 	if err := f.flushAndDrop(ctx, oldPath, newPath); err != nil {
 		return err
 	}
