@@ -68,6 +68,10 @@ quickstart: ## Run a standalone cache over a scratch directory, a workload, tear
 bench: build ## Measure burstcache against the raw directory, a FUSE passthrough and a slow backing store (root).
 	go run ./test/bench -burstcache bin/burstcache -out docs/bench
 
+.PHONY: bench-scale
+bench-scale: build envtest ## Measure the operator with 1,000 instances on 500 kwok nodes (writes docs/bench/scale.md).
+	go run ./test/scale -burstcache bin/burstcache -kwok "$$(hack/tool.sh kwok)" -assets "$(CURDIR)/bin/k8s" -out docs/bench
+
 ##@ Build
 
 .PHONY: build
