@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -203,8 +204,8 @@ func (cl *cluster) createNodes(ctx context.Context, c config) error {
 		// The API server taints new nodes not-ready; without a
 		// controller-manager here, nothing would lift the taint once kwok
 		// reports the node Ready, so the harness does.
-		node.Spec.Taints = nil
-		if err := cl.c.Update(ctx, node); err != nil {
+		untaint := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"taints":null}}`))
+		if err := cl.c.Patch(ctx, node, untaint); err != nil {
 			return fmt.Errorf("untainting node %s: %w", name, err)
 		}
 	}
