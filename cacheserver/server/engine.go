@@ -43,6 +43,8 @@ func (c *engineCache) Stats() control.Stats {
 		CopyUpBytes: s.CopyUpBytes, WriteBackBytes: s.WriteBackBytes,
 		WriteBackLagSeconds: s.WriteBackLag.Seconds(), Files: s.Files,
 		WriteBackErrors: uint64(s.WriteBackErrors), LastWriteBackError: s.LastWriteBackError,
+		BytesRead: s.BytesRead, BytesWritten: s.BytesWritten, Evictions: s.Evictions,
+		WindowBytesWritten: s.WindowBytes, WindowLimitBytes: s.WindowLimit, ReadOnly: s.ReadOnly,
 	}
 }
 
