@@ -11,15 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// ServerProtectionFinalizer is set on every server pod so that neither the
-// garbage collector nor a user's delete removes it before the instance's
-// teardown write-back ends.
-const ServerProtectionFinalizer = "cache.burstcache.io/server-protection"
-
-// LabelServerIndex is set on server pods; its value is the server's index in
-// the instance, from 0.
-const LabelServerIndex = "cache.burstcache.io/server-index"
-
 // Ports of the cache server container.
 const (
 	// DataPort serves the data-path protocol to mounts.
