@@ -71,8 +71,9 @@ bench: build ## Measure burstcache against the raw directory, a FUSE passthrough
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/burstcache.
+build: ## Build bin/burstcache and the kubectl plugin bin/kubectl-burstcache.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/burstcache ./cmd/burstcache
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/kubectl-burstcache ./cmd/kubectl-burstcache
 
 ##@ Test
 
