@@ -62,8 +62,9 @@ const (
 	RequestRunning RequestPhase = "Running"
 
 	// RequestRetrying means an attempt failed for a reason that may pass
-	// (a server down, a write-back error); it is tried again with backoff
-	// and the message says what failed. No dirty data is dropped.
+	// (a server down, a write-back error); the request runs again with
+	// backoff until it succeeds, and the message says what failed last.
+	// No dirty data is dropped.
 	RequestRetrying RequestPhase = "Retrying"
 
 	// RequestSucceeded means every server ran the request.

@@ -37,8 +37,13 @@ func (r *Reconciler) serveRequest(ctx context.Context, s *scope) (ctrl.Result, e
 		return ctrl.Result{}, nil
 	}
 	if !s.allServersReady() {
-		st.Phase, st.Message = cachev1alpha1.RequestPending, "waiting for every server to be ready"
+		if st.Attempts == 0 {
+			st.Phase, st.Message = cachev1alpha1.RequestPending, "waiting for every server to be ready"
+		}
 		return ctrl.Result{RequeueAfter: requestPollInterval}, nil
+	}
+	if st.Phase == cachev1alpha1.RequestPending {
+		st.Message = ""
 	}
 	return r.advanceRequest(ctx, s, req)
 }
@@ -71,16 +76,16 @@ func (r *Reconciler) advanceRequest(ctx context.Context, s *scope, req cachev1al
 		}
 		ctrl.LoggerFrom(ctx).Info("Running user request", "id", req.ID, "operation", req.Operation, "path", req.Path)
 		r.requests.Start(key, req, targets)
-		r.setRequestPhase(s, cachev1alpha1.RequestRunning, "")
+		r.setRequestPhase(s, runningPhase(st), st.Message)
 	case hint.Running:
-		r.setRequestPhase(s, cachev1alpha1.RequestRunning, "")
+		r.setRequestPhase(s, runningPhase(st), st.Message)
 	case hint.Done:
 		st.BytesRemaining = out.Remaining
 		if out.Err == nil {
 			r.endRequest(s, cachev1alpha1.RequestSucceeded, nil)
 			return ctrl.Result{}, nil
 		}
-		if hint.Final(out.Err) {
+		if hint.Final(req.Operation, out.Err) {
 			r.endRequest(s, cachev1alpha1.RequestFailed, out.Err)
 			return ctrl.Result{}, nil
 		}
@@ -147,6 +152,16 @@ func (r *Reconciler) setRequestPhase(s *scope, phase cachev1alpha1.RequestPhase,
 		r.Recorder.Eventf(s.inst, nil, corev1.EventTypeWarning, cachev1alpha1.ReasonRequestFailed, "Request",
 			"Request %s (%s %q) failed: %s", st.ID, st.Operation, st.Path, msg)
 	}
+}
+
+// runningPhase is the phase of a request that runs: Retrying once an
+// attempt failed, with the failure kept in the message, so that it is seen
+// for as long as the request goes on.
+func runningPhase(st *cachev1alpha1.RequestStatus) cachev1alpha1.RequestPhase {
+	if st.Attempts > 0 {
+		return cachev1alpha1.RequestRetrying
+	}
+	return cachev1alpha1.RequestRunning
 }
 
 func isFinal(p cachev1alpha1.RequestPhase) bool {

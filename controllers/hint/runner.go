@@ -148,9 +148,17 @@ func call(ctx context.Context, c *control.Client, req cachev1alpha1.RequestSpec)
 // Final reports whether err means the request cannot succeed as written,
 // so that trying again would not help: it is malformed, or its path is
 // missing or not readable by the instance's identity. Other errors (a
-// server down, a write-back that failed) may pass and are retried.
-func Final(err error) bool {
-	for _, e := range []error{ErrInvalid, syscall.ENOENT, syscall.ENOTDIR, syscall.EINVAL, syscall.EACCES, syscall.EPERM} {
+// server down) may pass and are retried. A flush is always retried: its
+// data is dirty and must reach the backing file system, whose permissions
+// an administrator may fix.
+func Final(op cachev1alpha1.RequestOperation, err error) bool {
+	if errors.Is(err, ErrInvalid) {
+		return true
+	}
+	if op == cachev1alpha1.RequestFlush {
+		return false
+	}
+	for _, e := range []error{syscall.ENOENT, syscall.ENOTDIR, syscall.EINVAL, syscall.EACCES, syscall.EPERM} {
 		if errors.Is(err, e) {
 			return true
 		}

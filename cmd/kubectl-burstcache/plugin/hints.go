@@ -130,14 +130,17 @@ func (e *env) follow(ctx context.Context, inst *cachev1alpha1.CacheInstance, req
 }
 
 // progressLine says where a request is; a flush also says how much dirty
-// data is left.
+// data is left: the instance's until the servers report on the request,
+// then what the request itself has left.
 func progressLine(req cachev1alpha1.RequestSpec, st *cachev1alpha1.RequestStatus, u *cachev1alpha1.Usage) string {
 	line := fmt.Sprintf("%s %s: %s", req.Operation, orDash(req.Path), st.Phase)
 	if req.Operation == cachev1alpha1.RequestFlush {
-		dirty := st.BytesRemaining
-		if req.Path != "" && u != nil && u.Dirty != nil {
-			// A path's own dirty data is not reported; show the instance's.
+		var dirty int64
+		if u != nil && u.Dirty != nil {
 			dirty = u.Dirty.Value()
+		}
+		if req.Path == "" && st.Phase != cachev1alpha1.RequestPending {
+			dirty = st.BytesRemaining
 		}
 		line += ", dirty " + bytes(dirty)
 	}
