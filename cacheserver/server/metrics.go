@@ -68,11 +68,12 @@ func writeMetrics(w io.Writer, st control.Stats) {
 }
 
 // metricLabels returns the label set of a server's samples. The operator
-// names servers "namespace/name/uid"; a server started by hand may use any
-// name, which becomes the instance label with an empty namespace.
+// names instances "namespace/name/uid"; a server started by hand may use
+// any name (such as "local:/path/of/backing"), which becomes the instance
+// label whole, with an empty namespace.
 func metricLabels(info control.ServerInfo) string {
 	ns, name := "", info.Instance
-	if parts := strings.SplitN(info.Instance, "/", 3); len(parts) >= 2 {
+	if parts := strings.Split(info.Instance, "/"); len(parts) == 3 && parts[0] != "" && parts[1] != "" && !strings.Contains(parts[0], ":") {
 		ns, name = parts[0], parts[1]
 	}
 	return fmt.Sprintf("{namespace=%s,instance=%s,server=\"%d\"}", strconv.Quote(ns), strconv.Quote(name), info.Index)

@@ -24,6 +24,17 @@ func TestMetricsText(t *testing.T) {
 				`burstcache_flush_duration_seconds_count{namespace="team",instance="run-1",server="2"} 0`,
 			},
 		},
+		"a local instance named after its backing path": {
+			stats: control.Stats{Server: control.ServerInfo{Instance: "local:/a/b"}, DirtyBytes: 1},
+			want: []string{
+				`burstcache_dirty_bytes{namespace="",instance="local:/a/b",server="0"} 1`,
+				`burstcache_hits_total{namespace="",instance="local:/a/b",server="0"} 0`,
+				`burstcache_write_window_bytes{namespace="",instance="local:/a/b",server="0"} 0`,
+				`burstcache_write_window_limit_bytes{namespace="",instance="local:/a/b",server="0"} 0`,
+				`burstcache_flush_duration_seconds_sum{namespace="",instance="local:/a/b",server="0"} 0`,
+				`burstcache_flush_duration_seconds_count{namespace="",instance="local:/a/b",server="0"} 0`,
+			},
+		},
 		"a hand-started server with a quoted name and a window": {
 			stats: control.Stats{Server: control.ServerInfo{Instance: `a"b`}, WindowBytesWritten: 10, WindowLimitBytes: 100, Flushes: 3, FlushSeconds: 1.5},
 			want: []string{
