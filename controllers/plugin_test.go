@@ -142,6 +142,10 @@ var _ = Describe("kubectl burstcache", func() {
 			return get(inst)(g).Status.Usage.Dirty.Value()
 		}, 10*time.Second, 200*time.Millisecond).Should(BeZero())
 		Expect(eventReasons(w.ns, inst.Name)).To(ContainElements(cachev1alpha1.ReasonRequestRunning, cachev1alpha1.ReasonRequestSucceeded))
+
+		By("counting the flush and the Ready instance in the manager's metrics")
+		Expect(managerMetric("burstcache_manager_flush_duration_seconds", map[string]string{"namespace": w.ns, "kind": "request"})).To(BeEquivalentTo(1))
+		Expect(managerMetric("burstcache_manager_instances", map[string]string{"namespace": w.ns, "phase": "Ready"})).To(BeEquivalentTo(1))
 	})
 
 	It("refuses a hint on a path outside the instance", func() {

@@ -11,6 +11,7 @@ import (
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 	"github.com/burstcache/burstcache/controllers/hint"
+	"github.com/burstcache/burstcache/controllers/metrics"
 )
 
 // requestPollInterval is how often a running user hint's progress is
@@ -83,6 +84,9 @@ func (r *Reconciler) advanceRequest(ctx context.Context, s *scope, req cachev1al
 		st.BytesRemaining = out.Remaining
 		if out.Err == nil {
 			r.endRequest(s, cachev1alpha1.RequestSucceeded, nil)
+			if req.Operation == cachev1alpha1.RequestFlush {
+				metrics.ObserveFlush(s.inst.Namespace, metrics.KindRequest, st.StartedAt.Time, st.CompletedAt.Time)
+			}
 			return ctrl.Result{}, nil
 		}
 		if hint.Final(req.Operation, out.Err) {
