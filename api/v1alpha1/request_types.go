@@ -20,8 +20,8 @@ const (
 	// when the path is the instance root).
 	RequestFlush RequestOperation = "flush"
 
-	// RequestEvict drops the clean cached data under the path. Dirty data
-	// stays until it is written back.
+	// RequestEvict writes back the dirty data under the path, then drops
+	// all its cached data, freeing the space.
 	RequestEvict RequestOperation = "evict"
 
 	// RequestInvalidate forgets the clean cached data under the path, so

@@ -25,7 +25,7 @@ type hintFlags struct {
 
 var hintShort = map[cachev1alpha1.RequestOperation]string{
 	cachev1alpha1.RequestFlush:      "Write back the dirty data under PATH (all of the instance without PATH), showing progress",
-	cachev1alpha1.RequestEvict:      "Drop the clean cached data under PATH; dirty data stays until written back",
+	cachev1alpha1.RequestEvict:      "Write back, then drop the cached data under PATH, freeing its space",
 	cachev1alpha1.RequestInvalidate: "Forget the clean cached data under PATH, to see changes made to the backing file system directly",
 	cachev1alpha1.RequestPreload:    "Copy the files under PATH up from the backing file system",
 }

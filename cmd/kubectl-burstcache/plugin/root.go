@@ -53,6 +53,9 @@ Kubernetes API: whoever may patch a CacheInstance may ask.`,
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		PersistentPreRunE: func(*cobra.Command, []string) error { return e.connect() },
+		// Every command connects first (PersistentPreRunE), which a
+		// completion script must not need; the plugin offers none.
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
 	fl := root.PersistentFlags()
 	fl.StringVar(&e.kubeconfig, "kubeconfig", "", "path to the kubeconfig file")
