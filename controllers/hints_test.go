@@ -2,9 +2,13 @@ package controllers_test
 
 import (
 	"bytes"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -73,6 +77,24 @@ var _ = Describe("User hints", func() {
 		Eventually(func(g Gomega) int64 {
 			return get(inst)(g).Status.Usage.WindowBytesWritten
 		}, 10*time.Second, 200*time.Millisecond).Should(BeNumerically(">=", len(data)))
+	})
+
+	It("labels the servers' metrics with the instance's namespace and name", func() {
+		w := newWorld()
+		inst, _, data := readyWithDirtyData(w, "64Mi", 1)
+		pods := serverPods(inst)
+		Expect(pods).To(HaveLen(1))
+		addr, err := kl.resolve(ctx, &pods[0])
+		Expect(err).NotTo(HaveOccurred())
+		resp, err := http.Get("http://" + addr + "/metrics")
+		Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(body)).To(MatchRegexp(`(?m)^burstcache_dirty_bytes\{namespace="%s",instance="%s",server="0"\} \S+$`, w.ns, inst.Name))
+		m := regexp.MustCompile(`(?m)^burstcache_written_bytes_total\{namespace="` + w.ns + `",instance="` + inst.Name + `",server="0"\} (\S+)$`).FindSubmatch(body)
+		Expect(m).NotTo(BeNil(), "%s", body)
+		Expect(strconv.ParseFloat(string(m[1]), 64)).To(BeNumerically(">=", len(data)))
 	})
 
 	It("evicts a path after writing it back: usage shows the data gone and the backing file has it", func() {
