@@ -1,6 +1,11 @@
 package controllers_test
 
 import (
+	"os"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	dto "github.com/prometheus/client_model/go"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -36,3 +41,17 @@ func hasLabels(m *dto.Metric, want map[string]string) bool {
 	}
 	return n == len(want)
 }
+
+var _ = Describe("Manager metrics", func() {
+	It("times the teardown write-back", func() {
+		w := newWorld()
+		inst, _, data := readyWithDirtyData(w, "64Mi", 1)
+		labels := map[string]string{"namespace": w.ns, "kind": "teardown"}
+		Expect(managerMetric("burstcache_manager_flush_duration_seconds", labels)).To(BeZero())
+
+		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
+		Eventually(gone(inst), 30*time.Second, 200*time.Millisecond).Should(BeTrue())
+		Expect(os.ReadFile(filepath.Join(w.hostPath(w.backing), "results", "out.dat"))).To(Equal(data))
+		Expect(managerMetric("burstcache_manager_flush_duration_seconds", labels)).To(BeEquivalentTo(1))
+	})
+})
