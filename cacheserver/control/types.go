@@ -105,6 +105,10 @@ type Tunables struct {
 	WriteBackThreads          *int   `json:"writeBackThreads,omitempty"`
 	MaxFileSize               *int64 `json:"maxFileSize,omitempty"`
 	MaxFiles                  *int64 `json:"maxFiles,omitempty"`
+	// WriteWindowMultiplier times the capacity may be written within
+	// WriteWindowSeconds; past it writes fail with EROFS.
+	WriteWindowMultiplier *float64 `json:"writeWindowMultiplier,omitempty"`
+	WriteWindowSeconds    *int64   `json:"writeWindowSeconds,omitempty"`
 }
 
 // ErrorBody is the body of a failed call.

@@ -3,6 +3,7 @@ package server
 import (
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/cacheserver/engine"
@@ -68,6 +69,15 @@ func (c *engineCache) SetTunables(t control.Tunables) error {
 	}
 	if t.MaxFiles != nil {
 		next.MaxFiles = *t.MaxFiles
+	}
+	if t.WriteWindowMultiplier != nil {
+		next.WriteWindow.Multiplier = *t.WriteWindowMultiplier
+	}
+	if t.WriteWindowSeconds != nil {
+		if *t.WriteWindowSeconds <= 0 {
+			return syscall.EINVAL
+		}
+		next.WriteWindow.Length = time.Duration(*t.WriteWindowSeconds) * time.Second
 	}
 	for _, pct := range []int{next.DirtyHigh, next.DirtyLow, next.EvictHigh, next.EvictLow} {
 		if pct < 0 || pct > 100 {
