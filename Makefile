@@ -75,8 +75,9 @@ bench-scale: build envtest ## Measure the operator with 1,000 instances on 500 k
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/burstcache.
+build: ## Build bin/burstcache and the kubectl plugin bin/kubectl-burstcache.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/burstcache ./cmd/burstcache
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/kubectl-burstcache ./cmd/kubectl-burstcache
 
 ##@ Test
 

@@ -64,7 +64,12 @@ var _ = Describe("Scheduling gates", func() {
 		err := k8sClient.Create(ctx, pod)
 		Expect(err).To(MatchError(And(ContainSubstring("line 2"), ContainSubstring("not under pfs"))))
 
-		pod.Annotations[cachev1alpha1.AnnotationDirective] = "#DW persistentdw name=shared"
+		By("refusing a pod whose two directive annotations disagree")
+		pod.Annotations[cachev1alpha1.AnnotationDirectiveAlias] = "#DW persistentdw name=shared"
+		Expect(k8sClient.Create(ctx, pod)).To(MatchError(ContainSubstring("differs from annotation " + cachev1alpha1.AnnotationDirectiveAlias)))
+
+		By("reading the earlier annotation name alone")
+		delete(pod.Annotations, cachev1alpha1.AnnotationDirective)
 		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
 		Expect(pod.Labels).To(HaveKeyWithValue(cachev1alpha1.LabelInstance, "shared"))
 		Expect(pod.Spec.SchedulingGates).To(ContainElement(cacheGate))

@@ -157,7 +157,7 @@ var _ = Describe("Provisioning", func() {
 // expectServerPod checks the pod spec of one server.
 func expectServerPod(w *world, inst *cachev1alpha1.CacheInstance, pod *corev1.Pod) {
 	GinkgoHelper()
-	Expect(pod.Finalizers).To(ContainElement(cacheinstance.ServerProtectionFinalizer))
+	Expect(pod.Finalizers).To(ContainElement(cachev1alpha1.ServerProtectionFinalizer))
 	Expect(pod.OwnerReferences).To(BeEmpty(), "the garbage collector must not reach server pods")
 	sc := pod.Spec.SecurityContext
 	Expect(sc.RunAsUser).To(HaveValue(BeEquivalentTo(runAsUID)))
@@ -182,7 +182,7 @@ func expectServerPod(w *world, inst *cachev1alpha1.CacheInstance, pod *corev1.Po
 
 func indexOf(pod *corev1.Pod) int {
 	GinkgoHelper()
-	i, err := strconv.Atoi(pod.Labels[cacheinstance.LabelServerIndex])
+	i, err := strconv.Atoi(pod.Labels[cachev1alpha1.LabelServerIndex])
 	Expect(err).NotTo(HaveOccurred())
 	return i
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/burstcache/burstcache/controllers/cacheinstance"
 	"github.com/burstcache/burstcache/controllers/cachepool"
+	"github.com/burstcache/burstcache/controllers/metrics"
 	"github.com/burstcache/burstcache/controllers/webhooks"
 )
 
@@ -31,6 +32,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	if err := inst.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the CacheInstance controller: %w", err)
+	}
+	if err := metrics.RegisterInstancePhases(mgr.GetClient()); err != nil {
+		return fmt.Errorf("registering the instances-by-phase metric: %w", err)
 	}
 	if err := (&cachepool.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the CachePool controller: %w", err)

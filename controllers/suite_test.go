@@ -124,6 +124,7 @@ func startManager() func() {
 		Instance: cacheinstance.Options{
 			Resolver: kl.resolve, StatsInterval: time.Second,
 			FlushAttemptTimeout: 10 * time.Second, CallTimeout: 3 * time.Second,
+			RequestAttemptTimeout: 10 * time.Second,
 		},
 	})).To(Succeed())
 	done := make(chan struct{})

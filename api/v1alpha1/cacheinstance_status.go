@@ -45,6 +45,11 @@ type CacheInstanceStatus struct {
 	// +optional
 	Flush *FlushStatus `json:"flush,omitempty"`
 
+	// lastRequest is the progress and outcome of the latest user hint asked
+	// for with the cache.burstcache.io/request annotation.
+	// +optional
+	LastRequest *RequestStatus `json:"lastRequest,omitempty"`
+
 	// activeMounts are the pods that mount the instance now. Teardown waits
 	// until there are none.
 	// +optional

@@ -5,6 +5,11 @@ package v1alpha1
 // timeout). Only the controller removes it.
 const Finalizer = "cache.burstcache.io/teardown"
 
+// ServerProtectionFinalizer is set on every server pod so that neither the
+// garbage collector nor a user's delete removes it before the instance's
+// teardown write-back ends. Only the controller removes it.
+const ServerProtectionFinalizer = "cache.burstcache.io/server-protection"
+
 // Labels and annotations that burstcache puts on the objects it creates or
 // reads from the objects users write.
 const (
@@ -23,10 +28,19 @@ const (
 	// ComponentServer is the LabelComponent value of cache server pods.
 	ComponentServer = "server"
 
-	// AnnotationDirective holds a DataWarp directive (for example
-	// "#DW jobdw type=cache access_mode=striped pfs=/lus/global capacity=100TiB")
-	// on a pod or PVC; burstcache translates it into a CacheInstance.
-	AnnotationDirective = "cache.burstcache.io/directive"
+	// LabelServerIndex is set on server pods; its value is the server's index
+	// in the instance, from 0.
+	LabelServerIndex = "cache.burstcache.io/server-index"
+
+	// AnnotationDirective holds DataWarp directives, one per line (for
+	// example "#DW jobdw type=cache access_mode=striped pfs=/lus/global
+	// capacity=100TiB"), on a pod; burstcache translates them into
+	// CacheInstances and volumes.
+	AnnotationDirective = "burstcache.io/dw"
+
+	// AnnotationDirectiveAlias is the earlier name of AnnotationDirective,
+	// still read. A pod that carries both is refused unless they agree.
+	AnnotationDirectiveAlias = "cache.burstcache.io/directive"
 
 	// AnnotationTeardownRecord is set on a CacheInstance when its teardown
 	// went past unwritten data (policy Discard or an expired timeout); its

@@ -48,6 +48,23 @@ type Stats struct {
 	WriteBackBytes int64 `json:"writeBackBytes"`
 	// WriteBackLagSeconds is the age of the oldest dirty data.
 	WriteBackLagSeconds float64 `json:"writeBackLagSeconds"`
+	// BytesRead and BytesWritten count bytes served to and accepted from
+	// clients.
+	BytesRead    int64 `json:"bytesRead"`
+	BytesWritten int64 `json:"bytesWritten"`
+	// Evictions counts clean extents dropped to make room.
+	Evictions int64 `json:"evictions"`
+	// WindowBytesWritten is what was written to the cache device (writes
+	// and copy-ups) within the current write window; WindowLimitBytes is
+	// what the window allows, -1 when it is unlimited. ReadOnly is true
+	// once the window is used up: writes then fail with EROFS.
+	WindowBytesWritten int64 `json:"windowBytesWritten"`
+	WindowLimitBytes   int64 `json:"windowLimitBytes"`
+	ReadOnly           bool  `json:"readOnly"`
+	// Flushes counts the whole-cache flushes (Flush and Drain) that ended,
+	// and FlushSeconds the time they took in total.
+	Flushes      uint64  `json:"flushes"`
+	FlushSeconds float64 `json:"flushSeconds"`
 	// Files is the number of files with cached data.
 	Files int64 `json:"files"`
 	// WriteBackErrors counts failed write-backs; LastWriteBackError says
@@ -88,6 +105,10 @@ type Tunables struct {
 	WriteBackThreads          *int   `json:"writeBackThreads,omitempty"`
 	MaxFileSize               *int64 `json:"maxFileSize,omitempty"`
 	MaxFiles                  *int64 `json:"maxFiles,omitempty"`
+	// WriteWindowMultiplier times the capacity may be written within
+	// WriteWindowSeconds; past it writes fail with EROFS.
+	WriteWindowMultiplier *float64 `json:"writeWindowMultiplier,omitempty"`
+	WriteWindowSeconds    *int64   `json:"writeWindowSeconds,omitempty"`
 }
 
 // ErrorBody is the body of a failed call.

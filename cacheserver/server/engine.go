@@ -3,6 +3,7 @@ package server
 import (
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/cacheserver/engine"
@@ -43,6 +44,8 @@ func (c *engineCache) Stats() control.Stats {
 		CopyUpBytes: s.CopyUpBytes, WriteBackBytes: s.WriteBackBytes,
 		WriteBackLagSeconds: s.WriteBackLag.Seconds(), Files: s.Files,
 		WriteBackErrors: uint64(s.WriteBackErrors), LastWriteBackError: s.LastWriteBackError,
+		BytesRead: s.BytesRead, BytesWritten: s.BytesWritten, Evictions: s.Evictions,
+		WindowBytesWritten: s.WindowBytes, WindowLimitBytes: s.WindowLimit, ReadOnly: s.ReadOnly,
 	}
 }
 
@@ -66,6 +69,15 @@ func (c *engineCache) SetTunables(t control.Tunables) error {
 	}
 	if t.MaxFiles != nil {
 		next.MaxFiles = *t.MaxFiles
+	}
+	if t.WriteWindowMultiplier != nil {
+		next.WriteWindow.Multiplier = *t.WriteWindowMultiplier
+	}
+	if t.WriteWindowSeconds != nil {
+		if *t.WriteWindowSeconds <= 0 {
+			return syscall.EINVAL
+		}
+		next.WriteWindow.Length = time.Duration(*t.WriteWindowSeconds) * time.Second
 	}
 	for _, pct := range []int{next.DirtyHigh, next.DirtyLow, next.EvictHigh, next.EvictLow} {
 		if pct < 0 || pct > 100 {

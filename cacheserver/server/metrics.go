@@ -5,31 +5,43 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/burstcache/burstcache/cacheserver/control"
 )
 
-// metric is one Prometheus sample taken from the statistics.
+// metric is one Prometheus sample taken from the statistics. Names follow
+// the Prometheus conventions: base units in the name, _total on counters.
 type metric struct {
 	name, kind, help string
 	value            func(control.Stats) float64
+	// present, when set, says whether the sample exists at all.
+	present func(control.Stats) bool
 }
 
 var metrics = []metric{
-	{"burstcache_capacity_bytes", "gauge", "Cache capacity.", func(s control.Stats) float64 { return float64(s.CapacityBytes) }},
-	{"burstcache_cached_bytes", "gauge", "Data the cache holds, clean or dirty.", func(s control.Stats) float64 { return float64(s.CachedBytes) }},
-	{"burstcache_dirty_bytes", "gauge", "Data not yet written back.", func(s control.Stats) float64 { return float64(s.DirtyBytes) }},
-	{"burstcache_hits_total", "counter", "Extent reads served from the cache.", func(s control.Stats) float64 { return float64(s.Hits) }},
-	{"burstcache_misses_total", "counter", "Extent reads copied up from the backing store.", func(s control.Stats) float64 { return float64(s.Misses) }},
-	{"burstcache_copy_up_bytes_total", "counter", "Bytes read from the backing store.", func(s control.Stats) float64 { return float64(s.CopyUpBytes) }},
-	{"burstcache_write_back_bytes_total", "counter", "Bytes written back to the backing store.", func(s control.Stats) float64 { return float64(s.WriteBackBytes) }},
-	{"burstcache_write_back_lag_seconds", "gauge", "Age of the oldest dirty data.", func(s control.Stats) float64 { return s.WriteBackLagSeconds }},
-	{"burstcache_write_back_errors_total", "counter", "Failed write-backs.", func(s control.Stats) float64 { return float64(s.WriteBackErrors) }},
-	{"burstcache_files", "gauge", "Files with cached data.", func(s control.Stats) float64 { return float64(s.Files) }},
+	{name: "burstcache_capacity_bytes", kind: "gauge", help: "Cache capacity.", value: func(s control.Stats) float64 { return float64(s.CapacityBytes) }},
+	{name: "burstcache_cached_bytes", kind: "gauge", help: "Data the cache holds, clean or dirty.", value: func(s control.Stats) float64 { return float64(s.CachedBytes) }},
+	{name: "burstcache_dirty_bytes", kind: "gauge", help: "Data not yet written back.", value: func(s control.Stats) float64 { return float64(s.DirtyBytes) }},
+	{name: "burstcache_hits_total", kind: "counter", help: "Extent reads served from the cache.", value: func(s control.Stats) float64 { return float64(s.Hits) }},
+	{name: "burstcache_misses_total", kind: "counter", help: "Extent reads copied up from the backing store.", value: func(s control.Stats) float64 { return float64(s.Misses) }},
+	{name: "burstcache_read_bytes_total", kind: "counter", help: "Bytes served to clients.", value: func(s control.Stats) float64 { return float64(s.BytesRead) }},
+	{name: "burstcache_written_bytes_total", kind: "counter", help: "Bytes accepted from clients.", value: func(s control.Stats) float64 { return float64(s.BytesWritten) }},
+	{name: "burstcache_copy_up_bytes_total", kind: "counter", help: "Bytes read from the backing store.", value: func(s control.Stats) float64 { return float64(s.CopyUpBytes) }},
+	{name: "burstcache_write_back_bytes_total", kind: "counter", help: "Bytes written back to the backing store.", value: func(s control.Stats) float64 { return float64(s.WriteBackBytes) }},
+	{name: "burstcache_write_back_lag_seconds", kind: "gauge", help: "Age of the oldest dirty data.", value: func(s control.Stats) float64 { return s.WriteBackLagSeconds }},
+	{name: "burstcache_write_back_errors_total", kind: "counter", help: "Failed write-backs.", value: func(s control.Stats) float64 { return float64(s.WriteBackErrors) }},
+	{name: "burstcache_evictions_total", kind: "counter", help: "Clean extents evicted to make room.", value: func(s control.Stats) float64 { return float64(s.Evictions) }},
+	{name: "burstcache_write_window_bytes", kind: "gauge", help: "Bytes written to the cache device within the current write window.", value: func(s control.Stats) float64 { return float64(s.WindowBytesWritten) }},
+	{
+		name: "burstcache_write_window_limit_bytes", kind: "gauge", help: "Bytes the write window allows; absent when unlimited.",
+		value: func(s control.Stats) float64 { return float64(s.WindowLimitBytes) }, present: func(s control.Stats) bool { return s.WindowLimitBytes >= 0 },
+	},
+	{name: "burstcache_read_only", kind: "gauge", help: "1 when the write window is used up and writes fail with EROFS.", value: func(s control.Stats) float64 { return boolValue(s.ReadOnly) }},
+	{name: "burstcache_files", kind: "gauge", help: "Files with cached data.", value: func(s control.Stats) float64 { return float64(s.Files) }},
 }
 
-// serveMetrics writes the statistics in the Prometheus text format, each
-// sample labelled with the instance and the server's index.
+// serveMetrics writes the statistics in the Prometheus text format.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	st, err := s.Stats(r.Context())
 	if err != nil {
@@ -40,9 +52,36 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	writeMetrics(w, st)
 }
 
+// writeMetrics writes every sample labelled with the instance, its
+// namespace and the server's index, and the flush duration as a summary.
 func writeMetrics(w io.Writer, st control.Stats) {
-	labels := fmt.Sprintf("{instance=%s,server=\"%d\"}", strconv.Quote(st.Server.Instance), st.Server.Index)
+	labels := metricLabels(st.Server)
 	for _, m := range metrics {
+		if m.present != nil && !m.present(st) {
+			continue
+		}
 		_, _ = fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s%s %g\n", m.name, m.help, m.name, m.kind, m.name, labels, m.value(st))
 	}
+	const flush = "burstcache_flush_duration_seconds"
+	_, _ = fmt.Fprintf(w, "# HELP %s Time taken by whole-cache flushes.\n# TYPE %s summary\n%s_sum%s %g\n%s_count%s %d\n",
+		flush, flush, flush, labels, st.FlushSeconds, flush, labels, st.Flushes)
+}
+
+// metricLabels returns the label set of a server's samples. The operator
+// names instances "namespace/name/uid"; a server started by hand may use
+// any name (such as "local:/path/of/backing"), which becomes the instance
+// label whole, with an empty namespace.
+func metricLabels(info control.ServerInfo) string {
+	ns, name := "", info.Instance
+	if parts := strings.Split(info.Instance, "/"); len(parts) == 3 && parts[0] != "" && parts[1] != "" && !strings.Contains(parts[0], ":") {
+		ns, name = parts[0], parts[1]
+	}
+	return fmt.Sprintf("{namespace=%s,instance=%s,server=\"%d\"}", strconv.Quote(ns), strconv.Quote(name), info.Index)
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

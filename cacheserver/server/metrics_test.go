@@ -10,19 +10,60 @@ import (
 )
 
 func TestMetricsText(t *testing.T) {
-	var b strings.Builder
-	writeMetrics(&b, control.Stats{Server: control.ServerInfo{Instance: `a"b`, Index: 2}, DirtyBytes: 4096, Hits: 7})
-	var samples []string
-	for _, line := range strings.Split(b.String(), "\n") {
-		if strings.HasPrefix(line, "burstcache_dirty_bytes") || strings.HasPrefix(line, "burstcache_hits_total") {
-			samples = append(samples, line)
-		}
+	tests := map[string]struct {
+		stats control.Stats
+		want  []string
+	}{
+		"operator names the instance ns/name/uid": {
+			stats: control.Stats{Server: control.ServerInfo{Instance: "team/run-1/0a1b", Index: 2}, DirtyBytes: 4096, Hits: 7, WindowLimitBytes: -1},
+			want: []string{
+				`burstcache_dirty_bytes{namespace="team",instance="run-1",server="2"} 4096`,
+				`burstcache_hits_total{namespace="team",instance="run-1",server="2"} 7`,
+				`burstcache_write_window_bytes{namespace="team",instance="run-1",server="2"} 0`,
+				`burstcache_flush_duration_seconds_sum{namespace="team",instance="run-1",server="2"} 0`,
+				`burstcache_flush_duration_seconds_count{namespace="team",instance="run-1",server="2"} 0`,
+			},
+		},
+		"a local instance named after its backing path": {
+			stats: control.Stats{Server: control.ServerInfo{Instance: "local:/a/b"}, DirtyBytes: 1},
+			want: []string{
+				`burstcache_dirty_bytes{namespace="",instance="local:/a/b",server="0"} 1`,
+				`burstcache_hits_total{namespace="",instance="local:/a/b",server="0"} 0`,
+				`burstcache_write_window_bytes{namespace="",instance="local:/a/b",server="0"} 0`,
+				`burstcache_write_window_limit_bytes{namespace="",instance="local:/a/b",server="0"} 0`,
+				`burstcache_flush_duration_seconds_sum{namespace="",instance="local:/a/b",server="0"} 0`,
+				`burstcache_flush_duration_seconds_count{namespace="",instance="local:/a/b",server="0"} 0`,
+			},
+		},
+		"a hand-started server with a quoted name and a window": {
+			stats: control.Stats{Server: control.ServerInfo{Instance: `a"b`}, WindowBytesWritten: 10, WindowLimitBytes: 100, Flushes: 3, FlushSeconds: 1.5},
+			want: []string{
+				`burstcache_dirty_bytes{namespace="",instance="a\"b",server="0"} 0`,
+				`burstcache_hits_total{namespace="",instance="a\"b",server="0"} 0`,
+				`burstcache_write_window_bytes{namespace="",instance="a\"b",server="0"} 10`,
+				`burstcache_write_window_limit_bytes{namespace="",instance="a\"b",server="0"} 100`,
+				`burstcache_flush_duration_seconds_sum{namespace="",instance="a\"b",server="0"} 1.5`,
+				`burstcache_flush_duration_seconds_count{namespace="",instance="a\"b",server="0"} 3`,
+			},
+		},
 	}
-	want := []string{
-		`burstcache_dirty_bytes{instance="a\"b",server="2"} 4096`,
-		`burstcache_hits_total{instance="a\"b",server="2"} 7`,
-	}
-	if diff := cmp.Diff(want, samples); diff != "" {
-		t.Errorf("samples (-want +got):\n%s", diff)
+	keep := []string{"burstcache_dirty_bytes{", "burstcache_hits_total{", "burstcache_write_window", "burstcache_flush_duration_seconds_"}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var b strings.Builder
+			writeMetrics(&b, tc.stats)
+			var samples []string
+			for _, line := range strings.Split(b.String(), "\n") {
+				for _, k := range keep {
+					if strings.HasPrefix(line, k) {
+						samples = append(samples, line)
+						break
+					}
+				}
+			}
+			if diff := cmp.Diff(tc.want, samples); diff != "" {
+				t.Errorf("samples (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

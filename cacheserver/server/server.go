@@ -71,6 +71,7 @@ type Server struct {
 	draining atomic.Bool
 	serving  atomic.Bool
 	sizes    sizeHints
+	flushes  flushTimes
 }
 
 // New returns a server for cfg.

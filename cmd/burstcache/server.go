@@ -37,6 +37,8 @@ type serverFlags struct {
 	dirtyHigh, dirtyLow                int
 	evictHigh, evictLow, threads       int
 	maxFiles                           int64
+	windowMultiplier                   float64
+	windowLength                       time.Duration
 }
 
 func newServerCmd() *cobra.Command {
@@ -77,6 +79,8 @@ run as --uid/--gid/--groups (default: the server process), or, with
 	fl.IntVar(&f.threads, "writeback-threads", 0, "write-back workers (default 4)")
 	fl.Var(&f.maxFileSize, "max-file-size", "largest file size; writes past it fail with EFBIG (0: no limit)")
 	fl.Int64Var(&f.maxFiles, "max-files", 0, "most files the cache holds; more fail with EDQUOT (0: no limit)")
+	fl.Float64Var(&f.windowMultiplier, "write-window-multiplier", 0, "at most this times the capacity may be written per write window; past it writes fail with EROFS (default 10, negative: no limit)")
+	fl.DurationVar(&f.windowLength, "write-window-length", 0, "length of the sliding write window (default 24h)")
 	fl.StringVar(&f.readyFile, "ready-file", "", "write the addresses served, as JSON, to this file once serving")
 	return cmd
 }
@@ -229,6 +233,7 @@ func (f *serverFlags) tunables() engine.Tunables {
 		WriteBackThreads: f.threads, DirtyHigh: f.dirtyHigh, DirtyLow: f.dirtyLow,
 		EvictHigh: f.evictHigh, EvictLow: f.evictLow,
 		MaxFileSize: int64(f.maxFileSize), MaxFiles: f.maxFiles,
+		WriteWindow: engine.WriteWindow{Multiplier: f.windowMultiplier, Length: f.windowLength},
 	}
 }
 

@@ -19,6 +19,7 @@ func setConditions(s *scope, now time.Time) {
 		setAcceptedCondition(s, now)
 		setServersReadyCondition(s, now)
 		setPreloadedCondition(s, now)
+		setReadOnlyCondition(s, now)
 	}
 	setReadyCondition(s, now)
 	s.inst.Status.Phase = computePhase(s)

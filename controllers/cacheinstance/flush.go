@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/controllers/metrics"
 )
 
 // flush writes every server's dirty data back with a blocking Flush. A
@@ -37,6 +38,7 @@ func (r *Reconciler) flush(ctx context.Context, s *scope) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	}
 	setCondition(s, now, cachev1alpha1.ConditionFlushed, true, cachev1alpha1.ReasonAsExpected, "every dirty byte was written back")
+	metrics.ObserveFlush(s.inst.Namespace, metrics.KindTeardown, s.inst.Status.Flush.StartedAt.Time, r.Options.Now())
 	r.Recorder.Eventf(s.inst, nil, corev1.EventTypeNormal, cachev1alpha1.ReasonFlushing, "Flush", "Every dirty byte was written back")
 	return ctrl.Result{}, nil
 }

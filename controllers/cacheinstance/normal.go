@@ -32,6 +32,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		r.pushTunables,
 		r.preload,
 		r.releaseGates,
+		r.serveRequest,
 	})
 	if err != nil || !res.IsZero() {
 		return res, err

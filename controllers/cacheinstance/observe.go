@@ -86,6 +86,7 @@ func sumUsage(stats map[int]control.Stats) *cachev1alpha1.Usage {
 		u.Misses += int64(st.Misses)
 		u.CopyUpBytes += st.CopyUpBytes
 		u.WriteBackBytes += st.WriteBackBytes
+		u.WindowBytesWritten += st.WindowBytesWritten
 		lag = max(lag, st.WriteBackLagSeconds)
 	}
 	u.Capacity = resource.NewQuantity(capacity, resource.BinarySI)

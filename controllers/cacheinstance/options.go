@@ -11,15 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// ServerProtectionFinalizer is set on every server pod so that neither the
-// garbage collector nor a user's delete removes it before the instance's
-// teardown write-back ends.
-const ServerProtectionFinalizer = "cache.burstcache.io/server-protection"
-
-// LabelServerIndex is set on server pods; its value is the server's index in
-// the instance, from 0.
-const LabelServerIndex = "cache.burstcache.io/server-index"
-
 // Ports of the cache server container.
 const (
 	// DataPort serves the data-path protocol to mounts.
@@ -54,6 +45,9 @@ type Options struct {
 	// FlushAttemptTimeout bounds one blocking Flush call at teardown; a
 	// flush that takes longer is called again, which is idempotent.
 	FlushAttemptTimeout time.Duration
+	// RequestAttemptTimeout bounds one attempt at a user hint on one
+	// server; an attempt that takes longer is retried. Default 10m.
+	RequestAttemptTimeout time.Duration
 	// CallTimeout bounds the other control API calls.
 	CallTimeout time.Duration
 	// MaxConcurrentReconciles is how many instances are reconciled at once;
@@ -82,6 +76,9 @@ func (o *Options) complete() {
 	}
 	if o.FlushAttemptTimeout == 0 {
 		o.FlushAttemptTimeout = time.Minute
+	}
+	if o.RequestAttemptTimeout == 0 {
+		o.RequestAttemptTimeout = 10 * time.Minute
 	}
 	if o.CallTimeout == 0 {
 		o.CallTimeout = 5 * time.Second

@@ -21,8 +21,8 @@ const (
 // buildServerPod returns the pod of server i, pinned to its node.
 func buildServerPod(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool, i int, srv cachev1alpha1.ServerStatus, servers int, o Options) *corev1.Pod {
 	pod := &corev1.Pod{ObjectMeta: objectMeta(inst, podName(inst, i))}
-	pod.Labels[LabelServerIndex] = strconv.Itoa(i)
-	pod.Finalizers = []string{ServerProtectionFinalizer}
+	pod.Labels[cachev1alpha1.LabelServerIndex] = strconv.Itoa(i)
+	pod.Finalizers = []string{cachev1alpha1.ServerProtectionFinalizer}
 	pod.Spec = corev1.PodSpec{
 		NodeSelector:       nodeSelector(pool, srv.Node),
 		Tolerations:        tolerations(pool),

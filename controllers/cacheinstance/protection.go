@@ -8,16 +8,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 )
 
 // protect makes sure a server pod carries the protection finalizer. Pods
 // are created with it; this restores it if someone removed it.
 func (r *Reconciler) protect(ctx context.Context, pod *corev1.Pod) error {
-	if controllerutil.ContainsFinalizer(pod, ServerProtectionFinalizer) {
+	if controllerutil.ContainsFinalizer(pod, cachev1alpha1.ServerProtectionFinalizer) {
 		return nil
 	}
 	patch := client.MergeFrom(pod.DeepCopy())
-	controllerutil.AddFinalizer(pod, ServerProtectionFinalizer)
+	controllerutil.AddFinalizer(pod, cachev1alpha1.ServerProtectionFinalizer)
 	if err := r.Client.Patch(ctx, pod, patch); err != nil {
 		return fmt.Errorf("protecting server pod %s: %w", pod.Name, err)
 	}
@@ -27,9 +29,9 @@ func (r *Reconciler) protect(ctx context.Context, pod *corev1.Pod) error {
 // releaseAndDelete removes the protection finalizer of a server pod and
 // deletes it.
 func (r *Reconciler) releaseAndDelete(ctx context.Context, pod *corev1.Pod) error {
-	if controllerutil.ContainsFinalizer(pod, ServerProtectionFinalizer) {
+	if controllerutil.ContainsFinalizer(pod, cachev1alpha1.ServerProtectionFinalizer) {
 		patch := client.MergeFrom(pod.DeepCopy())
-		controllerutil.RemoveFinalizer(pod, ServerProtectionFinalizer)
+		controllerutil.RemoveFinalizer(pod, cachev1alpha1.ServerProtectionFinalizer)
 		if err := r.Client.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("releasing server pod %s: %w", pod.Name, err)
 		}

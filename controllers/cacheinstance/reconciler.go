@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/controllers/hint"
 )
 
 // PoolIndex is the field index of CacheInstances by spec.pool.
@@ -34,6 +35,9 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Options are the reconciler's settings.
 	Options Options
+
+	// requests runs user hints in the background.
+	requests *hint.Runner
 }
 
 // +kubebuilder:rbac:groups=cache.burstcache.io,resources=cacheinstances,verbs=get;list;watch;update;patch
@@ -49,6 +53,7 @@ type Reconciler struct {
 // pool, with mgr.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	r.Options.complete()
+	r.requests = hint.NewRunner(ctx, r.Options.RequestAttemptTimeout)
 	err := mgr.GetFieldIndexer().IndexField(ctx, &cachev1alpha1.CacheInstance{}, PoolIndex,
 		func(o client.Object) []string { return []string{o.(*cachev1alpha1.CacheInstance).Spec.Pool} })
 	if err != nil {
@@ -106,6 +111,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope, passErr error) e
 		s.inst.Status.ObservedGeneration = s.inst.Generation
 	}
 	r.recordTransitions(s)
+	r.recordReadOnlyTransition(s)
 	err := r.Client.Status().Patch(ctx, s.inst, client.MergeFrom(s.original))
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -34,7 +34,7 @@ func (r *Reconciler) loadServerPods(ctx context.Context, s *scope) (ctrl.Result,
 		return ctrl.Result{}, fmt.Errorf("listing server pods: %w", err)
 	}
 	for i := range pods.Items {
-		idx, err := strconv.Atoi(pods.Items[i].Labels[LabelServerIndex])
+		idx, err := strconv.Atoi(pods.Items[i].Labels[cachev1alpha1.LabelServerIndex])
 		if err == nil {
 			s.pods[idx] = &pods.Items[i]
 		}

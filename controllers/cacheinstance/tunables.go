@@ -29,6 +29,14 @@ func Tunables(inst *cachev1alpha1.CacheInstance) control.Tunables {
 			t.MaxFileSize = ptrTo(l.MaxFileSize.Value())
 		}
 		t.MaxFiles = l.MaxFiles
+		if w := l.WriteWindow; w != nil {
+			if w.Multiplier != nil {
+				t.WriteWindowMultiplier = ptrTo(float64(*w.Multiplier))
+			}
+			if w.Length != nil {
+				t.WriteWindowSeconds = ptrTo(int64(w.Length.Seconds()))
+			}
+		}
 	}
 	return t
 }
@@ -59,6 +67,12 @@ func tunableArgs(t control.Tunables) []string {
 	}
 	if t.MaxFiles != nil {
 		args = append(args, "--max-files="+strconv.FormatInt(*t.MaxFiles, 10))
+	}
+	if t.WriteWindowMultiplier != nil {
+		args = append(args, "--write-window-multiplier="+strconv.FormatFloat(*t.WriteWindowMultiplier, 'g', -1, 64))
+	}
+	if t.WriteWindowSeconds != nil {
+		args = append(args, "--write-window-length="+strconv.FormatInt(*t.WriteWindowSeconds, 10)+"s")
 	}
 	return args
 }

@@ -53,6 +53,9 @@ func (w *CacheInstance) Default(ctx context.Context, inst *cachev1alpha1.CacheIn
 // ValidateCreate refuses an instance its pool does not allow, or one that
 // does not fit the pool's free capacity now.
 func (w *CacheInstance) ValidateCreate(ctx context.Context, inst *cachev1alpha1.CacheInstance) (admission.Warnings, error) {
+	if err := checkRequest(nil, inst); err != nil {
+		return nil, err
+	}
 	vs, pool, err := w.check(ctx, inst)
 	if err != nil {
 		return nil, err
@@ -65,11 +68,14 @@ func (w *CacheInstance) ValidateCreate(ctx context.Context, inst *cachev1alpha1.
 }
 
 // ValidateUpdate checks the instance again: mutable knobs must stay within
-// the ceilings. Immutable fields are guarded by the CRD schema. An instance
+// the ceilings, and a new user hint must stay inside the instance. Immutable fields are guarded by the CRD schema. An instance
 // being deleted is let through, so that its finalizer can always be removed.
-func (w *CacheInstance) ValidateUpdate(ctx context.Context, _, inst *cachev1alpha1.CacheInstance) (admission.Warnings, error) {
+func (w *CacheInstance) ValidateUpdate(ctx context.Context, old, inst *cachev1alpha1.CacheInstance) (admission.Warnings, error) {
 	if !inst.DeletionTimestamp.IsZero() {
 		return nil, nil
+	}
+	if err := checkRequest(old, inst); err != nil {
+		return nil, err
 	}
 	vs, _, err := w.check(ctx, inst)
 	if err != nil {

@@ -43,17 +43,19 @@ func (g *PodGate) SetupWithManager(mgr ctrl.Manager) error {
 // directives cannot be honoured with the line and the reason, and adds the scheduling gate to a pod
 // whose instance is not Ready.
 func (g *PodGate) Default(ctx context.Context, pod *corev1.Pod) error {
-	if text, ok := pod.Annotations[cachev1alpha1.AnnotationDirective]; ok {
-		if err := g.applyDirectives(ctx, pod, text); err != nil {
-			return apierrors.NewBadRequest(fmt.Sprintf("annotation %s: %v", cachev1alpha1.AnnotationDirective, err))
-		}
+	text, key, err := directiveText(pod)
+	if err == nil && key != "" {
+		err = g.applyDirectives(ctx, pod, text)
+	}
+	if err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("annotation %s: %v", key, err))
 	}
 	name := pod.Labels[cachev1alpha1.LabelInstance]
 	if name == "" || pod.Labels[cachev1alpha1.LabelComponent] == cachev1alpha1.ComponentServer || hasGate(pod) {
 		return nil
 	}
 	inst := &cachev1alpha1.CacheInstance{}
-	err := g.Reader.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, inst)
+	err = g.Reader.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, inst)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}

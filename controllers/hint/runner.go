@@ -1,0 +1,167 @@
+package hint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/cacheserver/control"
+)
+
+// Target is one server a request runs on.
+type Target struct {
+	// Name identifies the server in errors, such as "server-0".
+	Name string
+	// Client calls the server's control API. Its HTTP client must not time
+	// out calls by itself: a flush takes as long as it takes, bounded by the
+	// Runner's Timeout.
+	Client *control.Client
+}
+
+// State is where a request started with Start is.
+type State int
+
+// States of a request in a Runner.
+const (
+	// Absent means the runner knows nothing of the request: it was never
+	// started, its outcome was taken, or the manager restarted.
+	Absent State = iota
+	// Running means some server has not answered yet.
+	Running
+	// Done means every server answered; Outcome says how it went.
+	Done
+)
+
+// Outcome is how a request ended on all servers.
+type Outcome struct {
+	// Remaining is the dirty data left on all servers after a flush of the
+	// whole instance.
+	Remaining int64
+	// Err joins the servers' errors; nil when all succeeded.
+	Err error
+}
+
+// Runner runs requests on servers in the background, at most one per key.
+// Its methods may be called concurrently.
+type Runner struct {
+	// Timeout bounds one attempt on one server.
+	Timeout time.Duration
+
+	base context.Context
+	mu   sync.Mutex
+	jobs map[string]*job
+}
+
+type job struct {
+	done    chan struct{}
+	outcome Outcome
+}
+
+// NewRunner returns a runner whose requests end when ctx does.
+func NewRunner(ctx context.Context, timeout time.Duration) *Runner {
+	return &Runner{Timeout: timeout, base: ctx, jobs: map[string]*job{}}
+}
+
+// Start runs req on every target under key, unless a request runs under
+// key already.
+func (r *Runner) Start(key string, req cachev1alpha1.RequestSpec, targets []Target) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.jobs[key]; ok {
+		return
+	}
+	j := &job{done: make(chan struct{})}
+	r.jobs[key] = j
+	go func() {
+		defer close(j.done)
+		j.outcome = r.run(req, targets)
+	}()
+}
+
+// Poll says where the request under key is. A Done outcome is handed out
+// once; the key is then Absent again, so that a retry can Start it anew.
+func (r *Runner) Poll(key string) (State, Outcome) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	j, ok := r.jobs[key]
+	if !ok {
+		return Absent, Outcome{}
+	}
+	select {
+	case <-j.done:
+		delete(r.jobs, key)
+		return Done, j.outcome
+	default:
+		return Running, Outcome{}
+	}
+}
+
+// run calls every server at once and waits for all of them.
+func (r *Runner) run(req cachev1alpha1.RequestSpec, targets []Target) Outcome {
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		out Outcome
+	)
+	for _, t := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(r.base, r.Timeout)
+			defer cancel()
+			left, err := call(ctx, t.Client, req)
+			mu.Lock()
+			defer mu.Unlock()
+			out.Remaining += left
+			if err != nil {
+				out.Err = errors.Join(out.Err, fmt.Errorf("%s: %w", t.Name, err))
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// call runs req on one server.
+func call(ctx context.Context, c *control.Client, req cachev1alpha1.RequestSpec) (int64, error) {
+	switch req.Operation {
+	case cachev1alpha1.RequestFlush:
+		if req.Path == "" {
+			res, err := c.Flush(ctx)
+			return res.RemainingBytes, err
+		}
+		return 0, c.FlushPath(ctx, req.Path)
+	case cachev1alpha1.RequestEvict:
+		return 0, c.EvictPath(ctx, req.Path)
+	case cachev1alpha1.RequestInvalidate:
+		return 0, c.InvalidatePath(ctx, req.Path)
+	case cachev1alpha1.RequestPreload:
+		return 0, c.Preload(ctx, req.Path)
+	}
+	return 0, fmt.Errorf("%w: operation %q", ErrInvalid, req.Operation)
+}
+
+// Final reports whether err means the request cannot succeed as written,
+// so that trying again would not help: it is malformed, or its path is
+// missing or not readable by the instance's identity. Other errors (a
+// server down) may pass and are retried. A flush is always retried: its
+// data is dirty and must reach the backing file system, whose permissions
+// an administrator may fix.
+func Final(op cachev1alpha1.RequestOperation, err error) bool {
+	if errors.Is(err, ErrInvalid) {
+		return true
+	}
+	if op == cachev1alpha1.RequestFlush {
+		return false
+	}
+	for _, e := range []error{syscall.ENOENT, syscall.ENOTDIR, syscall.EINVAL, syscall.EACCES, syscall.EPERM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
