@@ -3,6 +3,7 @@ package docs_test
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -53,7 +56,8 @@ func TestDocumentedObjectsAreAccepted(t *testing.T) {
 	for _, ex := range examples {
 		obj := ex.Object
 		if notInstalled[obj.GroupVersionKind().Group] {
-			t.Logf("%s: %s %s not applied: its CRD is not installed here", ex.Source, obj.GetKind(), obj.GetName())
+			t.Logf("%s: %s %s not applied: its CRD is not installed here; its pod templates are", ex.Source, obj.GetKind(), obj.GetName())
+			checkPodTemplates(t, c, ex, nil)
 			continue
 		}
 		ensureNamespace(t, c, obj.GetNamespace())
@@ -61,10 +65,85 @@ func TestDocumentedObjectsAreAccepted(t *testing.T) {
 			t.Errorf("%s: creating %s %s: %v", ex.Source, obj.GetKind(), obj.GetName(), err)
 			continue
 		}
-		if obj.GetKind() == "CachePool" {
+		switch obj.GetKind() {
+		case "CachePool":
 			addPoolNode(t, c, obj)
+		case "CacheInstance":
+			waitAccepted(t, c, ex)
+		case "Job":
+			checkPodTemplates(t, c, ex, jobOwner(t, c, obj))
 		}
 	}
+}
+
+// waitAccepted waits until the reconciler accepted a documented instance:
+// its pool, path and identity hold together.
+func waitAccepted(t *testing.T, c client.Client, ex docs.Example) {
+	t.Helper()
+	var inst cachev1alpha1.CacheInstance
+	key := client.ObjectKey{Namespace: ex.Object.GetNamespace(), Name: ex.Object.GetName()}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if err := c.Get(t.Context(), key, &inst); err != nil {
+			continue
+		}
+		if cond := meta.FindStatusCondition(inst.Status.Conditions, cachev1alpha1.ConditionAccepted); cond != nil {
+			if cond.Status != metav1.ConditionTrue {
+				t.Errorf("%s: CacheInstance %s not accepted: %s: %s", ex.Source, key.Name, cond.Reason, cond.Message)
+			}
+			return
+		}
+	}
+	t.Errorf("%s: CacheInstance %s was never judged by the reconciler", ex.Source, key.Name)
+}
+
+// jobOwner returns the controller reference a Job's pods get.
+func jobOwner(t *testing.T, c client.Client, obj *unstructured.Unstructured) *metav1.OwnerReference {
+	t.Helper()
+	job := &unstructured.Unstructured{}
+	job.SetGroupVersionKind(obj.GroupVersionKind())
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(obj), job); err != nil {
+		t.Fatal(err)
+	}
+	return metav1.NewControllerRef(job, obj.GroupVersionKind())
+}
+
+// checkPodTemplates creates, as a server-side dry run, the pods that the
+// object's pod templates would make, so that the pod admission webhook
+// (scheduling gates, #DW directives) judges them as it would judge the
+// real pods.
+func checkPodTemplates(t *testing.T, c client.Client, ex docs.Example, owner *metav1.OwnerReference) {
+	t.Helper()
+	for i, tmpl := range podTemplates(ex.Object) {
+		pod := &corev1.Pod{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, pod); err != nil {
+			t.Errorf("%s: pod template %d: %v", ex.Source, i, err)
+			continue
+		}
+		pod.Name, pod.Namespace = fmt.Sprintf("%s-%d", ex.Object.GetName(), i), ex.Object.GetNamespace()
+		if owner != nil {
+			pod.OwnerReferences = []metav1.OwnerReference{*owner}
+		}
+		if err := c.Create(t.Context(), pod, client.DryRunAll); err != nil {
+			t.Errorf("%s: a pod of %s %s would be refused: %v", ex.Source, ex.Object.GetKind(), ex.Object.GetName(), err)
+		}
+	}
+}
+
+// podTemplates returns the pod templates of a Job or a Volcano Job.
+func podTemplates(obj *unstructured.Unstructured) []map[string]any {
+	if tmpl, ok, _ := unstructured.NestedMap(obj.Object, "spec", "template"); ok {
+		return []map[string]any{tmpl}
+	}
+	var out []map[string]any
+	tasks, _, _ := unstructured.NestedSlice(obj.Object, "spec", "tasks")
+	for _, task := range tasks {
+		if m, ok := task.(map[string]any); ok {
+			if tmpl, ok, _ := unstructured.NestedMap(m, "template"); ok {
+				out = append(out, tmpl)
+			}
+		}
+	}
+	return out
 }
 
 // rank orders objects so that what others refer to exists first.
@@ -102,6 +181,12 @@ func addPoolNode(t *testing.T, c client.Client, obj *unstructured.Unstructured) 
 	if err := c.Create(t.Context(), node); err != nil {
 		t.Fatal(err)
 	}
+	// The API server taints new nodes not-ready; the node lifecycle
+	// controller, which envtest lacks, lifts it once the kubelet reports.
+	node.Spec.Taints = nil
+	if err := c.Update(t.Context(), node); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		var pool cachev1alpha1.CachePool
@@ -118,6 +203,7 @@ func addPoolNode(t *testing.T, c client.Client, obj *unstructured.Unstructured) 
 // runs them.
 func startOperator(t *testing.T, root string) client.Client {
 	t.Helper()
+	ctrl.SetLogger(logr.Discard())
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
