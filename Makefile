@@ -74,6 +74,10 @@ bench: build ## Measure burstcache against the raw directory, a FUSE passthrough
 build: ## Build bin/burstcache.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/burstcache ./cmd/burstcache
 
+.PHONY: image
+image: ## Build the burstcache image without Docker: bin/images/burstcache.tar (docker-archive) and an OCI layout.
+	VERSION=$(VERSION) COMMIT=$(COMMIT) hack/image.sh
+
 ##@ Test
 
 .PHONY: envtest
