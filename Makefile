@@ -117,3 +117,7 @@ test: verify vet envtest build ## Run every test: unit, model-based, envtest, FU
 	@hack/net-guard.sh
 	KUBEBUILDER_ASSETS="$(CURDIR)/bin/k8s" BURSTCACHE_BIN="$(CURDIR)/bin/burstcache" \
 		go test $(GOTEST_FLAGS) ./...
+
+.PHONY: test-e2e
+test-e2e: image ## Run test/e2e against $$KUBECONFIG or, if none answers, the local cluster (started if needed; root).
+	hack/e2e.sh
