@@ -19,11 +19,12 @@ import (
 type Issuer string
 
 const (
-	// IssuerSelf: the Provisioner issues the CA and serving certificate
-	// and sets the caBundle.
+	// IssuerSelf means the Provisioner issues the CA and serving
+	// certificate and sets the caBundle.
 	IssuerSelf Issuer = "self"
-	// IssuerExternal: someone else (cert-manager) fills the Secret and the
-	// caBundle; the Provisioner only copies the Secret to the cert dir.
+	// IssuerExternal means someone else (cert-manager) fills the Secret
+	// and the caBundle; the Provisioner only copies the Secret to the cert
+	// dir.
 	IssuerExternal Issuer = "external"
 )
 

@@ -20,6 +20,9 @@ const (
 	chartDir    = "../../charts/burstcache"
 	releaseNS   = "bc-test"
 	releaseName = "bc"
+	// kubeVersion is the cluster version helm renders for: a helm built
+	// with go install assumes v1.20, older than the chart allows.
+	kubeVersion = "1.36.3"
 )
 
 var (
@@ -48,7 +51,7 @@ func helm(t *testing.T) string {
 // objects, CRDs included.
 func render(t *testing.T, set ...string) []*unstructured.Unstructured {
 	t.Helper()
-	args := []string{"template", releaseName, chartDir, "--namespace", releaseNS, "--include-crds"}
+	args := []string{"template", releaseName, chartDir, "--namespace", releaseNS, "--include-crds", "--kube-version", kubeVersion}
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
@@ -97,7 +100,7 @@ func TestHelmLint(t *testing.T) {
 		"everything on": {"certManager.enabled=true", "metrics.serviceMonitor.enabled=true", "examples.cachePool.enabled=true", "examples.storageClass.enabled=true"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			args := []string{"lint", chartDir, "--strict", "--namespace", releaseNS}
+			args := []string{"lint", chartDir, "--strict", "--namespace", releaseNS, "--kube-version", kubeVersion}
 			for _, s := range set {
 				args = append(args, "--set", s)
 			}
