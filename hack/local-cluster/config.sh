@@ -14,6 +14,11 @@ APISERVER_FLAGS=(
 	--service-account-key-file="$STATE/pki/sa.pub" --service-account-signing-key-file="$STATE/pki/sa.key"
 	--service-cluster-ip-range="$SERVICE_CIDR"
 	--authorization-mode=Node,RBAC --allow-privileged=true --enable-admission-plugins=NodeRestriction
+	# Reach webhook and aggregated API Services at their endpoints (pod IPs,
+	# routed through cni0), not their ClusterIPs: the service range is
+	# blackholed on the host, and kube-proxy's DNAT comes after the route
+	# lookup of a locally made connection.
+	--enable-aggregator-routing=true
 )
 
 CONTROLLER_MANAGER_FLAGS=(

@@ -14,13 +14,17 @@ network_guard() {
 		ip link add "$BRIDGE" type bridge
 		record "bridge $BRIDGE"
 	fi
-	ip addr show dev "$BRIDGE" | grep -q "inet $NODE_IP/32" || ip addr add "$NODE_IP/32" dev "$BRIDGE"
+	# Outputs are read whole before they are matched: with pipefail, grep -q
+	# closing the pipe early would turn a match into a failure.
+	local addrs route holes r
+	addrs="$(ip addr show dev "$BRIDGE")"
+	[[ "$addrs" == *"inet $NODE_IP/32 "* ]] || ip addr add "$NODE_IP/32" dev "$BRIDGE"
 	ip link set "$BRIDGE" up
-	ip route get "$NODE_IP" | grep -q '^local ' ||
-		die "$NODE_IP is not a local address ($(ip route get "$NODE_IP" | head -n1)); refusing to start"
-	local r
+	route="$(ip route get "$NODE_IP")"
+	[[ "$route" == local\ * ]] || die "$NODE_IP is not a local address ($route); refusing to start"
+	holes="$(ip route show type blackhole)"
 	for r in "${BLACKHOLES[@]}"; do
-		if ! ip route show type blackhole | grep -q "^blackhole $r"; then
+		if ! grep -qxE "blackhole $r *" <<<"$holes"; then
 			ip route add blackhole "$r"
 			record "blackhole $r"
 		fi
@@ -66,7 +70,7 @@ host_restore() {
 		umount "$m" 2>/dev/null || true
 		rm -f "$m"
 	done
-	findmnt -rn -o TARGET | grep -q "^$KUBELET_DIR/" && unmount_under "$KUBELET_DIR/"
+	unmount_under "$KUBELET_DIR/"
 	recorded "bind $KUBELET_DIR" && unmount_under "$KUBELET_DIR"
 	unmount_under "$STATE/"
 	unmount_under "$RUN"
@@ -89,13 +93,13 @@ host_restore() {
 # and the CNI-* chains of the bridge plugin, and every rule that jumps to
 # them, keeping all other rules.
 remove_iptables_chains() {
-	local family table
+	local family table rules
 	for family in iptables ip6tables; do
 		command -v "$family-save" >/dev/null || continue
 		for table in filter nat mangle; do
-			"$family-save" -t "$table" >/dev/null 2>&1 || continue
-			"$family-save" -t "$table" | grep -q -E 'KUBE-|CNI-' || continue
-			"$family-save" -t "$table" | grep -v -E 'KUBE-|CNI-' | "$family-restore" -T "$table"
+			rules="$("$family-save" -t "$table" 2>/dev/null)" || continue
+			grep -qE 'KUBE-|CNI-' <<<"$rules" || continue
+			grep -vE 'KUBE-|CNI-' <<<"$rules" | "$family-restore" -T "$table"
 		done
 	done
 }
