@@ -43,7 +43,9 @@ var _ = Describe("The installed chart", Ordered, func() {
 
 	It("accepts a CachePool on the cluster's nodes", func() {
 		pool := examplePool()
-		Expect(k8sClient.Create(ctx, pool)).To(Succeed())
+		Eventually(func() error {
+			return client.IgnoreAlreadyExists(k8sClient.Create(ctx, pool))
+		}).WithTimeout(time.Minute).Should(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, pool))).To(Succeed()) })
 		Eventually(func(g Gomega) {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pool), pool)).To(Succeed())
@@ -56,6 +58,45 @@ var _ = Describe("The installed chart", Ordered, func() {
 		By("refusing an instance of a path the pool does not allow, with the webhook's reason")
 		err := k8sClient.Create(ctx, exampleInstance("/etc"), client.DryRunAll)
 		Expect(err).To(MatchError(ContainSubstring("denied the request")))
+	})
+
+	It("serves the same certificate after the manager restarts", func() {
+		key := client.ObjectKey{Namespace: namespace, Name: "burstcache-webhook-server-cert"}
+		before := &corev1.Secret{}
+		Expect(k8sClient.Get(ctx, key, before)).To(Succeed())
+		pods := &corev1.PodList{}
+		Expect(k8sClient.List(ctx, pods, client.InNamespace(namespace),
+			client.MatchingLabels{"app.kubernetes.io/component": "manager"})).To(Succeed())
+		Expect(pods.Items).NotTo(BeEmpty())
+		old := map[string]bool{}
+		for i := range pods.Items {
+			old[pods.Items[i].Name] = true
+			Expect(k8sClient.Delete(ctx, &pods.Items[i])).To(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.List(ctx, pods, client.InNamespace(namespace),
+				client.MatchingLabels{"app.kubernetes.io/component": "manager"})).To(Succeed())
+			ready := 0
+			for _, p := range pods.Items {
+				g.Expect(old).NotTo(HaveKey(p.Name), "an old manager pod is still there")
+				for _, c := range p.Status.Conditions {
+					if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+						ready++
+					}
+				}
+			}
+			g.Expect(ready).To(BeNumerically(">=", 1))
+		}).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		after := &corev1.Secret{}
+		Expect(k8sClient.Get(ctx, key, after)).To(Succeed())
+		Expect(after.ResourceVersion).To(Equal(before.ResourceVersion), "the restarted manager issued a new certificate")
+		Eventually(func() error {
+			return client.IgnoreAlreadyExists(k8sClient.Create(ctx, examplePool()))
+		}).WithTimeout(time.Minute).Should(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, examplePool()))).To(Succeed()) })
+		Eventually(func() error {
+			return k8sClient.Create(ctx, exampleInstance("/srv/pfs/project"), client.DryRunAll)
+		}).WithTimeout(time.Minute).Should(Succeed())
 	})
 })
 
