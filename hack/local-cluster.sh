@@ -117,6 +117,8 @@ up() {
 		--kubeconfig "$STATE/kubelet.kubeconfig" --node-ip "$NODE_IP" --hostname-override "$NODE"
 	start_process kube-proxy "$K8S_BIN/kube-proxy" --config "$STATE/kube-proxy.yaml"
 	wait_for "node $NODE" 120 node_ready
+	# Pods are refused until the default ServiceAccount exists.
+	wait_for "the default ServiceAccount" 60 kubectl -n default get serviceaccount default
 	log "Node $NODE is Ready after $((SECONDS - start))s"
 	echo "export KUBECONFIG=$STATE/admin.kubeconfig"
 }
