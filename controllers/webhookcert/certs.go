@@ -25,6 +25,10 @@ const (
 	CACertKey = "ca.crt"
 	// CAKeyKey holds the PEM CA private key (Self issuer only).
 	CAKeyKey = "ca.key"
+	// PreviousCACertKey holds the CA that the current one replaced, while
+	// it is valid, so that certificates it signed stay trusted until every
+	// replica serves one of the new CA (Self issuer only).
+	PreviousCACertKey = "ca-previous.crt"
 )
 
 // ErrIncomplete is returned when a Secret lacks a key or holds a PEM block
@@ -36,18 +40,34 @@ type bundle struct {
 	caCert, cert    *x509.Certificate
 	caPEM, caKeyPEM []byte
 	certPEM, keyPEM []byte
+	previousCAPEM   []byte
 	caKey           *ecdsa.PrivateKey
 }
 
 // data is the Secret data of b.
 func (b *bundle) data() map[string][]byte {
-	return map[string][]byte{CACertKey: b.caPEM, CAKeyKey: b.caKeyPEM, CertKey: b.certPEM, KeyKey: b.keyPEM}
+	d := map[string][]byte{CACertKey: b.caPEM, CAKeyKey: b.caKeyPEM, CertKey: b.certPEM, KeyKey: b.keyPEM}
+	if len(b.previousCAPEM) > 0 {
+		d[PreviousCACertKey] = b.previousCAPEM
+	}
+	return d
+}
+
+// trustBundle is the caBundle to publish: the CA, and the previous CA
+// while it is still valid at now.
+func (b *bundle) trustBundle(now time.Time) []byte {
+	prev, err := parseCert(b.previousCAPEM)
+	if err != nil || now.After(prev.NotAfter) {
+		return b.caPEM
+	}
+	return append(append([]byte{}, b.caPEM...), b.previousCAPEM...)
 }
 
 // parseBundle reads a Secret's data; withCAKey says whether ca.key must be
 // there too.
 func parseBundle(data map[string][]byte, withCAKey bool) (*bundle, error) {
-	b := &bundle{caPEM: data[CACertKey], caKeyPEM: data[CAKeyKey], certPEM: data[CertKey], keyPEM: data[KeyKey]}
+	b := &bundle{caPEM: data[CACertKey], caKeyPEM: data[CAKeyKey], certPEM: data[CertKey], keyPEM: data[KeyKey],
+		previousCAPEM: data[PreviousCACertKey]}
 	var err error
 	if b.caCert, err = parseCert(b.caPEM); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrIncomplete, CACertKey, err)

@@ -11,7 +11,10 @@
 // so all replicas serve the certificate the caBundle vouches for. The
 // serving certificate is issued again when it nears expiry, when the Service
 // names change, or when it no longer chains to the CA; the CA is issued
-// again only when it nears expiry itself.
+// again only when it nears expiry itself; the CA it replaces stays in the
+// caBundle until it expires, so replicas that still serve a certificate it
+// signed stay trusted, and the caBundle is always published before the
+// certificate it vouches for is served.
 //
 // With the External issuer (cert-manager, or an administrator), the
 // Provisioner only waits for the Secret and copies it to the certificate
@@ -20,5 +23,6 @@
 // Secret layout (type kubernetes.io/tls): tls.crt and tls.key hold the
 // serving pair, ca.crt the CA certificate, and, with the Self issuer only,
 // ca.key the CA's private key, which never leaves the Secret and the
-// manager's memory.
+// manager's memory, and after a CA renewal ca-previous.crt, the CA it
+// replaced.
 package webhookcert

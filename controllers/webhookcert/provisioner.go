@@ -117,13 +117,14 @@ func (p *Provisioner) Ensure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := writeCertDir(o.CertDir, b); err != nil {
-		return err
+	// The caBundle is published before the cert dir changes, so that the
+	// API server trusts a new CA before this replica serves what it signed.
+	if o.Issuer == IssuerSelf {
+		if err := p.injectCABundle(ctx, o, b.trustBundle(o.Now())); err != nil {
+			return err
+		}
 	}
-	if o.Issuer == IssuerExternal {
-		return nil
-	}
-	return p.injectCABundle(ctx, o, b.caPEM)
+	return writeCertDir(o.CertDir, b)
 }
 
 // WaitReady calls Ensure until it succeeds, for the manager to call before
@@ -199,9 +200,14 @@ func (p *Provisioner) reconcileSecret(ctx context.Context, o Options) (*bundle, 
 		return b, nil
 	}
 	if perr != nil || b.caStale(now, o.RenewBefore) {
+		var previous []byte
+		if perr == nil {
+			previous = b.caPEM
+		}
 		if b, err = newCA(now, o.CAValidity, o.ServiceName+"-ca"); err != nil {
 			return nil, err
 		}
+		b.previousCAPEM = previous
 	}
 	if err := b.issueServing(now, o.Validity, o.DNSNames()); err != nil {
 		return nil, err

@@ -97,6 +97,18 @@ var _ = Describe("Provisioner", func() {
 		Expect(provisioner(later).Ensure(ctx)).To(Succeed())
 		renewed := secret(opts)
 		Expect(renewed.Data["ca.crt"]).NotTo(Equal(first.Data["ca.crt"]))
+		Expect(renewed.Data["ca-previous.crt"]).To(Equal(first.Data["ca.crt"]))
+		_, err := parseCert(renewed.Data["tls.crt"]).Verify(x509.VerifyOptions{
+			DNSName: opts.ServiceName + "." + namespace + ".svc", Roots: pool(renewed.Data["ca.crt"]),
+			CurrentTime: time.Now().Add(3640 * 24 * time.Hour)})
+		Expect(err).NotTo(HaveOccurred(), "the new serving certificate is not signed by the new CA")
+		By("trusting both CAs while the old one is valid, so replicas serving its certificates keep working")
+		both := append(append([]byte{}, renewed.Data["ca.crt"]...), first.Data["ca.crt"]...)
+		Expect(caBundles(opts)).To(HaveEach(Equal(both)))
+		By("dropping the old CA once it expired")
+		expired := opts
+		expired.Now = func() time.Time { return time.Now().Add(3660 * 24 * time.Hour) }
+		Expect(provisioner(expired).Ensure(ctx)).To(Succeed())
 		Expect(caBundles(opts)).To(HaveEach(Equal(renewed.Data["ca.crt"])))
 	})
 
