@@ -51,10 +51,16 @@ vet: ## Run go vet.
 lint: ## Run golangci-lint (with the import rules of .golangci.yml).
 	$(GOLANGCI_LINT) run ./...
 
+.PHONY: chart
+chart: ## Generate charts/burstcache (CRDs, templates, README) from config/.
+	hack/chart.sh
+
 .PHONY: verify
-verify: generate manifests ## Check that generated files and formatting are up to date.
+verify: generate manifests chart ## Check that generated files and formatting are up to date.
 	@test -z "$$(gofmt -s -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -s -l $$(git ls-files '*.go'); exit 1; }
 	@git diff --exit-code -- api config || { echo "generated files are out of date: run make generate manifests"; exit 1; }
+	@git diff --exit-code -- charts || { echo "the chart is out of date: run make chart"; exit 1; }
+	@test -z "$$(git ls-files --others --exclude-standard -- charts)" || { echo "chart files are not committed:"; git ls-files --others --exclude-standard -- charts; exit 1; }
 	@test -z "$$(git ls-files --others --exclude-standard -- 'api/**/zz_generated.*.go' config/crd/bases config/rbac config/webhook)" || \
 		{ echo "generated files are not committed:"; git ls-files --others --exclude-standard -- 'api/**/zz_generated.*.go' config/crd/bases config/rbac config/webhook; exit 1; }
 
@@ -79,6 +85,32 @@ build: ## Build bin/burstcache and the kubectl plugin bin/kubectl-burstcache.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/burstcache ./cmd/burstcache
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/kubectl-burstcache ./cmd/kubectl-burstcache
 
+.PHONY: image
+image: ## Build the burstcache image without Docker: bin/images/burstcache.tar (docker-archive) and an OCI layout.
+	VERSION=$(VERSION) COMMIT=$(COMMIT) hack/image.sh
+
+##@ Clusters
+
+.PHONY: cluster-up
+cluster-up: ## Start a real single-node Kubernetes on this machine (root; no Docker needed).
+	hack/local-cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and remove everything it made.
+	hack/local-cluster.sh down
+
+.PHONY: cluster-load
+cluster-load: image ## Import the burstcache image into the local cluster's node.
+	hack/local-cluster.sh load bin/images/burstcache.tar
+
+KIND_CLUSTER ?= burstcache
+
+.PHONY: kind-up
+kind-up: image ## With Docker and kind: create a kind cluster, load the image and install the chart.
+	kind get clusters | grep -qx $(KIND_CLUSTER) || kind create cluster --name $(KIND_CLUSTER)
+	kind load image-archive bin/images/burstcache.tar --name $(KIND_CLUSTER)
+	$$(hack/tool.sh helm) upgrade --install burstcache charts/burstcache --namespace burstcache-system --create-namespace --wait
+
 ##@ Test
 
 .PHONY: envtest
@@ -90,3 +122,7 @@ test: verify vet envtest build ## Run every test: unit, model-based, envtest, FU
 	@hack/net-guard.sh
 	KUBEBUILDER_ASSETS="$(CURDIR)/bin/k8s" BURSTCACHE_BIN="$(CURDIR)/bin/burstcache" \
 		go test $(GOTEST_FLAGS) ./...
+
+.PHONY: test-e2e
+test-e2e: image ## Run test/e2e against $$KUBECONFIG or, if none answers, the local cluster (started if needed; root).
+	hack/e2e.sh

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -24,6 +25,7 @@ type managerFlags struct {
 	webhookPort                                  int
 	leaderElect, noWebhooks                      bool
 	statsInterval, flushAttemptTimeout           time.Duration
+	cert                                         certFlags
 }
 
 func newManagerCmd() *cobra.Command {
@@ -44,6 +46,7 @@ func newManagerCmd() *cobra.Command {
 	fl.StringVar(&f.serverImage, "server-image", "burstcache:latest", "image of the cache server pods")
 	fl.DurationVar(&f.statsInterval, "stats-interval", 5*time.Second, "how often instance usage is collected from the servers")
 	fl.DurationVar(&f.flushAttemptTimeout, "flush-attempt-timeout", time.Minute, "bound of one blocking flush call at teardown; it is then called again")
+	f.cert.register(fl)
 	cmd.AddCommand(newPrepareCacheDirCmd())
 	return cmd
 }
@@ -73,11 +76,16 @@ func runManager(f *managerFlags) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	return startManager(mgr, f)
+	ctx := ctrl.SetupSignalHandler()
+	if !f.noWebhooks {
+		if err := f.cert.provision(ctx, cfg, scheme, mgr, f.certDir); err != nil {
+			return err
+		}
+	}
+	return startManager(ctx, mgr, f)
 }
 
-func startManager(mgr ctrl.Manager, f *managerFlags) error {
-	ctx := ctrl.SetupSignalHandler()
+func startManager(ctx context.Context, mgr ctrl.Manager, f *managerFlags) error {
 	opts := controllers.Options{Webhooks: !f.noWebhooks}
 	opts.Instance.ServerImage = f.serverImage
 	opts.Instance.StatsInterval = f.statsInterval

@@ -1,0 +1,18 @@
+// Command chart generates the generated parts of the Helm chart
+// charts/burstcache from `kustomize build config/default`, so that config/
+// stays the single source of the manifests:
+//
+//   - crds/: the CustomResourceDefinitions, unchanged;
+//   - templates/generated/: every other object, with the namespace, labels,
+//     image, pull policy, replicas, resources and scheduling turned into
+//     values, the CSI objects switched by csi.enabled, and the webhook
+//     certificate issuer switched by certManager.enabled;
+//   - README.md: the values table, from the `# --` comments of values.yaml.
+//
+// Chart.yaml, values.yaml and the templates that have no kustomize source
+// (_helpers.tpl, the cert-manager Certificate, the ServiceMonitor, the
+// example CachePool and StorageClass) are written by hand. The Namespace of
+// config/ is dropped: Helm installs into the release namespace.
+//
+//	kubectl kustomize config/default | go run ./hack/chart -chart charts/burstcache
+package main

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs the end-to-end suite: uses the cluster of $KUBECONFIG if one answers,
+# else starts the local cluster (hack/local-cluster.sh, root); loads the
+# image built by `make image` into it, installs the chart, runs test/e2e
+# (build tag e2e) and uninstalls, also when the suite fails. HELM_ARGS adds
+# install flags, for example HELM_ARGS="--set csi.enabled=false".
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+NS="${E2E_NAMESPACE:-burstcache-system}"
+LOCAL_KUBECONFIG="${BURSTCACHE_CLUSTER_STATE:-/var/lib/burstcache-cluster}/admin.kubeconfig"
+kubectl="$(hack/k8s-binaries.sh kubectl)/kubectl"
+helm="$(hack/tool.sh helm)"
+
+if [ -z "${KUBECONFIG:-}" ] || ! "$kubectl" get --raw /readyz >/dev/null 2>&1; then
+	hack/local-cluster.sh up >/dev/null
+	export KUBECONFIG="$LOCAL_KUBECONFIG"
+fi
+if [ "$KUBECONFIG" = "$LOCAL_KUBECONFIG" ]; then
+	hack/local-cluster.sh load bin/images/burstcache.tar >/dev/null
+fi
+
+"$kubectl" create namespace "$NS" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+"$kubectl" label namespace "$NS" --overwrite pod-security.kubernetes.io/enforce=privileged \
+	pod-security.kubernetes.io/audit=restricted >/dev/null
+uninstall() {
+	"$helm" uninstall burstcache --namespace "$NS" --wait >/dev/null 2>&1 || true
+	"$kubectl" delete namespace "$NS" --wait=false >/dev/null 2>&1 || true
+}
+trap uninstall EXIT
+# shellcheck disable=SC2086
+"$helm" upgrade --install burstcache charts/burstcache --namespace "$NS" --wait --timeout 5m ${HELM_ARGS:-}
+E2E_NAMESPACE="$NS" go test -tags e2e -count=1 -timeout 30m -v ./test/e2e/ -ginkgo.v
