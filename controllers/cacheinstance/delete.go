@@ -17,7 +17,8 @@ import (
 
 // reconcileDelete tears an instance down in DataWarp's order: wait until no
 // pod mounts it, write every dirty byte back (unless the user chose to drop
-// it), delete the servers, and only then let the instance go.
+// it), delete the servers and then their data secret, and only then let
+// the instance go.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if res, err := r.refresh(ctx, s); err != nil || s.gone {
 		return res, err
@@ -33,6 +34,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 		r.waitForUnmount,
 		r.flush,
 		r.deleteServers,
+		r.deleteSecret,
 		r.removeFinalizer,
 	})
 }
