@@ -4,7 +4,13 @@ import (
 	"context"
 	"fmt"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 
 	"github.com/burstcache/burstcache/controllers/cacheinstance"
 	"github.com/burstcache/burstcache/controllers/cachepool"
@@ -45,4 +51,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("setting up the pod scheduling gate webhook: %w", err)
 	}
 	return nil
+}
+
+// CacheOptions are the manager cache settings the operator needs: of the
+// Leases, which every node renews every few seconds, it caches and watches
+// only the CSI node plugins' mount Leases.
+func CacheOptions() cache.Options {
+	mounts := labels.SelectorFromSet(labels.Set{cachev1alpha1.LabelComponent: cachev1alpha1.ComponentMount})
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&coordinationv1.Lease{}: {Label: mounts},
+	}}
 }

@@ -63,6 +63,7 @@ func runManager(f *managerFlags) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
+		Cache:                   controllers.CacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElection:          f.leaderElect,
