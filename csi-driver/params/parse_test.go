@@ -40,8 +40,8 @@ func TestParse(t *testing.T) {
 				"unrelated.io/x": "y",
 			},
 			want: &Params{Pool: "fast", RunAsSet: true, Spec: cachev1alpha1.CacheInstanceSpec{
-				Backing: &cachev1alpha1.BackingPath{Filesystem: "lustre", Path: "/lus/proj/run"},
-				Limits:  &cachev1alpha1.Limits{MaxFileSize: &q, WriteWindow: &cachev1alpha1.WriteWindow{Length: &metav1.Duration{Duration: 2 * time.Hour}}},
+				Backing:   &cachev1alpha1.BackingPath{Filesystem: "lustre", Path: "/lus/proj/run"},
+				Limits:    &cachev1alpha1.Limits{MaxFileSize: &q, WriteWindow: &cachev1alpha1.WriteWindow{Length: &metav1.Duration{Duration: 2 * time.Hour}}},
 				WriteBack: &cachev1alpha1.WriteBack{DirtyHighWatermark: ptr(int32(80)), Durability: cachev1alpha1.DurabilityBacking},
 				Preload:   []cachev1alpha1.AbsolutePath{"/lus/proj/run/a", "/lus/proj/run/b"},
 				RunAs:     cachev1alpha1.RunAs{UID: 1000, GID: 1001, SupplementalGroups: []int64{5, 6}},
