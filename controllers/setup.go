@@ -15,6 +15,7 @@ import (
 	"github.com/burstcache/burstcache/controllers/cacheinstance"
 	"github.com/burstcache/burstcache/controllers/cachepool"
 	"github.com/burstcache/burstcache/controllers/webhooks"
+	"github.com/burstcache/burstcache/csi-driver/provisioner"
 )
 
 // Options configure the operator.
@@ -24,6 +25,12 @@ type Options struct {
 	// Webhooks registers the admission webhooks; the manager must then
 	// serve its webhook server.
 	Webhooks bool
+	// DisableProvisioner leaves burstcache PVCs to the CSI
+	// external-provisioner sidecar and `burstcache csi controller`; by
+	// default the manager provisions them in-process.
+	DisableProvisioner bool
+	// Provisioner configures the in-process provisioner.
+	Provisioner provisioner.Options
 }
 
 // Setup registers the reconcilers, their indexes and, if asked, the
@@ -40,6 +47,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	if err := (&cachepool.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the CachePool controller: %w", err)
+	}
+	if !o.DisableProvisioner {
+		p := &provisioner.Provisioner{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+			Recorder: mgr.GetEventRecorder("burstcache-provisioner"), Options: o.Provisioner,
+		}
+		if err := p.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the provisioner: %w", err)
+		}
 	}
 	if !o.Webhooks {
 		return nil

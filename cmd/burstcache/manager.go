@@ -22,7 +22,7 @@ import (
 type managerFlags struct {
 	metricsAddr, probeAddr, certDir, serverImage string
 	webhookPort                                  int
-	leaderElect, noWebhooks                      bool
+	leaderElect, noWebhooks, noProvisioner       bool
 	statsInterval, flushAttemptTimeout           time.Duration
 }
 
@@ -41,6 +41,7 @@ func newManagerCmd() *cobra.Command {
 	fl.IntVar(&f.webhookPort, "webhook-port", 9443, "port of the admission webhook server")
 	fl.StringVar(&f.certDir, "webhook-cert-dir", "", "directory holding tls.crt and tls.key of the webhook server (default: controller-runtime's)")
 	fl.BoolVar(&f.noWebhooks, "disable-webhooks", false, "do not serve the admission webhooks")
+	fl.BoolVar(&f.noProvisioner, "disable-provisioner", false, "leave burstcache PVCs to the CSI external-provisioner sidecar and `burstcache csi controller`")
 	fl.StringVar(&f.serverImage, "server-image", "burstcache:latest", "image of the cache server pods")
 	fl.DurationVar(&f.statsInterval, "stats-interval", 5*time.Second, "how often instance usage is collected from the servers")
 	fl.DurationVar(&f.flushAttemptTimeout, "flush-attempt-timeout", time.Minute, "bound of one blocking flush call at teardown; it is then called again")
@@ -79,7 +80,7 @@ func runManager(f *managerFlags) error {
 
 func startManager(mgr ctrl.Manager, f *managerFlags) error {
 	ctx := ctrl.SetupSignalHandler()
-	opts := controllers.Options{Webhooks: !f.noWebhooks}
+	opts := controllers.Options{Webhooks: !f.noWebhooks, DisableProvisioner: f.noProvisioner}
 	opts.Instance.ServerImage = f.serverImage
 	opts.Instance.StatsInterval = f.statsInterval
 	opts.Instance.FlushAttemptTimeout = f.flushAttemptTimeout
