@@ -177,3 +177,5 @@ func noVolume(pvc *corev1.PersistentVolumeClaim, d time.Duration) {
 		return gone(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-" + string(pvc.UID)}})()
 	}, d, 200*time.Millisecond).Should(BeTrue(), "a PV was provisioned")
 }
+
+func resourceOf(s string) resource.Quantity { return resource.MustParse(s) }
