@@ -2,13 +2,17 @@ package params
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 )
@@ -96,3 +100,25 @@ func TestParse(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestSampleStorageClass parses the shipped sample class with the claim
+// annotations its comment shows.
+func TestSampleStorageClass(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "storageclass_climate.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sc storagev1.StorageClass
+	if err := yaml.UnmarshalStrict(raw, &sc); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Parse(sc.Parameters, map[string]string{
+		AnnotationPrefix + BackingPath: "/lus/global/projects/climate/run-42", AnnotationPrefix + RunAsUID: "20017", AnnotationPrefix + RunAsGID: "20000",
+	})
+	if err != nil {
+		t.Fatalf("Parse(sample) error = %v", err)
+	}
+	if p.Pool != "lustre-nvme" || p.Spec.WriteBack == nil || *p.Spec.WriteBack.Threads != 8 {
+		t.Errorf("Parse(sample) = %+v, want pool lustre-nvme with 8 write-back threads", p)
+	}
+}
