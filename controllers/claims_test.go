@@ -18,12 +18,13 @@ import (
 	"github.com/burstcache/burstcache/csi-driver/params"
 )
 
-// Helpers for the provisioning specs. envtest runs no kube-controller-
-// manager, so the tests play the two parts of it that the provisioning
-// contract relies on: the PV controller, which binds a claim to the PV the
-// provisioner made for it, and the PVC protection controller, which lets a
-// deleted claim go once no pod uses it. Both only do what those controllers
-// would; the provisioner itself runs for real in the manager.
+// Helpers for the provisioning specs. When the suite runs a real
+// kube-controller-manager (kcm_test.go), they wait for its PV binder,
+// protection and ephemeral volume controllers. Without one, they play the
+// parts of it that the provisioning contract relies on: binding a claim to
+// the PV the provisioner made for it, letting a deleted claim or PV go once
+// nothing uses it, and creating an ephemeral volume's claim. They do only
+// what those controllers would; the provisioner runs for real either way.
 
 // storageClass creates a burstcache StorageClass of the world's pool with
 // extra parameters; "$BACKING" in a value stands for the world's backing
@@ -90,6 +91,15 @@ func bind(pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) {
 	GinkgoHelper()
 	Expect(pv.Spec.ClaimRef).NotTo(BeNil())
 	Expect(pv.Spec.ClaimRef.UID).To(Equal(pvc.UID))
+	if kcm {
+		Eventually(func(g Gomega) {
+			cur := &corev1.PersistentVolumeClaim{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pvc), cur)).To(Succeed())
+			g.Expect(cur.Spec.VolumeName).To(Equal(pv.Name))
+			g.Expect(cur.Status.Phase).To(Equal(corev1.ClaimBound))
+		}, 30*time.Second, 200*time.Millisecond).Should(Succeed(), "the PV binder did not bind the claim")
+		return
+	}
 	Eventually(func() error {
 		cur := &corev1.PersistentVolumeClaim{}
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pvc), cur); err != nil {
@@ -121,6 +131,10 @@ func bind(pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) {
 func deleteClaim(pvc *corev1.PersistentVolumeClaim) {
 	GinkgoHelper()
 	Expect(k8sClient.Delete(ctx, pvc)).To(Succeed())
+	if kcm {
+		Eventually(gone(pvc), 30*time.Second, 200*time.Millisecond).Should(BeTrue())
+		return
+	}
 	Eventually(func() error {
 		cur := &corev1.PersistentVolumeClaim{}
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pvc), cur); err != nil {
@@ -141,7 +155,7 @@ func volumeGone(pv *corev1.PersistentVolume) func() bool {
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pv), cur); err != nil {
 			return client.IgnoreNotFound(err) == nil
 		}
-		if cur.DeletionTimestamp != nil && slices.Contains(cur.Finalizers, "kubernetes.io/pv-protection") {
+		if !kcm && cur.DeletionTimestamp != nil && slices.Contains(cur.Finalizers, "kubernetes.io/pv-protection") {
 			cur.Finalizers = slices.DeleteFunc(cur.Finalizers, func(f string) bool { return f == "kubernetes.io/pv-protection" })
 			_ = k8sClient.Update(ctx, cur)
 		}
@@ -179,3 +193,21 @@ func noVolume(pvc *corev1.PersistentVolumeClaim, d time.Duration) {
 }
 
 func resourceOf(s string) resource.Quantity { return resource.MustParse(s) }
+
+// ephemeralClaim returns the claim of a pod's generic ephemeral volume,
+// made by the ephemeral volume controller, or as it would make it.
+func ephemeralClaim(pod *corev1.Pod, volume string, tmpl *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
+	GinkgoHelper()
+	pvc := &corev1.PersistentVolumeClaim{}
+	key := client.ObjectKey{Namespace: pod.Namespace, Name: pod.Name + "-" + volume}
+	if kcm {
+		Eventually(func() error { return k8sClient.Get(ctx, key, pvc) }, 30*time.Second, 200*time.Millisecond).Should(Succeed())
+	} else {
+		pvc = tmpl.DeepCopy()
+		pvc.GenerateName, pvc.Name = "", key.Name
+		pvc.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: ptr(true), BlockOwnerDeletion: ptr(true)}}
+		Expect(k8sClient.Create(ctx, pvc)).To(Succeed())
+	}
+	Expect(pvc.OwnerReferences).To(ConsistOf(HaveField("UID", pod.UID)))
+	return pvc
+}

@@ -17,21 +17,6 @@ import (
 )
 
 var _ = Describe("Mount accounting", func() {
-	// mountLease is what a CSI node plugin holds while node has inst staged.
-	mountLease := func(inst *cachev1alpha1.CacheInstance, node, pods string) *coordinationv1.Lease {
-		l := &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: volume.MountLeaseName(inst.Name, node), Namespace: inst.Namespace, Labels: map[string]string{
-				cachev1alpha1.LabelInstance: inst.Name, cachev1alpha1.LabelComponent: cachev1alpha1.ComponentMount,
-			}},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr(node)},
-		}
-		if pods != "" {
-			l.Annotations = map[string]string{cachev1alpha1.AnnotationMountPods: pods}
-		}
-		Expect(k8sClient.Create(ctx, l)).To(Succeed())
-		return l
-	}
-
 	It("counts mount Leases as mounts, and holds the teardown write-back until the last Lease is gone", func() {
 		w := newWorld()
 		inst := w.instance("64Mi")
@@ -41,8 +26,8 @@ var _ = Describe("Mount accounting", func() {
 		data := bytes.Repeat([]byte("lease-held"), 100<<10)
 		writeThroughMount(inst, addrs, "leased/out.dat", data)
 
-		published := mountLease(inst, "node-a", "job-0/cache,job-1/cache")
-		staged := mountLease(inst, "node-b", "")
+		published := createMountLease(inst, "node-a", "job-0/cache,job-1/cache")
+		staged := createMountLease(inst, "node-b", "")
 		Eventually(func(g Gomega) []cachev1alpha1.Mount {
 			return get(inst)(g).Status.ActiveMounts
 		}, 10*time.Second, 200*time.Millisecond).Should(ConsistOf(
@@ -74,3 +59,20 @@ var _ = Describe("Mount accounting", func() {
 		Expect(os.ReadFile(out)).To(Equal(data))
 	})
 })
+
+// createMountLease creates the Lease a CSI node plugin holds while node has
+// inst staged, publishing it to pods ("pod/volume,...").
+func createMountLease(inst *cachev1alpha1.CacheInstance, node, pods string) *coordinationv1.Lease {
+	GinkgoHelper()
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: volume.MountLeaseName(inst.Name, node), Namespace: inst.Namespace, Labels: map[string]string{
+			cachev1alpha1.LabelInstance: inst.Name, cachev1alpha1.LabelComponent: cachev1alpha1.ComponentMount,
+		}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr(node)},
+	}
+	if pods != "" {
+		l.Annotations = map[string]string{cachev1alpha1.AnnotationMountPods: pods}
+	}
+	Expect(k8sClient.Create(ctx, l)).To(Succeed())
+	return l
+}

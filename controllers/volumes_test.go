@@ -54,6 +54,12 @@ var _ = Describe("CSI volumes", func() {
 		Expect(inst.Spec.Pool).To(Equal(w.pool.Name))
 		Expect(inst.Spec.WriteBack.DirtyHighWatermark).To(HaveValue(BeEquivalentTo(90)))
 		bind(pvc, pv)
+		if kcm {
+			cur := &corev1.PersistentVolumeClaim{}
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pvc), cur)).To(Succeed())
+			Expect(cur.Annotations).To(HaveKeyWithValue(provisioner.AnnotationStorageProvisioner, cachev1alpha1.DriverName),
+				"the real PV controller did not hand the claim to the driver")
+		}
 
 		By("serving data through the instance's real servers")
 		addrs := kl.runServers(inst, 1)
@@ -63,10 +69,18 @@ var _ = Describe("CSI volumes", func() {
 		Eventually(func(g Gomega) int64 { return get(inst)(g).Status.Usage.Dirty.Value() }, 20*time.Second, 200*time.Millisecond).
 			Should(BeNumerically(">=", len(data)))
 
-		By("deleting the claim: the instance goes first, with its data written back, then the PV")
+		By("deleting the claim while a node still has the volume staged: the instance waits, and so does the PV")
+		lease := createMountLease(inst, "node-c", "")
 		deleteClaim(pvc)
-		Eventually(func(g Gomega) bool { return get(inst)(g).DeletionTimestamp != nil }, 20*time.Second, 100*time.Millisecond).Should(BeTrue())
-		Expect(volumeGone(pv)()).To(BeFalse(), "the PV went before its instance")
+		Eventually(func(g Gomega) cachev1alpha1.Phase {
+			cur := get(inst)(g)
+			g.Expect(cur.DeletionTimestamp).NotTo(BeNil())
+			return cur.Status.Phase
+		}, 20*time.Second, 100*time.Millisecond).Should(Equal(cachev1alpha1.PhaseFlushing))
+		Consistently(volumeGone(pv), 3*time.Second, 500*time.Millisecond).Should(BeFalse(), "the PV went before its instance")
+
+		By("unstaging: the instance writes back and goes, then the PV")
+		Expect(k8sClient.Delete(ctx, lease)).To(Succeed())
 		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
 		Expect(os.ReadFile(w.hostPath(w.backing + "/run/out/result.dat"))).To(Equal(data))
 		Eventually(volumeGone(pv), 20*time.Second, 200*time.Millisecond).Should(BeTrue())
@@ -163,11 +177,8 @@ var _ = Describe("CSI volumes", func() {
 		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
 		Expect(pod.Spec.SchedulingGates).To(ContainElement(corev1.PodSchedulingGate{Name: cachev1alpha1.SchedulingGate}))
 
-		By("creating the claim as the ephemeral volume controller does")
-		pvc := tmpl.DeepCopy()
-		pvc.GenerateName, pvc.Name = "", pod.Name+"-scratch"
-		pvc.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: ptr(true), BlockOwnerDeletion: ptr(true)}}
-		Expect(k8sClient.Create(ctx, pvc)).To(Succeed())
+		By("having the pod's claim, owned by the pod, from the ephemeral volume controller")
+		pvc := ephemeralClaim(pod, "scratch", tmpl)
 		pv := volumeOf(pvc)
 		inst := get(instanceOf(pv))(Default)
 		bind(pvc, pv)
