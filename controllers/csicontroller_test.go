@@ -23,7 +23,7 @@ var _ = Describe("CSI controller service", func() {
 		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
 		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
 	}}
-	code := func(err error) codes.Code { return status.Code(err) }
+	code := status.Code
 
 	It("creates and deletes volumes idempotently, the way the external-provisioner calls it", func() {
 		w := newWorld()
