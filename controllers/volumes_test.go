@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/csi-driver/instances"
 	"github.com/burstcache/burstcache/csi-driver/params"
 	"github.com/burstcache/burstcache/csi-driver/provisioner"
 	"github.com/burstcache/burstcache/csi-driver/volume"
@@ -141,7 +142,8 @@ var _ = Describe("CSI volumes", func() {
 		}, 3*time.Second, 500*time.Millisecond).Should(Succeed())
 		Expect(k8sClient.Delete(ctx, pv)).To(Succeed())
 		Eventually(volumeGone(pv), 10*time.Second, 200*time.Millisecond).Should(BeTrue())
-		Expect(get(inst)(Default).DeletionTimestamp).To(BeNil(), "deleting a Retain PV deleted its instance")
+		Consistently(func(g Gomega) *metav1.Time { return get(inst)(g).DeletionTimestamp }, 3*time.Second, 500*time.Millisecond).
+			Should(BeNil(), "deleting a Retain PV deleted its instance")
 	})
 
 	It("mounts an existing instance by name and never deletes it", func() {
@@ -194,6 +196,31 @@ var _ = Describe("CSI volumes", func() {
 		deleteClaim(pvc)
 		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
 		Eventually(volumeGone(pv), 20*time.Second, 200*time.Millisecond).Should(BeTrue())
+	})
+
+	It("deletes the instance of a Delete volume whose claim went before its PV was made", func() {
+		w := newWorld()
+		// A claim the provisioner does not serve, so that no PV is made, as
+		// if the provisioner stopped between creating the instance and the PV.
+		other := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{GenerateName: "other-"}, Provisioner: "example.com/other"}
+		Expect(k8sClient.Create(ctx, other)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, other)).To(Succeed()) })
+		pvc := w.claim(other, "64Mi", nil)
+		p, err := params.Parse(map[string]string{params.Pool: w.pool.Name, params.BackingPath: w.backing, params.RunAsUID: uid, params.RunAsGID: gid}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		vol, err := (&instances.Instances{Client: k8sClient}).Create(ctx, instances.Request{
+			Name: "pvc-" + string(pvc.UID), Namespace: w.ns, Claim: pvc.Name, Capacity: resourceOf("64Mi"), Params: p, ReclaimPolicy: string(del),
+		})
+		Expect(err).NotTo(HaveOccurred())
+		inst := get(&cachev1alpha1.CacheInstance{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "pvc-" + string(pvc.UID)}})(Default)
+		Expect(vol.ID).To(Equal(volume.ID(w.ns, inst.Name)))
+		kl.runServers(inst, 1)
+		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
+		Consistently(func(g Gomega) *metav1.Time { return get(inst)(g).DeletionTimestamp }, 2*time.Second, 500*time.Millisecond).
+			Should(BeNil(), "the instance of a live claim was deleted")
+
+		deleteClaim(pvc)
+		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
 	})
 
 	DescribeTable("refuses bad input with a Warning Event on the claim, and no PV",

@@ -86,6 +86,9 @@ func newInstance(req Request) *cachev1alpha1.CacheInstance {
 		Spec: *req.Params.Spec.DeepCopy(),
 	}
 	inst.Spec.Pool, inst.Spec.Capacity = req.Params.Pool, req.Capacity
+	if req.ReclaimPolicy != "" {
+		inst.Annotations[AnnotationReclaimPolicy] = req.ReclaimPolicy
+	}
 	return inst
 }
 

@@ -38,6 +38,10 @@ const (
 	// AnnotationRequest is a digest of the request, which tells a retried
 	// creation from a conflicting one.
 	AnnotationRequest = "csi.burstcache.io/request"
+	// AnnotationReclaimPolicy is the reclaim policy of the volume's class,
+	// when the creator knows it: an instance of a Delete volume whose claim
+	// went before its PV was made is deleted, one of a Retain volume never.
+	AnnotationReclaimPolicy = "csi.burstcache.io/reclaim-policy"
 )
 
 // Request is a volume to create.
@@ -50,6 +54,8 @@ type Request struct {
 	Capacity resource.Quantity
 	// Params are the parsed StorageClass parameters and PVC annotations.
 	Params *params.Params
+	// ReclaimPolicy is the class's reclaim policy, if known.
+	ReclaimPolicy string
 }
 
 // Volume is a created volume.

@@ -128,6 +128,7 @@ func (r *claimReconciler) createVolume(ctx context.Context, pvc *corev1.Persiste
 	}
 	return r.instances().Create(ctx, instances.Request{
 		Name: volumeName(pvc), Namespace: pvc.Namespace, Claim: pvc.Name, Capacity: size, Params: p,
+		ReclaimPolicy: string(reclaimPolicy(sc)),
 	})
 }
 

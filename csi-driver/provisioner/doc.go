@@ -16,7 +16,8 @@
 // A PV it provisions with reclaim policy Delete carries Finalizer. Once its
 // claim is gone (the PV is Released) or the PV is deleted, the instance is
 // deleted, and only when the instance is gone, its data written back by its
-// own finalizer, does the PV go. Retain keeps both.
+// own finalizer, does the PV go. Retain keeps both. An instance whose claim
+// went before its PV was made is deleted too, since no PV ever will.
 //
 // Bad input is a Warning Event on the claim, which stays Pending.
 package provisioner

@@ -9,8 +9,10 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
@@ -90,7 +92,26 @@ func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("setting up the volume controller: %w", err)
 	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		For(&cachev1alpha1.CacheInstance{}, builder.WithPredicates(predicate.NewPredicateFuncs(dynamic))).
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(claimToInstance)).
+		Named("burstcache-orphaned-instances").
+		Complete(&orphanReconciler{p})
+	if err != nil {
+		return fmt.Errorf("setting up the orphaned instance controller: %w", err)
+	}
 	return nil
+}
+
+// dynamic selects the instances made for dynamic volumes.
+func dynamic(o client.Object) bool {
+	return o.GetAnnotations()[instances.AnnotationVolume] == o.GetName()
+}
+
+// claimToInstance maps a claim to the instance of its dynamic volume.
+func claimToInstance(_ context.Context, o client.Object) []reconcile.Request {
+	pvc := o.(*corev1.PersistentVolumeClaim)
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: pvc.Namespace, Name: volumeName(pvc)}}}
 }
 
 func (p *Provisioner) instances() *instances.Instances {

@@ -11,10 +11,7 @@ import (
 
 // buildVolume returns the PV of a claim, as external-provisioner writes it.
 func buildVolume(pvc *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass, vol instances.Volume) *corev1.PersistentVolume {
-	reclaim := corev1.PersistentVolumeReclaimDelete
-	if sc.ReclaimPolicy != nil {
-		reclaim = *sc.ReclaimPolicy
-	}
+	reclaim := reclaimPolicy(sc)
 	fs := corev1.PersistentVolumeFilesystem
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{
@@ -44,4 +41,12 @@ func buildVolume(pvc *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass, 
 		pv.Finalizers = []string{Finalizer}
 	}
 	return pv
+}
+
+// reclaimPolicy is the class's reclaim policy, Delete by default.
+func reclaimPolicy(sc *storagev1.StorageClass) corev1.PersistentVolumeReclaimPolicy {
+	if sc.ReclaimPolicy != nil {
+		return *sc.ReclaimPolicy
+	}
+	return corev1.PersistentVolumeReclaimDelete
 }
