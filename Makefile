@@ -35,7 +35,7 @@ CONTROLLER_SOURCES = $(shell find controllers -name '*.go' 2>/dev/null)
 manifests: ## Generate CRDs, RBAC and webhook manifests in config/.
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
 ifneq ($(strip $(CONTROLLER_SOURCES)),)
-	$(CONTROLLER_GEN) rbac:roleName=manager webhook paths="./controllers/..." \
+	$(CONTROLLER_GEN) rbac:roleName=manager webhook paths="./controllers/..." paths="./csi-driver/..." \
 		output:rbac:artifacts:config=config/rbac output:webhook:artifacts:config=config/webhook
 endif
 

@@ -97,6 +97,7 @@ func (k *kubelet) start(pod *corev1.Pod) *serverProc {
 		return p
 	}
 	k.runInit(pod)
+	k.projectSecrets(pod)
 	p = k.runServer(pod)
 	k.mu.Lock()
 	k.procs[podKey(pod)] = p
@@ -159,16 +160,17 @@ func (k *kubelet) mapPaths(pod *corev1.Pod, c corev1.Container, args []string) [
 	out := make([]string, 0, len(args))
 	for _, a := range args {
 		name, val, ok := strings.Cut(a, "=")
-		if ok && (name == "--backing" || name == "--cache-dir" || name == "--path") {
-			a = name + "=" + hostPath(pod, c, val)
+		if ok && (name == "--backing" || name == "--cache-dir" || name == "--path" || name == "--secret-file") {
+			a = name + "=" + k.hostPath(pod, c, val)
 		}
 		out = append(out, a)
 	}
 	return out
 }
 
-// hostPath maps a path in the container to the host path volume behind it.
-func hostPath(pod *corev1.Pod, c corev1.Container, p string) string {
+// hostPath maps a path in the container to the host path or secret volume
+// behind it.
+func (k *kubelet) hostPath(pod *corev1.Pod, c corev1.Container, p string) string {
 	GinkgoHelper()
 	for _, m := range c.VolumeMounts {
 		rest, ok := strings.CutPrefix(p, m.MountPath)
@@ -179,10 +181,39 @@ func hostPath(pod *corev1.Pod, c corev1.Container, p string) string {
 			if v.Name == m.Name && v.HostPath != nil {
 				return v.HostPath.Path + rest
 			}
+			if v.Name == m.Name && v.Secret != nil {
+				return k.secretDir(pod, v.Name) + rest
+			}
 		}
 	}
-	Fail(fmt.Sprintf("no host path volume holds %s in pod %s", p, pod.Name))
+	Fail(fmt.Sprintf("no host path or secret volume holds %s in pod %s", p, pod.Name))
 	return ""
+}
+
+func (k *kubelet) secretDir(pod *corev1.Pod, volume string) string {
+	return filepath.Join(k.root, "secrets", pod.Namespace, pod.Name, volume)
+}
+
+// projectSecrets writes the pod's secret volumes to files, with their items
+// and modes, as the kubelet does on a tmpfs. A Secret that does not exist
+// fails the test: the kubelet would not start the pod.
+func (k *kubelet) projectSecrets(pod *corev1.Pod) {
+	GinkgoHelper()
+	for _, v := range pod.Spec.Volumes {
+		if v.Secret == nil {
+			continue
+		}
+		sec := &corev1.Secret{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.Secret.SecretName}, sec)).To(Succeed())
+		dir := k.secretDir(pod, v.Name)
+		Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+		Expect(os.Chmod(filepath.Dir(filepath.Dir(dir)), 0o755)).To(Succeed())
+		for _, item := range v.Secret.Items {
+			f := filepath.Join(dir, item.Path)
+			Expect(os.WriteFile(f, sec.Data[item.Key], 0o600)).To(Succeed())
+			Expect(os.Chmod(f, os.FileMode(*v.Secret.DefaultMode))).To(Succeed())
+		}
+	}
 }
 
 func credential(sc *corev1.PodSecurityContext) *syscall.Credential {
@@ -239,15 +270,27 @@ func (k *kubelet) stopAll() {
 	}
 }
 
+// dataSecretFile writes the instance's data secret to a file, as the CSI
+// node plugin receives it, and returns the file's path.
+func dataSecretFile(inst *cachev1alpha1.CacheInstance) string {
+	GinkgoHelper()
+	sec := &corev1.Secret{}
+	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: inst.Namespace, Name: cachev1alpha1.DataSecretName(inst.Name)}, sec)).To(Succeed())
+	f := filepath.Join(GinkgoT().TempDir(), "secret")
+	Expect(os.WriteFile(f, sec.Data[cachev1alpha1.DataSecretKey], 0o600)).To(Succeed())
+	return f
+}
+
 // writeThroughMount mounts the instance's servers with a real FUSE mount,
-// writes data to rel, and unmounts, which pushes the mount's data to the
-// servers.
-func writeThroughMount(addrs []string, rel string, data []byte) {
+// proving the instance's data secret, writes data to rel, and unmounts,
+// which pushes the mount's data to the servers.
+func writeThroughMount(inst *cachev1alpha1.CacheInstance, addrs []string, rel string, data []byte) {
 	GinkgoHelper()
 	mp := filepath.Join(GinkgoT().TempDir(), "mnt")
 	Expect(os.Mkdir(mp, 0o755)).To(Succeed())
 	readyFile := mp + ".ready"
-	cmd := exec.Command(bin, "mount", "--servers", strings.Join(addrs, ","), "--ready-file", readyFile, mp)
+	cmd := exec.Command(bin, "mount", "--servers", strings.Join(addrs, ","), "--secret-file", dataSecretFile(inst),
+		"--ready-file", readyFile, mp)
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	Expect(cmd.Start()).To(Succeed())

@@ -87,7 +87,7 @@ var _ = Describe("Provisioning", func() {
 
 		By("writing 4Mi that stay dirty under a 90% watermark")
 		data := bytes.Repeat([]byte("burstcache"), 400<<10)
-		writeThroughMount(addrs, "out/a.dat", data)
+		writeThroughMount(inst, addrs, "out/a.dat", data)
 		Eventually(func(g Gomega) int64 {
 			return get(inst)(g).Status.Usage.Dirty.Value()
 		}, 20*time.Second, 200*time.Millisecond).Should(BeNumerically(">=", len(data)))

@@ -4,12 +4,19 @@ import (
 	"context"
 	"fmt"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 
 	"github.com/burstcache/burstcache/controllers/cacheinstance"
 	"github.com/burstcache/burstcache/controllers/cachepool"
 	"github.com/burstcache/burstcache/controllers/metrics"
 	"github.com/burstcache/burstcache/controllers/webhooks"
+	"github.com/burstcache/burstcache/csi-driver/provisioner"
 )
 
 // Options configure the operator.
@@ -19,6 +26,12 @@ type Options struct {
 	// Webhooks registers the admission webhooks; the manager must then
 	// serve its webhook server.
 	Webhooks bool
+	// DisableProvisioner leaves burstcache PVCs to the CSI
+	// external-provisioner sidecar and `burstcache csi controller`; by
+	// default the manager provisions them in-process.
+	DisableProvisioner bool
+	// Provisioner configures the in-process provisioner.
+	Provisioner provisioner.Options
 }
 
 // Setup registers the reconcilers, their indexes and, if asked, the
@@ -39,6 +52,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&cachepool.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the CachePool controller: %w", err)
 	}
+	if !o.DisableProvisioner {
+		p := &provisioner.Provisioner{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+			Recorder: mgr.GetEventRecorder("burstcache-provisioner"), Options: o.Provisioner,
+		}
+		if err := p.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the provisioner: %w", err)
+		}
+	}
 	if !o.Webhooks {
 		return nil
 	}
@@ -49,4 +71,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("setting up the pod scheduling gate webhook: %w", err)
 	}
 	return nil
+}
+
+// CacheOptions are the manager cache settings the operator needs: of the
+// Leases, which every node renews every few seconds, it caches and watches
+// only the CSI node plugins' mount Leases.
+func CacheOptions() cache.Options {
+	mounts := labels.SelectorFromSet(labels.Set{cachev1alpha1.LabelComponent: cachev1alpha1.ComponentMount})
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&coordinationv1.Lease{}: {Label: mounts},
+	}}
 }

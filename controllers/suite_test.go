@@ -49,6 +49,7 @@ var (
 	bin       string
 	kl        *kubelet
 	stopMgr   func()
+	stopKCM   func()
 )
 
 func TestControllers(t *testing.T) {
@@ -87,12 +88,16 @@ var _ = BeforeSuite(func() {
 
 	kl = newKubelet(GinkgoT().TempDir())
 	createNodes("node-a", "node-b", "node-c")
+	stopKCM = startControllerManager(assets)
 	stopMgr = startManager()
 })
 
 var _ = AfterSuite(func() {
 	if stopMgr != nil {
 		stopMgr()
+	}
+	if stopKCM != nil {
+		stopKCM()
 	}
 	if kl != nil {
 		kl.stopAll()
@@ -109,6 +114,7 @@ func startManager() func() {
 	wo := testEnv.WebhookInstallOptions
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
+		Cache:                  controllers.CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer: webhook.NewServer(webhook.Options{

@@ -29,7 +29,7 @@ var _ = Describe("Teardown", func() {
 		addrs := kl.runServers(inst, 1)
 		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
 		data := bytes.Repeat([]byte("0123456789abcdef"), 128<<10) // 2Mi
-		writeThroughMount(addrs, "results/out.dat", data)
+		writeThroughMount(inst, addrs, "results/out.dat", data)
 		Eventually(func(g Gomega) int64 {
 			return get(inst)(g).Status.Usage.Dirty.Value()
 		}, 20*time.Second, 200*time.Millisecond).Should(BeNumerically(">=", len(data)))

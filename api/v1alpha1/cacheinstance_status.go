@@ -151,17 +151,19 @@ type FlushStatus struct {
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
 }
 
-// Mount is a pod that mounts an instance.
+// Mount is a pod that mounts an instance, or a node that has it staged
+// (its FUSE mount exists) for pods that are not published yet or are gone.
 type Mount struct {
-	// node is the node the pod runs on.
+	// node is the node the pod runs on, or that has the instance staged.
 	// +required
 	// +kubebuilder:validation:MaxLength=253
 	Node string `json:"node"`
 
-	// pod is the name of the pod, in the instance's namespace.
-	// +required
+	// pod is the name of the pod, in the instance's namespace; empty for a
+	// node that has the instance staged with no pod published.
+	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	Pod string `json:"pod"`
+	Pod string `json:"pod,omitempty"`
 
 	// volume is the name of the volume in the pod's spec that mounts the
 	// instance.

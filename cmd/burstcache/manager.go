@@ -23,7 +23,7 @@ import (
 type managerFlags struct {
 	metricsAddr, probeAddr, certDir, serverImage string
 	webhookPort                                  int
-	leaderElect, noWebhooks                      bool
+	leaderElect, noWebhooks, noProvisioner       bool
 	statsInterval, flushAttemptTimeout           time.Duration
 	cert                                         certFlags
 }
@@ -43,6 +43,7 @@ func newManagerCmd() *cobra.Command {
 	fl.IntVar(&f.webhookPort, "webhook-port", 9443, "port of the admission webhook server")
 	fl.StringVar(&f.certDir, "webhook-cert-dir", "", "directory holding tls.crt and tls.key of the webhook server (default: controller-runtime's)")
 	fl.BoolVar(&f.noWebhooks, "disable-webhooks", false, "do not serve the admission webhooks")
+	fl.BoolVar(&f.noProvisioner, "disable-provisioner", false, "leave burstcache PVCs to the CSI external-provisioner sidecar and `burstcache csi controller`")
 	fl.StringVar(&f.serverImage, "server-image", "burstcache:latest", "image of the cache server pods")
 	fl.DurationVar(&f.statsInterval, "stats-interval", 5*time.Second, "how often instance usage is collected from the servers")
 	fl.DurationVar(&f.flushAttemptTimeout, "flush-attempt-timeout", time.Minute, "bound of one blocking flush call at teardown; it is then called again")
@@ -66,6 +67,7 @@ func runManager(f *managerFlags) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
+		Cache:                   controllers.CacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElection:          f.leaderElect,
@@ -86,7 +88,7 @@ func runManager(f *managerFlags) error {
 }
 
 func startManager(ctx context.Context, mgr ctrl.Manager, f *managerFlags) error {
-	opts := controllers.Options{Webhooks: !f.noWebhooks}
+	opts := controllers.Options{Webhooks: !f.noWebhooks, DisableProvisioner: f.noProvisioner}
 	opts.Instance.ServerImage = f.serverImage
 	opts.Instance.StatsInterval = f.statsInterval
 	opts.Instance.FlushAttemptTimeout = f.flushAttemptTimeout

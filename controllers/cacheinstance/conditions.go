@@ -86,7 +86,7 @@ func setFlushedCondition(s *scope, now time.Time) {
 	switch {
 	case len(st.ActiveMounts) > 0:
 		setCondition(s, now, cachev1alpha1.ConditionFlushed, false, cachev1alpha1.ReasonWaitingForUnmount,
-			fmt.Sprintf("%d pods still mount the instance, such as %s", len(st.ActiveMounts), st.ActiveMounts[0].Pod))
+			fmt.Sprintf("%d pods or nodes still mount the instance, such as %s", len(st.ActiveMounts), describeMount(st.ActiveMounts[0])))
 	case s.flushErr != nil:
 		setCondition(s, now, cachev1alpha1.ConditionFlushed, false, cachev1alpha1.ReasonFlushFailed, s.flushErr.Error())
 	case !flushDone(s.inst):
@@ -102,4 +102,11 @@ func flushDone(inst *cachev1alpha1.CacheInstance) bool {
 		return false
 	}
 	return c.Status == metav1.ConditionTrue || c.Reason == cachev1alpha1.ReasonDiscarded || c.Reason == cachev1alpha1.ReasonFlushTimedOut
+}
+
+func describeMount(m cachev1alpha1.Mount) string {
+	if m.Pod == "" {
+		return "node " + m.Node
+	}
+	return "pod " + m.Pod + " on node " + m.Node
 }

@@ -17,7 +17,8 @@ import (
 
 // reconcileDelete tears an instance down in DataWarp's order: wait until no
 // pod mounts it, write every dirty byte back (unless the user chose to drop
-// it), delete the servers, and only then let the instance go.
+// it), delete the servers and then their data secret, and only then let
+// the instance go.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if res, err := r.refresh(ctx, s); err != nil || s.gone {
 		return res, err
@@ -33,6 +34,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 		r.waitForUnmount,
 		r.flush,
 		r.deleteServers,
+		r.deleteSecret,
 		r.removeFinalizer,
 	})
 }
@@ -50,38 +52,18 @@ func (r *Reconciler) restoreServers(ctx context.Context, s *scope) (ctrl.Result,
 	return r.ensurePods(ctx, s)
 }
 
-// waitForUnmount holds the teardown while pods that mount the instance
-// run: their clients push their dirty data to the servers at unmount, so a
-// flush before that would miss it. Pods that mount an instance carry
-// LabelInstance with its name.
+// waitForUnmount holds the teardown while pods or nodes mount the instance:
+// their clients push their dirty data to the servers at unmount, so a flush
+// before that would miss it. It waits in particular until no node plugin
+// holds a mount Lease of the instance, since a staged node may hold data
+// after its pods ended.
 func (r *Reconciler) waitForUnmount(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if _, err := r.observeMounts(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
 	if n := len(s.inst.Status.ActiveMounts); n > 0 {
-		ctrl.LoggerFrom(ctx).Info("Waiting for pods to unmount before the write-back", "pods", n)
+		ctrl.LoggerFrom(ctx).Info("Waiting for pods and nodes to unmount before the write-back", "mounts", n)
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
-	}
-	return ctrl.Result{}, nil
-}
-
-// observeMounts records in status the pods that mount the instance: pods
-// that carry LabelInstance with its name, other than its servers, that have
-// not ended.
-func (r *Reconciler) observeMounts(ctx context.Context, s *scope) (ctrl.Result, error) {
-	var pods corev1.PodList
-	err := r.Client.List(ctx, &pods, client.InNamespace(s.inst.Namespace),
-		client.MatchingLabels{cachev1alpha1.LabelInstance: s.inst.Name})
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing the pods that mount the instance: %w", err)
-	}
-	s.inst.Status.ActiveMounts = nil
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if p.Labels[cachev1alpha1.LabelComponent] == cachev1alpha1.ComponentServer || podEnded(p) {
-			continue
-		}
-		s.inst.Status.ActiveMounts = append(s.inst.Status.ActiveMounts, cachev1alpha1.Mount{Node: p.Spec.NodeName, Pod: p.Name})
 	}
 	return ctrl.Result{}, nil
 }

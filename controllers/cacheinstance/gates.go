@@ -10,33 +10,55 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/controllers/podvolumes"
 )
 
 // releaseGates removes the scheduling gate from the pods that use the
 // instance once it is Ready (all servers serve and the preload is done), so
-// that their scheduler may place them.
+// that their scheduler may place them. A pod uses it by LabelInstance or
+// through a burstcache volume; a pod that uses other instances too waits
+// until they are all Ready.
 func (r *Reconciler) releaseGates(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if computePhase(s) != cachev1alpha1.PhaseReady {
 		return ctrl.Result{}, nil
 	}
 	var pods corev1.PodList
-	err := r.Client.List(ctx, &pods, client.InNamespace(s.inst.Namespace),
-		client.MatchingLabels{cachev1alpha1.LabelInstance: s.inst.Name})
-	if err != nil {
+	if err := r.Client.List(ctx, &pods, client.InNamespace(s.inst.Namespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing the pods that wait for the instance: %w", err)
 	}
 	for i := range pods.Items {
-		if err := r.ungate(ctx, &pods.Items[i]); err != nil {
+		pod := &pods.Items[i]
+		if !slices.ContainsFunc(pod.Spec.SchedulingGates, isCacheGate) {
+			continue
+		}
+		if err := r.releaseIfReady(ctx, s, pod); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	return ctrl.Result{}, nil
 }
 
+// releaseIfReady ungates a gated pod that uses the instance once every
+// instance it uses is Ready.
+func (r *Reconciler) releaseIfReady(ctx context.Context, s *scope, pod *corev1.Pod) error {
+	uses, err := podvolumes.Find(ctx, r.Client, pod)
+	if err != nil {
+		return fmt.Errorf("finding the volumes of pod %s: %w", pod.Name, err)
+	}
+	if !uses.Uses(pod, s.inst.Name) {
+		return nil
+	}
+	ready, err := podvolumes.Ready(ctx, r.Client, pod, s.inst.Name)
+	if err != nil || !ready {
+		return err
+	}
+	return r.ungate(ctx, pod)
+}
+
+func isCacheGate(g corev1.PodSchedulingGate) bool { return g.Name == cachev1alpha1.SchedulingGate }
+
 func (r *Reconciler) ungate(ctx context.Context, pod *corev1.Pod) error {
-	gates := slices.DeleteFunc(slices.Clone(pod.Spec.SchedulingGates), func(g corev1.PodSchedulingGate) bool {
-		return g.Name == cachev1alpha1.SchedulingGate
-	})
+	gates := slices.DeleteFunc(slices.Clone(pod.Spec.SchedulingGates), isCacheGate)
 	if len(gates) == len(pod.Spec.SchedulingGates) {
 		return nil
 	}

@@ -25,6 +25,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		r.allocate,
 		r.ensureService,
 		r.ensureDisruptionBudget,
+		r.ensureSecret,
 		r.ensurePods,
 		r.observeServers,
 		r.observeMounts,

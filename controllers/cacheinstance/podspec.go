@@ -120,6 +120,7 @@ func serverArgs(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool
 		"--instance=" + inst.Namespace + "/" + inst.Name + "/" + string(inst.UID),
 		"--uid=" + strconv.FormatInt(id.UID, 10),
 		"--gid=" + strconv.FormatInt(id.GID, 10),
+		"--secret-file=" + secretFile,
 	}
 	if len(id.SupplementalGroups) > 0 {
 		args = append(args, "--groups="+joinInts(id.SupplementalGroups))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -46,6 +47,8 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=cache.burstcache.io,resources=cachepools,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods;services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces;nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -62,6 +65,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&cachev1alpha1.CacheInstance{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToInstance)).
+		// The manager caches only mount Leases (see controllers.CacheOptions),
+		// not every node's heartbeat.
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(leaseToInstance)).
 		// Pool status changes whenever an instance comes or goes; only spec
 		// changes matter to instances.
 		Watches(&cachev1alpha1.CachePool{}, handler.EnqueueRequestsFromMapFunc(r.poolToInstances),

@@ -24,7 +24,7 @@ func volumes(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool, i
 	dirOrCreate := corev1.HostPathDirectoryOrCreate
 	vols := []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{
 		HostPath: &corev1.HostPathVolumeSource{Path: CacheHostDir(inst, pool, i), Type: &dirOrCreate},
-	}}}
+	}}, secretVolume(inst)}
 	if inst.Spec.Backing == nil {
 		return append(vols, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
@@ -50,7 +50,10 @@ func backingSource(fs *cachev1alpha1.BackingFilesystem) corev1.VolumeSource {
 }
 
 func volumeMounts(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool) []corev1.VolumeMount {
-	mounts := []corev1.VolumeMount{{Name: "cache", MountPath: cacheMountPath}}
+	mounts := []corev1.VolumeMount{
+		{Name: "cache", MountPath: cacheMountPath},
+		{Name: "data-secret", MountPath: secretMountPath, ReadOnly: true},
+	}
 	if inst.Spec.Backing == nil {
 		return append(mounts, corev1.VolumeMount{Name: "scratch", MountPath: scratchMountPath})
 	}

@@ -227,3 +227,39 @@ func TestAllocate(t *testing.T) {
 		})
 	}
 }
+
+func TestSoleIdentity(t *testing.T) {
+	rule := func(uidMin, uidMax, gid int64, ns string) cachev1alpha1.AccessRule {
+		return cachev1alpha1.AccessRule{
+			Namespaces: []string{ns}, PathPrefixes: []cachev1alpha1.AbsolutePath{"/lus/p"},
+			UIDRanges: []cachev1alpha1.IDRange{{Min: uidMin, Max: uidMax}}, GIDRanges: []cachev1alpha1.IDRange{{Min: gid, Max: gid}},
+		}
+	}
+	tests := map[string]struct {
+		rules  []cachev1alpha1.AccessRule
+		want   cachev1alpha1.RunAs
+		wantOK bool
+	}{
+		"one identity":             {rules: []cachev1alpha1.AccessRule{rule(1000, 1000, 100, "a")}, want: cachev1alpha1.RunAs{UID: 1000, GID: 100}, wantOK: true},
+		"same identity twice":      {rules: []cachev1alpha1.AccessRule{rule(1000, 1000, 100, "a"), rule(1000, 1000, 100, "a")}, want: cachev1alpha1.RunAs{UID: 1000, GID: 100}, wantOK: true},
+		"a range":                  {rules: []cachev1alpha1.AccessRule{rule(1000, 1999, 100, "a")}},
+		"two identities":           {rules: []cachev1alpha1.AccessRule{rule(1000, 1000, 100, "a"), rule(1001, 1001, 100, "a")}},
+		"another namespace's only": {rules: []cachev1alpha1.AccessRule{rule(1000, 1000, 100, "b")}},
+		"root without allowRoot":   {rules: []cachev1alpha1.AccessRule{rule(0, 0, 0, "a")}},
+		"other namespace ignored":  {rules: []cachev1alpha1.AccessRule{rule(1000, 1000, 100, "a"), rule(2000, 2999, 100, "b")}, want: cachev1alpha1.RunAs{UID: 1000, GID: 100}, wantOK: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			pool := &cachev1alpha1.CachePool{Spec: cachev1alpha1.CachePoolSpec{BackingFilesystems: []cachev1alpha1.BackingFilesystem{{
+				Name: "pfs", MountPath: "/lus", AccessRules: tc.rules,
+			}}}}
+			inst := &cachev1alpha1.CacheInstance{}
+			inst.Namespace = "a"
+			inst.Spec.Backing = &cachev1alpha1.BackingPath{Filesystem: "pfs", Path: "/lus/p/run"}
+			got, ok := SoleIdentity(inst, pool, nil)
+			if ok != tc.wantOK || got.UID != tc.want.UID || got.GID != tc.want.GID {
+				t.Errorf("SoleIdentity() = %+v, %v; want %+v, %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}

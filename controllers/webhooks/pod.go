@@ -11,7 +11,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/controllers/podvolumes"
 )
+
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;persistentvolumes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
 
 // +kubebuilder:webhook:path=/mutate--v1-pod,mutating=true,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups="",resources=pods,verbs=create,versions=v1,name=mpod-v1.cache.burstcache.io,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
 
@@ -20,7 +24,11 @@ import (
 // the job (the default one, Volcano, Kueue) starts it only once its data
 // path exists. The CacheInstance reconciler removes the gate when the
 // instance turns Ready. A pod uses an instance when it carries
-// LabelInstance with the instance's name.
+// LabelInstance with the instance's name, or mounts a PVC or generic
+// ephemeral volume of a burstcache StorageClass with Immediate binding.
+// WaitForFirstConsumer volumes are not gated: their claim waits for the
+// pod's node, so the pod must be scheduled first; NodeStageVolume waits
+// for the instance instead.
 //
 // The webhook fails open (failurePolicy ignore): it sees every pod of the
 // cluster, and a manager that is down must not stop all pods from being
@@ -50,17 +58,12 @@ func (g *PodGate) Default(ctx context.Context, pod *corev1.Pod) error {
 	if err != nil {
 		return apierrors.NewBadRequest(fmt.Sprintf("annotation %s: %v", key, err))
 	}
-	name := pod.Labels[cachev1alpha1.LabelInstance]
-	if name == "" || pod.Labels[cachev1alpha1.LabelComponent] == cachev1alpha1.ComponentServer || hasGate(pod) {
+	if pod.Labels[cachev1alpha1.LabelComponent] == cachev1alpha1.ComponentServer || hasGate(pod) {
 		return nil
 	}
-	inst := &cachev1alpha1.CacheInstance{}
-	err = g.Reader.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, inst)
-	if err != nil && !apierrors.IsNotFound(err) {
+	ready, err := podvolumes.Ready(ctx, g.Reader, pod, "")
+	if err != nil || ready {
 		return err
-	}
-	if err == nil && inst.Status.Phase == cachev1alpha1.PhaseReady && inst.DeletionTimestamp.IsZero() {
-		return nil
 	}
 	pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: cachev1alpha1.SchedulingGate})
 	return nil

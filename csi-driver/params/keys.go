@@ -1,0 +1,73 @@
+package params
+
+// AnnotationPrefix starts the PVC annotations that set volume keys, such as
+// "csi.burstcache.io/backingPath".
+const AnnotationPrefix = "csi.burstcache.io/"
+
+// sidecarPrefix starts the parameters the CSI external-provisioner adds with
+// --extra-create-metadata.
+const sidecarPrefix = "csi.storage.k8s.io/"
+
+// StorageClass parameter and PVC annotation keys.
+const (
+	// Pool names the CachePool of dynamic volumes; StorageClass only.
+	Pool = "pool"
+	// Instance names an existing CacheInstance of the PVC's namespace that
+	// the volume mounts instead of a new one (a named volume). Such a volume
+	// never deletes the instance.
+	Instance = "instance"
+	// SubPath is the directory, relative to the instance's root, that pods
+	// see.
+	SubPath = "subPath"
+
+	// BackingFilesystem names the pool's backing file system; optional when
+	// the pool has exactly one.
+	BackingFilesystem = "backingFilesystem"
+	// BackingPath is the absolute path cached (DataWarp pfs=); required for
+	// type cache.
+	BackingPath = "backingPath"
+	// Type is "cache" (default) or "scratch".
+	Type = "type"
+	// AccessMode is "Striped" (default) or "LoadBalanced".
+	AccessMode = "accessMode"
+
+	// MaxFileSize is a quantity, such as "10Gi".
+	MaxFileSize = "maxFileSize"
+	// MaxFiles is a count.
+	MaxFiles = "maxFiles"
+	// WriteWindowMultiplier is a count of capacities per window.
+	WriteWindowMultiplier = "writeWindowMultiplier"
+	// WriteWindowLength is a duration, such as "24h".
+	WriteWindowLength = "writeWindowLength"
+
+	// WriteBackThreads is a count.
+	WriteBackThreads = "writeBackThreads"
+	// DirtyHighWatermark is a percentage.
+	DirtyHighWatermark = "dirtyHighWatermark"
+	// DirtyLowWatermark is a percentage.
+	DirtyLowWatermark = "dirtyLowWatermark"
+	// Durability is "Cache" or "Backing".
+	Durability = "durability"
+	// EvictionHighWatermark is a percentage.
+	EvictionHighWatermark = "evictionHighWatermark"
+	// EvictionLowWatermark is a percentage.
+	EvictionLowWatermark = "evictionLowWatermark"
+
+	// Preload is a comma-separated list of absolute paths copied up before
+	// the volume is Ready.
+	Preload = "preload"
+
+	// RunAsUID, RunAsGID and SupplementalGroups (comma-separated) ask for
+	// the identity that touches the backing file system; the pool must map
+	// it to the namespace. Without them, the one identity the pool maps to
+	// the namespace is used.
+	RunAsUID = "runAsUID"
+	// RunAsGID is the primary group; see RunAsUID.
+	RunAsGID = "runAsGID"
+	// SupplementalGroups are further groups; see RunAsUID.
+	SupplementalGroups = "supplementalGroups"
+)
+
+// namedKeys are the keys a named volume accepts; the others describe a new
+// instance.
+var namedKeys = map[string]bool{Instance: true, SubPath: true, Pool: true}
