@@ -33,6 +33,7 @@ system, writes land on SSD and are written back to the same files.`,
 		newMountCmd(),
 		newLocalCmd(),
 		newManagerCmd(),
+		newCSICmd(),
 	)
 	return root
 }

@@ -1,0 +1,102 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/sys/unix"
+)
+
+// watch rediscovers the staged volumes from the state directory at start,
+// then looks at them every interval, remounting those whose FUSE daemon is
+// gone, until ctx ends.
+func (n *nodeServer) watch(ctx context.Context, interval time.Duration) {
+	ctx = logr.NewContext(ctx, n.opts.Logger.WithName("watcher"))
+	n.checkAll(ctx, true)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.checkAll(ctx, false)
+		}
+	}
+}
+
+func (n *nodeServer) checkAll(ctx context.Context, first bool) {
+	dirs, err := n.stagedVolumes()
+	if err != nil {
+		logf(ctx).Error(err, "Listing staged volumes failed")
+		return
+	}
+	for _, dir := range dirs {
+		st, err := loadState(dir)
+		if err != nil || st == nil {
+			logf(ctx).Error(err, "Reading volume state failed", "dir", dir)
+			continue
+		}
+		if first {
+			logf(ctx).Info("Found staged volume", "volume", st.VolumeID, "target", st.Mount.Target, "published", len(st.Targets))
+		}
+		n.check(ctx, st)
+	}
+}
+
+// check remounts a volume whose daemon is gone. A volume that another call
+// is working on, or that is being unstaged, is left alone.
+func (n *nodeServer) check(ctx context.Context, st *volumeState) {
+	if st.Unstaging {
+		return
+	}
+	unlock, err := n.locks.lock(st.VolumeID)
+	if err != nil {
+		return
+	}
+	defer unlock()
+	if ok, reason := n.health(ctx, st); !ok {
+		logf(ctx).Info("Remounting volume", "volume", st.VolumeID, "reason", reason)
+		if err := n.remount(ctx, st); err != nil {
+			logf(ctx).Error(err, "Remounting volume failed", "volume", st.VolumeID)
+		}
+	}
+}
+
+// remount replaces the mount of a volume whose daemon has ended, and binds
+// its targets again. The dead mounts are detached: with the daemon gone they
+// hold nothing more to publish, and processes still in them get ENOTCONN
+// either way. A daemon that runs but does not answer is not touched.
+func (n *nodeServer) remount(ctx context.Context, st *volumeState) error {
+	if running, err := n.opts.Mounter.Running(ctx, st.Mount); err != nil || running {
+		return fmt.Errorf("the mount daemon of %s runs but its mount does not answer; not replacing it (%v)", st.VolumeID, err)
+	}
+	logf(ctx).Error(errors.New("mount daemon gone"), "Mount daemon of volume ended; anything it had not published is lost", "volume", st.VolumeID)
+	for target := range st.Targets {
+		detach(target)
+	}
+	detach(st.Mount.Target)
+	if err := n.start(ctx, st); err != nil {
+		return err
+	}
+	var errs []error
+	for target, pub := range st.Targets {
+		if err := bind(st.Mount.Target, pub, target); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// detach lazily unmounts every mount stacked at dir. Only for mounts whose
+// daemon has ended.
+func detach(dir string) {
+	for range 16 {
+		if unix.Unmount(dir, unix.MNT_DETACH) != nil {
+			return
+		}
+	}
+}
