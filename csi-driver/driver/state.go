@@ -62,6 +62,9 @@ func loadState(dir string) (*volumeState, error) {
 	if err := json.Unmarshal(b, st); err != nil {
 		return nil, fmt.Errorf("reading volume state %s: %w", dir, err)
 	}
+	if st.Targets == nil {
+		st.Targets = map[string]publication{}
+	}
 	return st, nil
 }
 
