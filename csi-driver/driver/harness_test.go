@@ -32,11 +32,14 @@ import (
 // staging path and a place for targets, as kubelet lays them out.
 type world struct {
 	stateDir, staging, pods string
+	// instance is the CacheInstance the world's volume names.
+	instance string
 }
 
 func newWorld() *world {
 	root := GinkgoT().TempDir()
 	w := &world{
+		instance: instName,
 		stateDir: filepath.Join(root, "plugins", "csi.burstcache.io", "state"),
 		staging:  filepath.Join(root, "plugins", "kubernetes.io", "csi", "csi.burstcache.io", "abc", "globalmount"),
 		pods:     filepath.Join(root, "pods"),
@@ -53,8 +56,11 @@ func (w *world) target(pod string) string {
 
 // volumeDir is the state directory of the instance's volume.
 func (w *world) volumeDir() string {
-	return filepath.Join(w.stateDir, "volumes", namespace+"_"+instName)
+	return filepath.Join(w.stateDir, "volumes", namespace+"_"+w.instance)
 }
+
+// id is the CSI volume ID of the world's instance.
+func (w *world) id() string { return namespace + "/" + w.instance }
 
 // daemonPID returns the pid of the volume's FUSE daemon.
 func (w *world) daemonPID() int {
@@ -78,7 +84,7 @@ func (w *world) cleanup() {
 		}
 	}
 	lease := &coordinationv1.Lease{}
-	lease.Namespace, lease.Name = namespace, volume.MountLeaseName(instName, nodeName)
+	lease.Namespace, lease.Name = namespace, volume.MountLeaseName(w.instance, nodeName)
 	_ = k8sClient.Delete(context.Background(), lease)
 }
 
@@ -149,7 +155,7 @@ func mountCapability(mode csi.VolumeCapability_AccessMode_Mode) *csi.VolumeCapab
 
 func stageReq(w *world) *csi.NodeStageVolumeRequest {
 	return &csi.NodeStageVolumeRequest{
-		VolumeId: volumeID, StagingTargetPath: w.staging,
+		VolumeId: w.id(), StagingTargetPath: w.staging,
 		VolumeCapability: mountCapability(csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER),
 		Secrets:          map[string]string{cachev1alpha1.DataSecretKey: secret},
 	}
@@ -161,27 +167,27 @@ func publishReq(w *world, pod string, ctxKV ...string) *csi.NodePublishVolumeReq
 		vc[ctxKV[i]] = ctxKV[i+1]
 	}
 	return &csi.NodePublishVolumeRequest{
-		VolumeId: volumeID, StagingTargetPath: w.staging, TargetPath: w.target(pod),
+		VolumeId: w.id(), StagingTargetPath: w.staging, TargetPath: w.target(pod),
 		VolumeCapability: mountCapability(csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER),
 		VolumeContext:    vc,
 	}
 }
 
 func unpublishReq(w *world, pod string) *csi.NodeUnpublishVolumeRequest {
-	return &csi.NodeUnpublishVolumeRequest{VolumeId: volumeID, TargetPath: w.target(pod)}
+	return &csi.NodeUnpublishVolumeRequest{VolumeId: w.id(), TargetPath: w.target(pod)}
 }
 
 func unstageReq(w *world) *csi.NodeUnstageVolumeRequest {
-	return &csi.NodeUnstageVolumeRequest{VolumeId: volumeID, StagingTargetPath: w.staging}
+	return &csi.NodeUnstageVolumeRequest{VolumeId: w.id(), StagingTargetPath: w.staging}
 }
 
 // codeOf returns the gRPC code of a call's error.
 func codeOf(_ any, err error) codes.Code { return status.Code(err) }
 
-// lease returns the node's mount Lease of the instance, or nil.
-func lease() *coordinationv1.Lease {
+// lease returns the node's mount Lease of the world's instance, or nil.
+func (w *world) lease() *coordinationv1.Lease {
 	l := &coordinationv1.Lease{}
-	err := k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: volume.MountLeaseName(instName, nodeName)}, l)
+	err := k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: volume.MountLeaseName(w.instance, nodeName)}, l)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -190,17 +196,17 @@ func lease() *coordinationv1.Lease {
 }
 
 // leasePods returns the pods the Lease lists.
-func leasePods() string {
-	l := lease()
+func (w *world) leasePods() string {
+	l := w.lease()
 	Expect(l).NotTo(BeNil(), "the mount Lease must exist while the volume is staged")
 	Expect(l.Labels).To(HaveKeyWithValue(cachev1alpha1.LabelComponent, cachev1alpha1.ComponentMount))
-	Expect(l.Labels).To(HaveKeyWithValue(cachev1alpha1.LabelInstance, instName))
+	Expect(l.Labels).To(HaveKeyWithValue(cachev1alpha1.LabelInstance, w.instance))
 	Expect(l.Spec.HolderIdentity).To(HaveValue(Equal(nodeName)))
 	return l.Annotations[cachev1alpha1.AnnotationMountPods]
 }
 
 // flushServers writes back every dirty byte of every server.
-func flushServers() {
+func flushServers(servers []serverProc) {
 	for _, s := range servers {
 		_, err := control.NewClient(s.control, nil).Flush(ctx)
 		Expect(err).NotTo(HaveOccurred())

@@ -24,7 +24,7 @@ var _ = Describe("Node service", func() {
 
 	It("stages, publishes, serves reads and writes, and releases every byte", func() {
 		p := startPlugin(w, &mounter.Process{Binary: bin}, time.Hour)
-		Expect(lease()).To(BeNil())
+		Expect(w.lease()).To(BeNil())
 
 		By("staging twice")
 		for range 2 {
@@ -32,7 +32,7 @@ var _ = Describe("Node service", func() {
 			Expect(err).NotTo(HaveOccurred())
 		}
 		Expect(isMounted(w.staging)).To(BeTrue())
-		Expect(leasePods()).To(BeEmpty())
+		Expect(w.leasePods()).To(BeEmpty())
 		fi, err := os.Stat(filepath.Join(w.volumeDir(), mounter.SecretFile))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(fi.Mode().Perm()).To(Equal(os.FileMode(0o600)))
@@ -45,7 +45,7 @@ var _ = Describe("Node service", func() {
 			_, err := p.node.NodePublishVolume(ctx, publishReq(w, "pod-a"))
 			Expect(err).NotTo(HaveOccurred())
 		}
-		Expect(leasePods()).To(Equal("pod-a/pvc-1"))
+		Expect(w.leasePods()).To(Equal("pod-a/pvc-1"))
 		data := pattern(3<<20+123, 1)
 		Expect(os.WriteFile(filepath.Join(w.target("pod-a"), "out.bin"), data, 0o644)).To(Succeed())
 		Expect(os.ReadFile(filepath.Join(w.target("pod-a"), "out.bin"))).To(Equal(data))
@@ -77,7 +77,7 @@ var _ = Describe("Node service", func() {
 				To(Equal(codes.InvalidArgument), "subPath %q", sub)
 		}
 		Expect(isMounted(w.target("pod-bad"))).To(BeFalse())
-		Expect(samePods(leasePods(), "pod-a/pvc-1", "pod-ro/pvc-1", "pod-reader/pvc-1", "pod-sub/pvc-1")).To(BeTrue(), leasePods())
+		Expect(samePods(w.leasePods(), "pod-a/pvc-1", "pod-ro/pvc-1", "pod-reader/pvc-1", "pod-sub/pvc-1")).To(BeTrue(), w.leasePods())
 
 		By("refusing to unstage while published, then unpublishing twice")
 		Expect(codeOf(p.node.NodeUnstageVolume(ctx, unstageReq(w)))).To(Equal(codes.FailedPrecondition))
@@ -86,7 +86,7 @@ var _ = Describe("Node service", func() {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(isMounted(w.target(pod))).To(BeFalse())
 		}
-		Expect(leasePods()).To(BeEmpty())
+		Expect(w.leasePods()).To(BeEmpty())
 
 		By("unstaging twice")
 		for range 2 {
@@ -94,10 +94,10 @@ var _ = Describe("Node service", func() {
 			Expect(err).NotTo(HaveOccurred())
 		}
 		Expect(isMounted(w.staging)).To(BeFalse())
-		Expect(lease()).To(BeNil())
+		Expect(w.lease()).To(BeNil())
 		Expect(w.volumeDir()).NotTo(BeADirectory())
 
-		flushServers()
+		flushServers(servers)
 		Expect(os.ReadFile(filepath.Join(backing, "out.bin"))).To(Equal(data))
 		Expect(os.ReadFile(filepath.Join(backing, "still-writable"))).To(Equal([]byte("yes")))
 		Expect(filepath.Join(backing, "x")).NotTo(BeAnExistingFile())
@@ -114,7 +114,7 @@ var _ = Describe("Node service", func() {
 		req.VolumeId = "not-an-id"
 		Expect(codeOf(p.node.NodeStageVolume(ctx, req))).To(Equal(codes.InvalidArgument))
 		Expect(isMounted(w.staging)).To(BeFalse())
-		Expect(lease()).To(BeNil())
+		Expect(w.lease()).To(BeNil())
 	})
 
 	It("answers Aborted to calls for a volume another call is working on", func() {
@@ -157,7 +157,7 @@ var _ = Describe("Node service", func() {
 		_ = cmd1.Wait()
 		p1.stop()
 		time.Sleep(500 * time.Millisecond)
-		Expect(lease()).NotTo(BeNil(), "the Lease must outlive the plugin while the volume is staged")
+		Expect(w.lease()).NotTo(BeNil(), "the Lease must outlive the plugin while the volume is staged")
 
 		By("starting a new plugin on the same state directory")
 		p2, _ := startPluginProcess(w, sock)
@@ -166,7 +166,7 @@ var _ = Describe("Node service", func() {
 		files := io.stop()
 		Expect(files).To(BeNumerically(">", 3), "reads and writes must go on during the restart")
 
-		stats, err := p2.node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: volumeID, VolumePath: target})
+		stats, err := p2.node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: w.id(), VolumePath: target})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(stats.GetVolumeCondition().GetAbnormal()).To(BeFalse(), stats.GetVolumeCondition().GetMessage())
 		after := pattern(1<<20, 9)
@@ -178,9 +178,9 @@ var _ = Describe("Node service", func() {
 		_, err = p2.node.NodeUnstageVolume(ctx, unstageReq(w))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(isMounted(w.staging)).To(BeFalse())
-		Expect(lease()).To(BeNil())
+		Expect(w.lease()).To(BeNil())
 
-		flushServers()
+		flushServers(servers)
 		Expect(os.ReadFile(filepath.Join(backing, "after.bin"))).To(Equal(after))
 		for i := range files {
 			Expect(os.ReadFile(filepath.Join(backing, ioName(i)))).To(Equal(ioData(i)), ioName(i))
@@ -210,7 +210,7 @@ var _ = Describe("Node service", func() {
 		_, err = p.node.NodeUnstageVolume(ctx, unstageReq(w))
 		Expect(err).NotTo(HaveOccurred())
 
-		flushServers()
+		flushServers(servers)
 		want := make([]byte, 5<<20+7+len(tail))
 		copy(want, head)
 		copy(want[5<<20+7:], tail)
@@ -235,7 +235,7 @@ var _ = Describe("Node service", func() {
 		_, err := p.node.NodePublishVolume(ctx, publishReq(w, "pod-a"))
 		Expect(err).NotTo(HaveOccurred())
 		target := w.target("pod-a")
-		statsReq := &csi.NodeGetVolumeStatsRequest{VolumeId: volumeID, VolumePath: target}
+		statsReq := &csi.NodeGetVolumeStatsRequest{VolumeId: w.id(), VolumePath: target}
 		stats, err := p.node.NodeGetVolumeStats(ctx, statsReq)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(stats.GetVolumeCondition().GetAbnormal()).To(BeFalse())
@@ -249,7 +249,7 @@ var _ = Describe("Node service", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(stats.GetVolumeCondition().GetAbnormal()).To(BeTrue())
 		Expect(stats.GetVolumeCondition().GetMessage()).To(ContainSubstring("gone"))
-		Expect(lease()).NotTo(BeNil())
+		Expect(w.lease()).NotTo(BeNil())
 
 		By("letting the watcher remount")
 		g.gate <- struct{}{}
@@ -266,7 +266,7 @@ var _ = Describe("Node service", func() {
 		Expect(err).NotTo(HaveOccurred())
 		_, err = p.node.NodeUnstageVolume(ctx, unstageReq(w))
 		Expect(err).NotTo(HaveOccurred())
-		Expect(lease()).To(BeNil())
+		Expect(w.lease()).To(BeNil())
 	})
 })
 
@@ -321,3 +321,49 @@ func (l *ioLoop) stop() int {
 	Expect(r.err).NotTo(HaveOccurred())
 	return r.files
 }
+
+var _ = Describe("Unstage of a mount that cannot publish", func() {
+	It("fails and keeps the Lease until the daemon has published", func() {
+		w := newWorld()
+		w.instance = "lost"
+		ownBacking := GinkgoT().TempDir()
+		own := startServers(1, ownBacking, GinkgoT().TempDir())
+		DeferCleanup(func() {
+			for _, s := range own {
+				_ = s.cmd.Process.Kill()
+				_ = s.cmd.Wait()
+			}
+		})
+		createInstance(w.instance, own)
+		p := startPlugin(w, &mounter.Process{Binary: bin}, time.Hour)
+		_, err := p.node.NodeStageVolume(ctx, stageReq(w))
+		Expect(err).NotTo(HaveOccurred())
+		_, err = p.node.NodePublishVolume(ctx, publishReq(w, "pod-a"))
+		Expect(err).NotTo(HaveOccurred())
+		tail := pattern(1000, 5)
+		f, err := os.Create(filepath.Join(w.target("pod-a"), "grown.bin"))
+		Expect(err).NotTo(HaveOccurred())
+		_, err = f.WriteAt(tail, 3<<20)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(f.Close()).To(Succeed())
+		_, err = p.node.NodeUnpublishVolume(ctx, unpublishReq(w, "pod-a"))
+		Expect(err).NotTo(HaveOccurred())
+
+		By("losing the server before the unstage")
+		Expect(own[0].cmd.Process.Kill()).To(Succeed())
+		_ = own[0].cmd.Wait()
+		for range 2 {
+			_, err = p.node.NodeUnstageVolume(ctx, unstageReq(w))
+			Expect(codeOf(nil, err)).To(Equal(codes.Internal))
+			Expect(err.Error()).To(ContainSubstring("did not publish"))
+			Expect(w.lease()).NotTo(BeNil(), "the operator must keep waiting for this node")
+		}
+
+		By("not releasing the volume later either: the daemon that held the sizes is gone")
+		own[0] = startServer(own[0].args)
+		_, err = p.node.NodeUnstageVolume(ctx, unstageReq(w))
+		Expect(codeOf(nil, err)).To(Equal(codes.Internal))
+		Expect(w.lease()).NotTo(BeNil())
+		Expect(isMounted(w.staging)).To(BeFalse())
+	})
+})

@@ -52,14 +52,14 @@ var (
 	backing string
 	// servers are the instance's server processes.
 	servers []serverProc
-	// volumeID is the CSI volume ID of the instance.
-	volumeID = namespace + "/" + instName
 )
 
 // serverProc is one running `burstcache server`.
 type serverProc struct {
 	cmd           *exec.Cmd
 	data, control string
+	// args start it again on the same addresses and cache directory.
+	args []string
 }
 
 func TestDriver(t *testing.T) {
@@ -79,8 +79,9 @@ var _ = BeforeSuite(func() {
 	bin = burstcacheBinary(root)
 	startAPIServer(root)
 	backing = GinkgoT().TempDir()
-	servers = startServers(2)
-	createInstance()
+	servers = startServers(2, backing, GinkgoT().TempDir())
+	createPool()
+	createInstance(instName, servers)
 })
 
 var _ = AfterSuite(func() {
@@ -123,36 +124,42 @@ func startAPIServer(root string) {
 	Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
 }
 
-// startServers starts n servers of one striped instance over backing.
-func startServers(n int) []serverProc {
-	dir := GinkgoT().TempDir()
+// startServers starts n servers of one striped instance over backing, with
+// their cache directories in dir.
+func startServers(n int, backing, dir string) []serverProc {
 	secretFile := filepath.Join(dir, "secret")
 	Expect(os.WriteFile(secretFile, []byte(secret), 0o600)).To(Succeed())
 	var procs []serverProc
 	for i := range n {
-		ready := filepath.Join(dir, fmt.Sprintf("server-%d.ready", i))
-		cmd := exec.Command(bin, "server", "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0",
+		procs = append(procs, startServer([]string{"server", "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0",
 			"--backing", backing, "--cache-dir", filepath.Join(dir, fmt.Sprintf("server-%d", i)),
 			"--capacity", "256Mi", "--extent-size", "1048576", "--index", strconv.Itoa(i), "--servers", strconv.Itoa(n),
-			"--secret-file", secretFile, "--ready-file", ready)
-		cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
-		Expect(cmd.Start()).To(Succeed())
-		var info struct{ Data, Control string }
-		Eventually(func() error {
-			b, err := os.ReadFile(ready)
-			if err != nil {
-				return err
-			}
-			return json.Unmarshal(b, &info)
-		}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
-		procs = append(procs, serverProc{cmd: cmd, data: info.Data, control: info.Control})
+			"--secret-file", secretFile}))
 	}
 	return procs
 }
 
-// createInstance creates the pool, the namespace and a Ready instance whose
-// status lists the servers, as the operator would write it.
-func createInstance() {
+// startServer runs a server and waits until it serves.
+func startServer(args []string) serverProc {
+	ready := filepath.Join(GinkgoT().TempDir(), "ready.json")
+	cmd := exec.Command(bin, append(args, "--ready-file", ready)...)
+	cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
+	Expect(cmd.Start()).To(Succeed())
+	var info struct{ Data, Control string }
+	Eventually(func() error {
+		b, err := os.ReadFile(ready)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, &info)
+	}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
+	pinned := append([]string(nil), args...)
+	pinned[2], pinned[4] = info.Data, info.Control
+	return serverProc{cmd: cmd, data: info.Data, control: info.Control, args: pinned}
+}
+
+// createPool creates the pool and the namespace of the instances.
+func createPool() {
 	pool := &cachev1alpha1.CachePool{
 		ObjectMeta: metav1.ObjectMeta{Name: "fast"},
 		Spec: cachev1alpha1.CachePoolSpec{
@@ -169,8 +176,13 @@ func createInstance() {
 	}
 	Expect(k8sClient.Create(ctx, pool)).To(Succeed())
 	Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})).To(Succeed())
+}
+
+// createInstance creates a Ready instance whose status lists the servers,
+// as the operator would write it.
+func createInstance(name string, servers []serverProc) {
 	ci := &cachev1alpha1.CacheInstance{
-		ObjectMeta: metav1.ObjectMeta{Name: instName, Namespace: namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: cachev1alpha1.CacheInstanceSpec{
 			Pool: "fast", Capacity: resource.MustParse("20Gi"),
 			Backing: &cachev1alpha1.BackingPath{Filesystem: "lustre", Path: "/lus/global/team-a/run"},
