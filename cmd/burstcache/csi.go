@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -36,9 +37,9 @@ func newCSICmd() *cobra.Command {
 
 type csiNodeFlags struct {
 	endpoint, nodeName, stateDir, registrationDir string
-	mounter, mountImage, mountNamespace, bin       string
-	kubeletDir                                     string
-	stopTimeout                                    time.Duration
+	mounter, mountImage, mountNamespace, bin      string
+	kubeletDir                                    string
+	stopTimeout                                   time.Duration
 }
 
 func newCSINodeCmd() *cobra.Command {
@@ -72,19 +73,15 @@ its mounts again in --state-dir.`,
 func runCSINode(ctx context.Context, f *csiNodeFlags) error {
 	log := logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, nil))
 	ctrl.SetLogger(log)
-	if f.nodeName == "" {
-		return badInput("--node-name (or $NODE_NAME) is required")
+	if err := f.validate(); err != nil {
+		return err
 	}
 	c, err := kubeClient()
 	if err != nil {
 		return err
 	}
-	m, err := f.newMounter(c)
-	if err != nil {
-		return err
-	}
 	d, err := driver.New(driver.Options{
-		NodeName: f.nodeName, StateDir: f.stateDir, Client: c, Mounter: m, Logger: log,
+		NodeName: f.nodeName, StateDir: f.stateDir, Client: c, Mounter: f.newMounter(c), Logger: log,
 		Version: version, StopTimeout: f.stopTimeout,
 	})
 	if err != nil {
@@ -107,21 +104,37 @@ func runCSINode(ctx context.Context, f *csiNodeFlags) error {
 	return err
 }
 
-func (f *csiNodeFlags) newMounter(c client.Client) (mounter.Mounter, error) {
+func (f *csiNodeFlags) validate() error {
+	if f.nodeName == "" {
+		return badInput("--node-name (or $NODE_NAME) is required")
+	}
 	switch f.mounter {
 	case "process":
 		if f.bin == "" {
-			return nil, badInput("--burstcache-bin is required with --mounter process")
+			return badInput("--burstcache-bin is required with --mounter process")
 		}
-		return &mounter.Process{Binary: f.bin}, nil
 	case "pod":
 		if f.mountImage == "" || f.mountNamespace == "" {
-			return nil, badInput("--mount-image and --mount-namespace (or $POD_NAMESPACE) are required with --mounter pod")
+			return badInput("--mount-image and --mount-namespace (or $POD_NAMESPACE) are required with --mounter pod")
 		}
-		return &mounter.Pod{Client: c, Namespace: f.mountNamespace, Image: f.mountImage, KubeletDir: f.kubeletDir,
-			GracePeriod: f.stopTimeout + time.Minute}, nil
+		// Mount pods see the host's kubelet directory only; the secret and
+		// the exit records must be where they can reach them.
+		if rel, err := filepath.Rel(f.kubeletDir, f.stateDir); err != nil || !filepath.IsLocal(rel) {
+			return badInput("--state-dir %s must lie below --kubelet-dir %s with --mounter pod", f.stateDir, f.kubeletDir)
+		}
+	default:
+		return badInput("--mounter %q: want pod or process", f.mounter)
 	}
-	return nil, badInput("--mounter %q: want pod or process", f.mounter)
+	return nil
+}
+
+// newMounter returns the mounter the flags, validated, ask for.
+func (f *csiNodeFlags) newMounter(c client.Client) mounter.Mounter {
+	if f.mounter == "process" {
+		return &mounter.Process{Binary: f.bin}
+	}
+	return &mounter.Pod{Client: c, Namespace: f.mountNamespace, Image: f.mountImage, KubeletDir: f.kubeletDir,
+		GracePeriod: f.stopTimeout + time.Minute}
 }
 
 // kubeClient returns a direct (uncached) client for CacheInstances,

@@ -116,9 +116,9 @@ func bind(staging string, pub publication, target string) error {
 	if err := os.MkdirAll(target, 0o750); err != nil {
 		return err
 	}
-	root, err := unix.Open(staging, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	root, err := openStaging(staging)
 	if err != nil {
-		return fmt.Errorf("opening staging path: %w", err)
+		return err
 	}
 	defer unix.Close(root)
 	sub := pub.SubPath
@@ -143,6 +143,19 @@ func bind(staging string, pub publication, target string) error {
 		return errors.Join(fmt.Errorf("remounting %s read-only: %w", target, err), unmountTarget(target))
 	}
 	return nil
+}
+
+// openStaging opens the root of the FUSE mount at staging.
+func openStaging(staging string) (int, error) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(staging, &fs); errors.Is(err, unix.ENOTCONN) {
+		return -1, fmt.Errorf("%w: the mount at %s has lost its daemon; it is being remounted", ErrUnavailable, staging)
+	}
+	root, err := unix.Open(staging, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("opening staging path: %w", err)
+	}
+	return root, nil
 }
 
 // unpublish unmounts target and drops it from the volume's record.

@@ -25,10 +25,14 @@ func (n *nodeServer) unstage(ctx context.Context, ns, name, staging string) erro
 		return fmt.Errorf("%w: volume %s is published at %d targets", ErrStillPublished, st.VolumeID, len(st.Targets))
 	}
 	if !st.Unstaging {
-		if running, err := n.opts.Mounter.Running(ctx, st.Mount); err != nil || !running {
+		running, err := n.opts.Mounter.Running(ctx, st.Mount)
+		if err != nil {
+			return err
+		}
+		if !running {
 			// A daemon that died is brought back by the watcher; stopping
 			// that one is what releases the volume.
-			return fmt.Errorf("%w: the mount daemon of %s is not running; it is being remounted (%v)", ErrUnavailable, st.VolumeID, err)
+			return fmt.Errorf("%w: the mount daemon of %s is not running; it is being remounted", ErrUnavailable, st.VolumeID)
 		}
 		st.Unstaging = true
 		if err := st.save(); err != nil {
@@ -52,8 +56,12 @@ func (n *nodeServer) stop(ctx context.Context, st *volumeState) error {
 	if err := n.opts.Mounter.Stop(ctx, st.Mount); err != nil {
 		return fmt.Errorf("unmounting %s: %w; its mount Lease stays until the daemon has published", st.VolumeID, err)
 	}
-	if mounted, err := mounter.Mounted(st.Mount.Target); err != nil || mounted {
-		return fmt.Errorf("%s is still mounted after its daemon ended (%v)", st.Mount.Target, err)
+	mounted, err := mounter.Mounted(st.Mount.Target)
+	if err != nil {
+		return err
+	}
+	if mounted {
+		return fmt.Errorf("%s is still mounted after its daemon ended", st.Mount.Target)
 	}
 	return nil
 }

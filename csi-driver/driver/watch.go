@@ -71,8 +71,12 @@ func (n *nodeServer) check(ctx context.Context, st *volumeState) {
 // hold nothing more to publish, and processes still in them get ENOTCONN
 // either way. A daemon that runs but does not answer is not touched.
 func (n *nodeServer) remount(ctx context.Context, st *volumeState) error {
-	if running, err := n.opts.Mounter.Running(ctx, st.Mount); err != nil || running {
-		return fmt.Errorf("the mount daemon of %s runs but its mount does not answer; not replacing it (%v)", st.VolumeID, err)
+	running, err := n.opts.Mounter.Running(ctx, st.Mount)
+	if err != nil {
+		return err
+	}
+	if running {
+		return fmt.Errorf("the mount daemon of %s runs but its mount does not answer; not replacing it", st.VolumeID)
 	}
 	logf(ctx).Error(errors.New("mount daemon gone"), "Mount daemon of volume ended; anything it had not published is lost", "volume", st.VolumeID)
 	for target := range st.Targets {

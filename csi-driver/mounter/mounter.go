@@ -76,7 +76,8 @@ func (s Spec) Args() []string {
 type Mounter interface {
 	// Start starts a daemon for s and returns once its mount serves at
 	// s.Target. s.Target must not be mounted. It returns an error wrapping
-	// ErrNotReady if the daemon ended before that.
+	// ErrNotReady if the daemon ended, or ctx ended, before that; then no
+	// daemon of s runs (one that never served holds nothing to publish).
 	Start(ctx context.Context, s Spec) error
 	// Running reports whether the daemon of s runs.
 	Running(ctx context.Context, s Spec) (bool, error)

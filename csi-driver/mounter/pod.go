@@ -100,6 +100,19 @@ func (p *Pod) Start(ctx context.Context, s Spec) error {
 	if err := p.Client.Create(ctx, p.BuildPod(s)); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating mount pod: %w", err)
 	}
+	err := p.waitReady(ctx, s)
+	if err != nil {
+		// The pod never served, so it holds nothing to publish.
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: podName(s)}}
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = p.Client.Delete(dctx, pod, client.GracePeriodSeconds(0))
+	}
+	return err
+}
+
+// waitReady waits until the mount pod's daemon serves.
+func (p *Pod) waitReady(ctx context.Context, s Spec) error {
 	t := time.NewTicker(pollInterval * 4)
 	defer t.Stop()
 	for !ready(s) {

@@ -48,10 +48,12 @@ func (p *Process) Start(ctx context.Context, s Spec) error {
 	// Reaping the child here keeps it from lingering as a zombie while this
 	// process lives; once this process is gone, init reaps it.
 	go func() { _ = cmd.Wait(); close(exited) }()
-	return p.waitReady(ctx, s, exited)
+	return p.waitReady(ctx, s, cmd, exited)
 }
 
-func (p *Process) waitReady(ctx context.Context, s Spec, exited <-chan struct{}) error {
+// waitReady waits until the daemon serves. A daemon that does not in time
+// is killed: it never served, so it holds nothing to publish.
+func (p *Process) waitReady(ctx context.Context, s Spec, cmd *exec.Cmd, exited <-chan struct{}) error {
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
 	for !ready(s) {
@@ -59,6 +61,8 @@ func (p *Process) waitReady(ctx context.Context, s Spec, exited <-chan struct{})
 		case <-exited:
 			return fmt.Errorf("%w: it exited: %s", ErrNotReady, tail(filepath.Join(s.Dir, logFile)))
 		case <-ctx.Done():
+			_ = cmd.Process.Kill()
+			<-exited
 			return fmt.Errorf("%w: %w: %s", ErrNotReady, ctx.Err(), tail(filepath.Join(s.Dir, logFile)))
 		case <-t.C:
 		}
