@@ -35,22 +35,24 @@ func (n *nodeServer) checkAll(ctx context.Context, first bool) {
 		return
 	}
 	for _, dir := range dirs {
-		st, err := loadState(dir)
-		if err != nil || st == nil {
-			logf(ctx).Error(err, "Reading volume state failed", "dir", dir)
-			continue
-		}
-		if first {
-			logf(ctx).Info("Found staged volume", "volume", st.VolumeID, "target", st.Mount.Target, "published", len(st.Targets))
-		}
-		n.check(ctx, st)
+		n.check(ctx, dir, first)
 	}
 }
 
-// check remounts a volume whose daemon is gone. A volume that another call
-// is working on, or that is being unstaged, is left alone.
-func (n *nodeServer) check(ctx context.Context, st *volumeState) {
-	if st.Unstaging {
+// check remounts the volume recorded in dir if its daemon is gone. A volume
+// that another call is working on, or that is being unstaged, is left
+// alone. Only a volume found unhealthy is locked, and then read and checked
+// again, so that the watcher makes calls wait rarely and never brings back
+// a volume unstaged meanwhile.
+func (n *nodeServer) check(ctx context.Context, dir string, first bool) {
+	st, err := loadState(dir)
+	if err != nil || st == nil || st.Unstaging {
+		return
+	}
+	if first {
+		logf(ctx).Info("Found staged volume", "volume", st.VolumeID, "target", st.Mount.Target, "published", len(st.Targets))
+	}
+	if ok, _ := n.health(ctx, st); ok {
 		return
 	}
 	unlock, err := n.locks.lock(st.VolumeID)
@@ -58,6 +60,10 @@ func (n *nodeServer) check(ctx context.Context, st *volumeState) {
 		return
 	}
 	defer unlock()
+	st, err = loadState(dir)
+	if err != nil || st == nil || st.Unstaging {
+		return
+	}
 	if ok, reason := n.health(ctx, st); !ok {
 		logf(ctx).Info("Remounting volume", "volume", st.VolumeID, "reason", reason)
 		if err := n.remount(ctx, st); err != nil {
