@@ -98,12 +98,16 @@ func (n *nodeServer) publish(ctx context.Context, ns, name, staging, target stri
 	if mounted {
 		return fmt.Errorf("%w: something else is mounted at %s", ErrIncompatible, target)
 	}
-	if err := bind(staging, pub, target); err != nil {
-		return err
-	}
+	// The record comes first. A plugin that crashes after it finds the
+	// target recorded: mounted, and a repeated publish succeeds, or not yet,
+	// and a repeated publish binds it. Never a mount it does not know.
 	st.Targets[target] = pub
 	if err := st.save(); err != nil {
-		return errors.Join(err, unmountTarget(target))
+		return err
+	}
+	if err := bind(staging, pub, target); err != nil {
+		delete(st.Targets, target)
+		return errors.Join(err, st.save())
 	}
 	return n.putLease(ctx, ns, name, st.pods())
 }
