@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"google.golang.org/grpc"
@@ -97,8 +98,13 @@ type plugin struct {
 
 // startPlugin runs the driver in this process on a socket of its own.
 func startPlugin(w *world, m mounter.Mounter, watch time.Duration) *plugin {
+	return startPluginLogging(w, m, watch, GinkgoLogr)
+}
+
+// startPluginLogging is startPlugin with the plugin's logs going to log.
+func startPluginLogging(w *world, m mounter.Mounter, watch time.Duration, log logr.Logger) *plugin {
 	d, err := driver.New(driver.Options{
-		NodeName: nodeName, StateDir: w.stateDir, Client: k8sClient, Mounter: m, Logger: GinkgoLogr,
+		NodeName: nodeName, StateDir: w.stateDir, Client: k8sClient, Mounter: m, Logger: log,
 		WatchInterval: watch, MountTimeout: 20 * time.Second, StopTimeout: 30 * time.Second,
 	})
 	Expect(err).NotTo(HaveOccurred())

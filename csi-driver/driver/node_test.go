@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/go-logr/logr/funcr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"google.golang.org/grpc/codes"
@@ -115,6 +118,26 @@ var _ = Describe("Node service", func() {
 		Expect(codeOf(p.node.NodeStageVolume(ctx, req))).To(Equal(codes.InvalidArgument))
 		Expect(isMounted(w.staging)).To(BeFalse())
 		Expect(w.lease()).To(BeNil())
+	})
+
+	It("logs every call without the data secret", func() {
+		var mu sync.Mutex
+		var logs strings.Builder
+		log := funcr.New(func(prefix, args string) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintln(&logs, prefix, args)
+		}, funcr.Options{Verbosity: 5})
+		p := startPluginLogging(w, &mounter.Process{Binary: bin}, time.Hour, log)
+		_, err := p.node.NodeStageVolume(ctx, stageReq(w))
+		Expect(err).NotTo(HaveOccurred())
+		_, err = p.node.NodeUnstageVolume(ctx, unstageReq(w))
+		Expect(err).NotTo(HaveOccurred())
+		mu.Lock()
+		defer mu.Unlock()
+		Expect(logs.String()).To(ContainSubstring("NodeStageVolume"))
+		Expect(logs.String()).To(ContainSubstring("***stripped***"))
+		Expect(logs.String()).NotTo(ContainSubstring(secret))
 	})
 
 	It("answers Aborted to calls for a volume another call is working on", func() {
