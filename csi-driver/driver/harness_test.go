@@ -91,6 +91,7 @@ func (w *world) cleanup() {
 
 // plugin is a node plugin under test and a client of its socket.
 type plugin struct {
+	sock string
 	node csi.NodeClient
 	id   csi.IdentityClient
 	stop func()
@@ -101,12 +102,17 @@ func startPlugin(w *world, m mounter.Mounter, watch time.Duration) *plugin {
 	return startPluginLogging(w, m, watch, GinkgoLogr)
 }
 
-// startPluginLogging is startPlugin with the plugin's logs going to log.
-func startPluginLogging(w *world, m mounter.Mounter, watch time.Duration, log logr.Logger) *plugin {
-	d, err := driver.New(driver.Options{
+// startPluginLogging is startPlugin with the plugin's logs going to log,
+// and the options edited by edits.
+func startPluginLogging(w *world, m mounter.Mounter, watch time.Duration, log logr.Logger, edits ...func(*driver.Options)) *plugin {
+	opts := driver.Options{
 		NodeName: nodeName, StateDir: w.stateDir, Client: k8sClient, Mounter: m, Logger: log,
 		WatchInterval: watch, MountTimeout: 20 * time.Second, StopTimeout: 30 * time.Second,
-	})
+	}
+	for _, edit := range edits {
+		edit(&opts)
+	}
+	d, err := driver.New(opts)
 	Expect(err).NotTo(HaveOccurred())
 	sock := filepath.Join(GinkgoT().TempDir(), "csi.sock")
 	lis, err := driver.Listen("unix://" + sock)
@@ -144,7 +150,7 @@ func startPluginProcess(w *world, sock string) (*plugin, *exec.Cmd) {
 func dial(sock string) *plugin {
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	Expect(err).NotTo(HaveOccurred())
-	p := &plugin{node: csi.NewNodeClient(conn), id: csi.NewIdentityClient(conn), stop: func() { _ = conn.Close() }}
+	p := &plugin{sock: sock, node: csi.NewNodeClient(conn), id: csi.NewIdentityClient(conn), stop: func() { _ = conn.Close() }}
 	Eventually(func() error {
 		_, err := p.id.Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(true))
 		return err

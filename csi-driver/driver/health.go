@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	"golang.org/x/sys/unix"
 
+	"github.com/burstcache/burstcache/csi-driver/mounter"
 	"github.com/burstcache/burstcache/csi-driver/volume"
 )
 
@@ -36,8 +37,8 @@ func (n *nodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVol
 	if err != nil {
 		return nil, err
 	}
-	if err := checkPaths(req.GetVolumePath()); err != nil {
-		return nil, err
+	if req.GetVolumePath() == "" {
+		return nil, fmt.Errorf("%w: volume path missing", ErrInvalid)
 	}
 	st, err := loadState(n.volumeDir(ns, name))
 	if err != nil {
@@ -47,6 +48,9 @@ func (n *nodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVol
 		return nil, fmt.Errorf("%w: volume %s is not staged or published at %s", ErrNotFound, req.GetVolumeId(), req.GetVolumePath())
 	}
 	ok, msg := n.health(ctx, st)
+	if ok {
+		ok, msg = pathMounted(req.GetVolumePath())
+	}
 	resp := &csi.NodeGetVolumeStatsResponse{VolumeCondition: &csi.VolumeCondition{Abnormal: !ok, Message: msg}}
 	var fs unix.Statfs_t
 	err = unix.Statfs(req.GetVolumePath(), &fs)
@@ -59,6 +63,20 @@ func (n *nodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVol
 	}
 	resp.Usage = usage(&fs)
 	return resp, nil
+}
+
+// pathMounted reports whether the volume is mounted at path: a target is
+// not while the watcher replaces its mount, and a statfs of it then reads
+// the directory below.
+func pathMounted(path string) (bool, string) {
+	mounted, err := mounter.Mounted(path)
+	if err != nil {
+		return false, fmt.Sprintf("cannot tell whether %s is mounted: %v", path, err)
+	}
+	if !mounted {
+		return false, fmt.Sprintf("the volume is not mounted at %s; it is being remounted", path)
+	}
+	return true, "the mount serves"
 }
 
 func hasTarget(st *volumeState, path string) bool {
