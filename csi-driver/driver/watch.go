@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -85,6 +86,12 @@ func (n *nodeServer) remount(ctx context.Context, st *volumeState) error {
 		return fmt.Errorf("the mount daemon of %s runs but its mount does not answer; not replacing it", st.VolumeID)
 	}
 	logf(ctx).Error(errors.New("mount daemon gone"), "Mount daemon of volume ended; anything it had not published is lost", "volume", st.VolumeID)
+	// A plugin that crashed between recording a stage and taking the Lease
+	// comes here too: the Lease comes before the mount, always.
+	if err := n.putLease(ctx, st.Mount.Namespace, st.Mount.Instance, st.pods()); err != nil {
+		return err
+	}
+	n.refreshServers(ctx, st)
 	for target := range st.Targets {
 		detach(target)
 	}
@@ -99,6 +106,21 @@ func (n *nodeServer) remount(ctx context.Context, st *volumeState) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// refreshServers takes the instance's current server endpoints, which
+// change when a server pod is replaced. When the instance cannot be read,
+// or is not Ready, the recorded ones stay.
+func (n *nodeServer) refreshServers(ctx context.Context, st *volumeState) {
+	spec, err := n.mountSpec(ctx, st.Mount.Namespace, st.Mount.Instance, st.Mount.Target, st.Mount.Dir)
+	if err != nil || slices.Equal(spec.Servers, st.Mount.Servers) {
+		return
+	}
+	logf(ctx).Info("Taking new server endpoints", "volume", st.VolumeID, "servers", spec.Servers)
+	st.Mount.Servers = spec.Servers
+	if err := st.save(); err != nil {
+		logf(ctx).Error(err, "Recording new server endpoints failed", "volume", st.VolumeID)
+	}
 }
 
 // detach lazily unmounts every mount stacked at dir. Only for mounts whose
