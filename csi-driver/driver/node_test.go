@@ -217,8 +217,10 @@ var _ = Describe("Node service", func() {
 		_, err = p.node.NodePublishVolume(ctx, publishReq(w, "pod-a"))
 		Expect(err).NotTo(HaveOccurred())
 
-		// A write past the end grows the file; until the mount publishes
-		// it, the new size is known only to the client.
+		// A write past the end grows the file. The client makes the new size
+		// durable on the servers a second after the write (its background
+		// pusher), at fsync, or when it unmounts; the unstage below comes
+		// well before that second is over, so the unmount must do it.
 		path := filepath.Join(w.target("pod-a"), "grown.bin")
 		head, tail := pattern(4096, 3), pattern(777, 4)
 		Expect(os.WriteFile(path, head, 0o644)).To(Succeed())
@@ -226,10 +228,13 @@ var _ = Describe("Node service", func() {
 		Expect(err).NotTo(HaveOccurred())
 		_, err = f.WriteAt(tail, 5<<20+7)
 		Expect(err).NotTo(HaveOccurred())
+		grown := time.Now()
 		Expect(f.Close()).To(Succeed())
 
 		_, err = p.node.NodeUnpublishVolume(ctx, unpublishReq(w, "pod-a"))
 		Expect(err).NotTo(HaveOccurred())
+		Expect(time.Since(grown)).To(BeNumerically("<", 900*time.Millisecond),
+			"the client may have published the size before the unstage; the spec would prove nothing")
 		_, err = p.node.NodeUnstageVolume(ctx, unstageReq(w))
 		Expect(err).NotTo(HaveOccurred())
 
