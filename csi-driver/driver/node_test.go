@@ -210,6 +210,34 @@ var _ = Describe("Node service", func() {
 		}
 	})
 
+	It("remounts, when it starts, a mount whose daemon died while no plugin ran", func() {
+		p1 := startPlugin(w, &mounter.Process{Binary: bin}, time.Hour)
+		_, err := p1.node.NodeStageVolume(ctx, stageReq(w))
+		Expect(err).NotTo(HaveOccurred())
+		_, err = p1.node.NodePublishVolume(ctx, publishReq(w, "pod-a"))
+		Expect(err).NotTo(HaveOccurred())
+		p1.stop()
+		Expect(syscall.Kill(w.daemonPID(), syscall.SIGKILL)).To(Succeed())
+
+		p2 := startPlugin(w, &mounter.Process{Binary: bin}, 200*time.Millisecond)
+		target := w.target("pod-a")
+		Eventually(func(g Gomega) {
+			stats, err := p2.node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: w.id(), VolumePath: target})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(stats.GetVolumeCondition().GetAbnormal()).To(BeFalse(), stats.GetVolumeCondition().GetMessage())
+		}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
+		data := pattern(1<<20, 11)
+		Expect(os.WriteFile(filepath.Join(target, "after-restart.bin"), data, 0o644)).To(Succeed())
+		Expect(os.ReadFile(filepath.Join(w.staging, "after-restart.bin"))).To(Equal(data))
+		Expect(w.leasePods()).To(Equal("pod-a/pvc-1"))
+
+		_, err = p2.node.NodeUnpublishVolume(ctx, unpublishReq(w, "pod-a"))
+		Expect(err).NotTo(HaveOccurred())
+		_, err = p2.node.NodeUnstageVolume(ctx, unstageReq(w))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(w.lease()).To(BeNil())
+	})
+
 	It("loses nothing the client had not published when it unstages", func() {
 		p := startPlugin(w, &mounter.Process{Binary: bin}, time.Hour)
 		_, err := p.node.NodeStageVolume(ctx, stageReq(w))
