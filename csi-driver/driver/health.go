@@ -23,6 +23,9 @@ func (n *nodeServer) health(ctx context.Context, st *volumeState) (bool, string)
 	if !running {
 		return false, "the FUSE daemon of the mount is gone; it is being remounted"
 	}
+	if ok, msg := pathMounted(st.Mount.Target); !ok {
+		return false, msg
+	}
 	var fs unix.Statfs_t
 	if err := unix.Statfs(st.Mount.Target, &fs); err != nil {
 		return false, fmt.Sprintf("the mount at %s does not answer: %v", st.Mount.Target, err)
