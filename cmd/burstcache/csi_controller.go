@@ -24,17 +24,6 @@ import (
 	"github.com/burstcache/burstcache/csi-driver/controller"
 )
 
-// newCSICmd groups the CSI driver's plugins.
-func newCSICmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "csi",
-		Short: "Run a plugin of the CSI driver " + cachev1alpha1.DriverName,
-		Args:  cobra.NoArgs,
-	}
-	cmd.AddCommand(newCSIControllerCmd())
-	return cmd
-}
-
 func newCSIControllerCmd() *cobra.Command {
 	var endpoint string
 	cmd := &cobra.Command{

@@ -26,6 +26,7 @@ type mountFlags struct {
 	clientCache bool
 	extentSize  sizeFlag
 	readyFile   string
+	exitFile    string
 	timeout     time.Duration
 	loadBalance bool
 	node        string
@@ -43,7 +44,9 @@ foreground until SIGTERM or SIGINT, then unmounts, publishing what it
 wrote. Exit codes: 2 bad input, 4 mount point in use, 5 a server is
 unreachable.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return runMount(cmd.Context(), f, args[0]) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return recordExit(f.exitFile, runMount(cmd.Context(), f, args[0]))
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringSliceVar(&f.servers, "servers", nil, "data addresses of the servers, in index order")
@@ -54,6 +57,7 @@ unreachable.`,
 	fl.StringVar(&f.node, "node", "", "node name that picks the server of a load-balanced instance (default: the host name)")
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fl.StringVar(&f.readyFile, "ready-file", "", "write the process id to this file once the mount serves")
+	fl.StringVar(&f.exitFile, "exit-file", "", "write the exit code, as JSON, to this file when the mount process ends; code 0 means everything written was published")
 	fl.DurationVar(&f.timeout, "shutdown-timeout", 20*time.Second, "how long unmounting may wait for a busy mount before detaching it")
 	return cmd
 }
@@ -96,6 +100,31 @@ func runMount(ctx context.Context, f *mountFlags, mountpoint string) error {
 		}
 	}
 	return serveMount(ctx, srv, c, f.timeout, log)
+}
+
+// exitInfo is what a mount writes to --exit-file as it ends. A supervisor
+// that is not the mount's parent, such as a restarted CSI node plugin,
+// learns from it whether the mount published what it wrote.
+type exitInfo struct {
+	Code  int    `json:"code"`
+	Error string `json:"error,omitempty"`
+}
+
+// recordExit writes err's exit code to path, when path is set, and returns
+// err. A mount killed outright writes nothing, which a supervisor must read
+// as a mount that did not publish.
+func recordExit(path string, err error) error {
+	if path == "" {
+		return err
+	}
+	info := exitInfo{}
+	if err != nil {
+		info = exitInfo{Code: exitCode(err), Error: err.Error()}
+	}
+	if werr := writeJSONFile(path, info); werr != nil {
+		return errors.Join(err, fmt.Errorf("writing the exit file: %w", werr))
+	}
+	return err
 }
 
 // serveMount waits for a signal or an unmount from outside, then unmounts

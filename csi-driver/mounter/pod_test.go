@@ -1,0 +1,56 @@
+package mounter
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// The pod mounter runs only on a real cluster (the e2e suite); this checks
+// the pod it asks for.
+func TestBuildPod(t *testing.T) {
+	p := &Pod{Namespace: "burstcache-system", Image: "burstcache:v1", KubeletDir: "/var/lib/kubelet", GracePeriod: 3 * time.Minute}
+	s := Spec{
+		Namespace: "team-a", Instance: "train", Node: "node-1",
+		Target:  "/var/lib/kubelet/plugins/kubernetes.io/csi/csi.burstcache.io/abc/globalmount",
+		Dir:     "/var/lib/kubelet/plugins/csi.burstcache.io/state/volumes/team-a_train",
+		Servers: []string{"10.0.0.1:7070", "10.0.0.2:7070"}, ExtentSize: 1 << 20, LoadBalanced: true,
+	}
+	pod := p.BuildPod(s)
+	c := pod.Spec.Containers[0]
+
+	checks := map[string]bool{
+		"pinned to the node":           pod.Spec.NodeName == "node-1",
+		"in the plugin's namespace":    pod.Namespace == "burstcache-system",
+		"never restarted in place":     pod.Spec.RestartPolicy == corev1.RestartPolicyNever,
+		"privileged, for /dev/fuse":    c.SecurityContext != nil && *c.SecurityContext.Privileged,
+		"no service account token":     !*pod.Spec.AutomountServiceAccountToken,
+		"grace period for publishing":  *pod.Spec.TerminationGracePeriodSeconds == 180,
+		"image entrypoint is the tool": len(c.Command) == 0 && c.Image == "burstcache:v1",
+		"runs mount at the target":     c.Args[0] == "mount" && c.Args[len(c.Args)-1] == s.Target,
+		"secret passed as a host file": slices.Contains(c.Args, s.Dir+"/secret"),
+		"load-balanced picks by node":  strings.Contains(strings.Join(c.Args, " "), "--load-balanced --node node-1"),
+		"servers in index order":       slices.Contains(c.Args, "10.0.0.1:7070,10.0.0.2:7070"),
+		"exit recorded for the plugin": slices.Contains(c.Args, s.Dir+"/exit.json"),
+		"one name per instance per node": podName(s) != podName(Spec{Namespace: "team-a", Instance: "train", Node: "node-2"}) &&
+			podName(s) == pod.Name,
+	}
+	for what, ok := range checks {
+		if !ok {
+			t.Errorf("mount pod: not %s:\n%+v", what, pod)
+		}
+	}
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/var/lib/kubelet" ||
+		*c.VolumeMounts[0].MountPropagation != corev1.MountPropagationBidirectional {
+		t.Errorf("mount pod must mount the kubelet directory Bidirectional, got %+v", c.VolumeMounts)
+	}
+	if v := pod.Spec.Volumes[0].HostPath; v == nil || v.Path != "/var/lib/kubelet" {
+		t.Errorf("mount pod must take the kubelet directory from the host, got %+v", pod.Spec.Volumes)
+	}
+	for _, e := range c.Env {
+		t.Errorf("mount pod must carry no environment (the secret is a file), got %s", e.Name)
+	}
+}
