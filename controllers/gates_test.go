@@ -7,11 +7,13 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/controllers/webhooks"
 )
 
 var _ = Describe("Scheduling gates", func() {
@@ -29,6 +31,32 @@ var _ = Describe("Scheduling gates", func() {
 		}
 	}
 	cacheGate := corev1.PodSchedulingGate{Name: cachev1alpha1.SchedulingGate}
+	// directiveClass is the StorageClass through which #DW directives mount
+	// the world's instances.
+	directiveClass := func(w *world) *storagev1.StorageClass {
+		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "dw-" + w.ns},
+			Provisioner: cachev1alpha1.DriverName, Parameters: map[string]string{"pool": w.pool.Name}}
+		Expect(k8sClient.Create(ctx, sc)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, sc))).To(Succeed()) })
+		return sc
+	}
+	// directiveMount returns the claim template of the volume the directives
+	// added, after checking that every container mounts it at path.
+	directiveMount := func(pod *corev1.Pod, path string) *corev1.PersistentVolumeClaimTemplate {
+		GinkgoHelper()
+		var tmpl *corev1.PersistentVolumeClaimTemplate
+		for _, v := range pod.Spec.Volumes {
+			if v.Name == webhooks.DirectiveVolume {
+				Expect(v.Ephemeral).NotTo(BeNil())
+				tmpl = v.Ephemeral.VolumeClaimTemplate
+			}
+		}
+		Expect(tmpl).NotTo(BeNil(), "the directives added no volume")
+		for _, c := range pod.Spec.Containers {
+			Expect(c.VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: webhooks.DirectiveVolume, MountPath: path}))
+		}
+		return tmpl
+	}
 
 	It("holds a job's pods until its instance is Ready, then lets them go", func() {
 		w := newWorld()
@@ -68,11 +96,22 @@ var _ = Describe("Scheduling gates", func() {
 		pod.Annotations[cachev1alpha1.AnnotationDirectiveAlias] = "#DW persistentdw name=shared"
 		Expect(k8sClient.Create(ctx, pod)).To(MatchError(ContainSubstring("differs from annotation " + cachev1alpha1.AnnotationDirectiveAlias)))
 
-		By("reading the earlier annotation name alone")
+		By("refusing a persistentdw of an instance that does not exist")
 		delete(pod.Annotations, cachev1alpha1.AnnotationDirective)
+		Expect(k8sClient.Create(ctx, pod.DeepCopy())).To(MatchError(ContainSubstring("no CacheInstance shared")))
+
+		By("reading the earlier annotation name alone, and mounting the named instance where it caches")
+		inst := w.instance("64Mi")
+		inst.GenerateName, inst.Name = "", "shared"
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		sc := directiveClass(w)
 		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
 		Expect(pod.Labels).To(HaveKeyWithValue(cachev1alpha1.LabelInstance, "shared"))
 		Expect(pod.Spec.SchedulingGates).To(ContainElement(cacheGate))
+		tmpl := directiveMount(pod, w.backing)
+		Expect(tmpl.Annotations).To(HaveKeyWithValue("csi.burstcache.io/instance", "shared"))
+		Expect(tmpl.Spec.StorageClassName).To(HaveValue(Equal(sc.Name)))
+		Expect(pod.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "DW_PERSISTENT_STRIPED_SHARED", Value: w.backing}))
 	})
 
 	It("creates a Job's jobdw instance from its pods' directives, as the pods' user", func() {
@@ -91,6 +130,7 @@ var _ = Describe("Scheduling gates", func() {
 		pod.Annotations = map[string]string{cachev1alpha1.AnnotationDirective: dw}
 		pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr(int64(runAsUID)), RunAsGroup: ptr(int64(runAsGID))}
 
+		sc := directiveClass(w)
 		By("refusing a pod that no Job owns: nothing would tear its instance down")
 		Expect(k8sClient.Create(ctx, pod.DeepCopy())).To(MatchError(ContainSubstring("owns")))
 
@@ -107,5 +147,14 @@ var _ = Describe("Scheduling gates", func() {
 		Expect(inst.Spec.RunAs.UID).To(BeEquivalentTo(runAsUID))
 		Expect(inst.OwnerReferences).To(ConsistOf(HaveField("UID", job.UID)))
 		Expect(inst.Spec.WriteBack.Threads).To(HaveValue(BeEquivalentTo(2)), "the pool's defaults were not applied")
+
+		By("mounting the instance where the job's files are, with DataWarp's variables")
+		tmpl := directiveMount(pod, w.backing+"/run")
+		Expect(tmpl.Annotations).To(HaveKeyWithValue("csi.burstcache.io/instance", "climate-run-dw"))
+		Expect(tmpl.Spec.StorageClassName).To(HaveValue(Equal(sc.Name)))
+		Expect(tmpl.Spec.Resources.Requests.Storage().Cmp(resource.MustParse("100Mi"))).To(BeZero())
+		Expect(pod.Spec.Containers[0].Env).To(ContainElements(
+			corev1.EnvVar{Name: "DW_JOB_STRIPED", Value: w.backing + "/run"},
+			corev1.EnvVar{Name: "DW_JOB_STRIPED_CACHE", Value: w.backing + "/run"}))
 	})
 })

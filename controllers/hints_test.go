@@ -29,7 +29,7 @@ func readyWithDirtyData(w *world, capacity string, n int) (*cachev1alpha1.CacheI
 	addrs := kl.runServers(inst, n)
 	Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
 	data := bytes.Repeat([]byte("0123456789abcdef"), 128<<10)
-	writeThroughMount(addrs, "results/out.dat", data)
+	writeThroughMount(inst, addrs, "results/out.dat", data)
 	Eventually(func(g Gomega) int64 {
 		u := get(inst)(g).Status.Usage
 		g.Expect(u).NotTo(BeNil())
@@ -40,12 +40,12 @@ func readyWithDirtyData(w *world, capacity string, n int) (*cachev1alpha1.CacheI
 
 // readThroughMount reads rel through a fresh real FUSE mount of the
 // servers, so that nothing the mount itself kept is read.
-func readThroughMount(addrs []string, rel string) []byte {
+func readThroughMount(inst *cachev1alpha1.CacheInstance, addrs []string, rel string) []byte {
 	GinkgoHelper()
 	mp := filepath.Join(GinkgoT().TempDir(), "mnt")
 	Expect(os.Mkdir(mp, 0o755)).To(Succeed())
 	readyFile := mp + ".ready"
-	cmd := exec.Command(bin, "mount", "--servers", strings.Join(addrs, ","), "--ready-file", readyFile, mp)
+	cmd := exec.Command(bin, "mount", "--servers", strings.Join(addrs, ","), "--secret-file", dataSecretFile(inst), "--ready-file", readyFile, mp)
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	Expect(cmd.Start()).To(Succeed())
@@ -119,15 +119,15 @@ var _ = Describe("User hints", func() {
 		before, after := bytes.Repeat([]byte("a"), 1<<20), bytes.Repeat([]byte("b"), 1<<20)
 		Expect(os.WriteFile(file, before, 0o644)).To(Succeed())
 		Expect(os.Chown(file, runAsUID, runAsGID)).To(Succeed())
-		Expect(readThroughMount(addrs, "input.dat")).To(Equal(before))
+		Expect(readThroughMount(inst, addrs, "input.dat")).To(Equal(before))
 
 		By("changing the file behind the cache's back: the cache still serves what it copied up")
 		Expect(os.WriteFile(file, after, 0o644)).To(Succeed())
-		Expect(readThroughMount(addrs, "input.dat")).To(Equal(before))
+		Expect(readThroughMount(inst, addrs, "input.dat")).To(Equal(before))
 
 		r := kubectlBurstcache(admin, w.ns, "invalidate", inst.Name, "input.dat", "--poll-interval=200ms", "--timeout=60s")
 		Expect(r.code).To(Equal(0), r.err)
-		Expect(readThroughMount(addrs, "input.dat")).To(Equal(after))
+		Expect(readThroughMount(inst, addrs, "input.dat")).To(Equal(after))
 	})
 
 	It("fails a request whose path is missing, with the reason, and takes a new id afterwards", func() {

@@ -21,12 +21,12 @@ import (
 // writeUntilRefused writes 1Mi blocks to rel through a real FUSE mount,
 // syncing each, until a write fails or max bytes were written, and returns
 // the failure.
-func writeUntilRefused(addrs []string, rel string, max int) error {
+func writeUntilRefused(inst *cachev1alpha1.CacheInstance, addrs []string, rel string, max int) error {
 	GinkgoHelper()
 	mp := filepath.Join(GinkgoT().TempDir(), "mnt")
 	Expect(os.Mkdir(mp, 0o755)).To(Succeed())
 	readyFile := mp + ".ready"
-	cmd := exec.Command(bin, "mount", "--servers", strings.Join(addrs, ","), "--ready-file", readyFile, mp)
+	cmd := exec.Command(bin, "mount", "--servers", strings.Join(addrs, ","), "--secret-file", dataSecretFile(inst), "--ready-file", readyFile, mp)
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	Expect(cmd.Start()).To(Succeed())
@@ -65,7 +65,7 @@ var _ = Describe("Write window", func() {
 			return meta.FindStatusCondition(get(inst)(g).Status.Conditions, cachev1alpha1.ConditionReadOnly)
 		}, 10*time.Second, 200*time.Millisecond).Should(HaveField("Status", metav1.ConditionFalse))
 
-		err := writeUntilRefused(addrs, "big.dat", 96<<20)
+		err := writeUntilRefused(inst, addrs, "big.dat", 96<<20)
 		Expect(errors.Is(err, syscall.EROFS)).To(BeTrue(), "writing past the window: %v", err)
 		Eventually(func(g Gomega) {
 			cur := get(inst)(g)

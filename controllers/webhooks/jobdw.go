@@ -26,30 +26,43 @@ var errRefused = errors.New("refused")
 // instance is created for the pod's controller (a Job, say), owned by it so
 // that it is torn down, write-back first, when the Job goes; the pod is
 // labelled with the instance it uses, so that it is gated and its mounts
-// counted. A pod uses at most one instance.
+// counted, and gets a volume that mounts the instance where the job
+// expects its files. A pod uses at most one instance.
 func (g *PodGate) applyDirectives(ctx context.Context, pod *corev1.Pod, text string) error {
 	req, err := directive.Parse(text)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errRefused, err)
 	}
-	names := req.Persistent
-	if req.Job != nil {
-		name, err := g.createJobInstance(ctx, pod, req.Job)
-		if err != nil {
+	if n := len(req.Persistent) + btoi(req.Job != nil); n > 1 {
+		return fmt.Errorf("%w: the directives name %d instances; a pod uses one", errRefused, n)
+	}
+	var name string
+	spec, job := req.Job, req.Job != nil
+	switch {
+	case job:
+		if name, err = g.createJobInstance(ctx, pod, spec); err != nil {
 			return err
 		}
-		names = append(names, name)
-	}
-	if len(names) > 1 {
-		return fmt.Errorf("%w: the directives name %d instances (%s); a pod uses one", errRefused, len(names), strings.Join(names, ", "))
-	}
-	if len(names) == 1 {
-		if pod.Labels == nil {
-			pod.Labels = map[string]string{}
+	case len(req.Persistent) == 1:
+		name = req.Persistent[0]
+		if spec, err = g.persistentSpec(ctx, pod.Namespace, name); err != nil {
+			return err
 		}
-		pod.Labels[cachev1alpha1.LabelInstance] = names[0]
+	default:
+		return nil
 	}
-	return nil
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels[cachev1alpha1.LabelInstance] = name
+	return g.mountDirective(ctx, pod, name, spec, job)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // createJobInstance creates (or finds, for the Job's other pods) the jobdw

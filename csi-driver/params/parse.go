@@ -48,7 +48,7 @@ func Parse(scParams, pvcAnnotations map[string]string) (*Params, error) {
 			return nil, fmt.Errorf("%w: %s=%q: %w", ErrInvalid, k, merged[k], err)
 		}
 	}
-	if err := p.check(merged); err != nil {
+	if err := p.check(merged, claimKeys(pvcAnnotations)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return p, nil
@@ -82,10 +82,24 @@ func merge(scParams, pvcAnnotations map[string]string) (map[string]string, error
 	return out, nil
 }
 
-// check refuses combinations no single key shows wrong.
-func (p *Params) check(keys map[string]string) error {
+// claimKeys returns the keys the PVC's annotations set.
+func claimKeys(pvcAnnotations map[string]string) map[string]bool {
+	out := map[string]bool{}
+	for a := range pvcAnnotations {
+		if k, ok := strings.CutPrefix(a, AnnotationPrefix); ok {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+// check refuses combinations no single key shows wrong. A named volume
+// takes the knobs of the instance it mounts: the StorageClass's knobs
+// describe new instances and do not apply to it, but a claim that sets one
+// asks for something it cannot have, and is refused.
+func (p *Params) check(keys map[string]string, fromClaim map[string]bool) error {
 	if p.Named() {
-		for k := range keys {
+		for k := range fromClaim {
 			if !namedKeys[k] {
 				return fmt.Errorf("%s does not apply to a volume of an existing instance (%s=%s)", k, Instance, p.Instance)
 			}
