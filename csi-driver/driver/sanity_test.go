@@ -3,6 +3,7 @@ package driver_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -12,7 +13,9 @@ import (
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/burstcache/burstcache/csi-driver/driver"
@@ -39,7 +42,18 @@ var _ = Describe("csi-sanity, node plugin alone", Ordered, ContinueOnFailure, fu
 		p := startPluginLogging(w, &mounter.Process{Binary: bin}, time.Hour, GinkgoLogr,
 			func(o *driver.Options) { o.Controller = noController{} })
 		dir := GinkgoT().TempDir()
-		sanityConfig.Address = "unix://" + p.sock
+		// csi-sanity's Connect misses a connection that is ready before it
+		// first looks (it then waits a minute for a change that never
+		// comes). A passthrough address with a dialer that waits a moment
+		// keeps the connection from being ready that soon.
+		sanityConfig.Address = "passthrough:///" + p.sock
+		sanityConfig.DialOptions = []grpc.DialOption{
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+				time.Sleep(100 * time.Millisecond)
+				return (&net.Dialer{}).DialContext(ctx, "unix", addr)
+			}),
+		}
 		sanityConfig.TargetPath = filepath.Join(dir, "target")
 		sanityConfig.StagingPath = filepath.Join(dir, "staging")
 		sanityConfig.IDGen = &idGen{}
