@@ -58,8 +58,10 @@ func (r *Reconciler) loadPool(ctx context.Context, s *scope) (ctrl.Result, error
 		return ctrl.Result{}, fmt.Errorf("reading namespace %s: %w", s.inst.Namespace, err)
 	}
 	s.nsLabels = ns.Labels
+	// Every pass reads every node; the cache's objects are read, not
+	// copied, since nothing here modifies them.
 	var nodes corev1.NodeList
-	if err := r.Client.List(ctx, &nodes); err != nil {
+	if err := r.Client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing nodes: %w", err)
 	}
 	s.nodes = policy.MatchingNodes(pool, nodes.Items)

@@ -156,7 +156,7 @@ func podToInstance(_ context.Context, o client.Object) []reconcile.Request {
 // poolToInstances maps a pool to the instances that use it.
 func (r *Reconciler) poolToInstances(ctx context.Context, o client.Object) []reconcile.Request {
 	var list cachev1alpha1.CacheInstanceList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{PoolIndex: o.GetName()}); err != nil {
+	if err := r.Client.List(ctx, &list, client.MatchingFields{PoolIndex: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing the instances of a pool", "pool", o.GetName())
 		return nil
 	}

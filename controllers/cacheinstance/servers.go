@@ -81,7 +81,7 @@ func (r *Reconciler) allocate(ctx context.Context, s *scope) (ctrl.Result, error
 // poolInstances lists the other instances of the pool.
 func (r *Reconciler) poolInstances(ctx context.Context, s *scope) ([]cachev1alpha1.CacheInstance, error) {
 	var list cachev1alpha1.CacheInstanceList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{PoolIndex: s.pool.Name}); err != nil {
+	if err := r.Client.List(ctx, &list, client.MatchingFields{PoolIndex: s.pool.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing the instances of pool %s: %w", s.pool.Name, err)
 	}
 	out := list.Items[:0]

@@ -66,14 +66,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, nil
 }
 
+// observe reads the nodes and the pool's instances. It runs on every change
+// of every instance of the pool, so it reads the cache's objects without
+// copying them; nothing here modifies them.
 func (r *Reconciler) observe(ctx context.Context, s *scope) error {
 	var nodes corev1.NodeList
-	if err := r.Client.List(ctx, &nodes); err != nil {
+	if err := r.Client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
 	s.nodes = policy.MatchingNodes(s.pool, nodes.Items)
 	var list cachev1alpha1.CacheInstanceList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{cacheinstance.PoolIndex: s.pool.Name}); err != nil {
+	if err := r.Client.List(ctx, &list, client.MatchingFields{cacheinstance.PoolIndex: s.pool.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing the pool's instances: %w", err)
 	}
 	s.instances = list.Items
