@@ -127,6 +127,24 @@ var _ = Describe("CSI volumes", func() {
 		Expect(gone(inst)()).To(BeTrue())
 	})
 
+	It("keeps the instance of a PV deleted while its claim is bound, until the claim goes", func() {
+		w := newWorld()
+		sc := w.storageClass(del, immediate, map[string]string{params.BackingPath: "$BACKING", params.RunAsUID: uid, params.RunAsGID: gid})
+		pvc := w.claim(sc, "64Mi", nil)
+		pv := volumeOf(pvc)
+		inst := get(instanceOf(pv))(Default)
+		bind(pvc, pv)
+		kl.runServers(inst, 1)
+		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
+
+		Expect(k8sClient.Delete(ctx, pv)).To(Succeed())
+		Consistently(func(g Gomega) *metav1.Time { return get(inst)(g).DeletionTimestamp }, 3*time.Second, 500*time.Millisecond).
+			Should(BeNil(), "the volume of a bound claim was deleted")
+		deleteClaim(pvc)
+		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
+		Eventually(volumeGone(pv), 20*time.Second, 200*time.Millisecond).Should(BeTrue())
+	})
+
 	It("keeps the instance and the PV of a Retain class when the claim goes", func() {
 		w := newWorld()
 		sc := w.storageClass(retain, immediate, map[string]string{params.BackingPath: w.backing, params.RunAsUID: uid, params.RunAsGID: gid})

@@ -49,6 +49,9 @@ func (r *Reconciler) restoreServers(ctx context.Context, s *scope) (ctrl.Result,
 	if _, err := r.loadPool(ctx, s); err != nil || s.pool == nil {
 		return ctrl.Result{}, err
 	}
+	if _, err := r.ensureSecret(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
 	return r.ensurePods(ctx, s)
 }
 

@@ -34,8 +34,12 @@ var errForeignSecret = errors.New("a Secret of that name exists and is not the i
 // not any pod that can reach a server port. An existing Secret is kept, so
 // that servers and mounts of the instance keep agreeing. The Secret is read
 // with the API reader: caching every Secret of the cluster in the manager
-// would be both costly and needless exposure.
+// would be both costly and needless exposure. It is read only when a
+// server pod is to be created, not on every pass.
 func (r *Reconciler) ensureSecret(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if allPodsLive(s) {
+		return ctrl.Result{}, nil
+	}
 	cur := &corev1.Secret{}
 	key := client.ObjectKey{Namespace: s.inst.Namespace, Name: cachev1alpha1.DataSecretName(s.inst.Name)}
 	err := r.APIReader.Get(ctx, key, cur)
@@ -50,6 +54,18 @@ func (r *Reconciler) ensureSecret(ctx context.Context, s *scope) (ctrl.Result, e
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, r.createIfMissing(ctx, sec)
+}
+
+// allPodsLive reports whether every placed server has a pod that runs or
+// may run, so that ensurePods creates none.
+func allPodsLive(s *scope) bool {
+	for i := range s.inst.Status.Servers {
+		pod := s.pods[i]
+		if pod == nil || !pod.DeletionTimestamp.IsZero() || podEnded(pod) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkSecret refuses a Secret that someone other than the operator put in

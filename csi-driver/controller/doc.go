@@ -11,7 +11,10 @@
 //	csi.storage.k8s.io/node-stage-secret-name: ${pv.name}-secret
 //	csi.storage.k8s.io/node-stage-secret-namespace: ${pvc.namespace}
 //
-// to hand the instance's data Secret to the node plugin. DeleteVolume
+// to hand the instance's data Secret to the node plugin. A class of named
+// volumes, whose instance is not named like the PV, sets the secret name to
+// ${pvc.annotations['csi.burstcache.io/instance']}-secret instead, with
+// the instance named by that claim annotation. DeleteVolume
 // deletes a dynamic volume's instance and answers success only once the
 // instance is gone, its data written back, so that the sidecar keeps the PV
 // until then. A named volume's instance is never deleted.

@@ -44,17 +44,19 @@ func (r *volumeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	return ctrl.Result{}, r.deleteVolume(ctx, pv)
 }
 
-// released reports whether the PV's volume is to be deleted: the PV is
-// being deleted, or the PV controller released it, or its claim is gone
-// (read from the API server, since a claim the cache still holds may have
-// just been deleted, and one it does not hold yet may have just been made).
+// released reports whether the PV's volume is to be deleted: the PV
+// controller released it, or its claim is gone (read from the API server,
+// since a claim the cache still holds may have just been deleted, and one
+// it does not hold yet may have just been made). A PV deleted while its
+// claim is still bound waits, as it does with external-provisioner: pods
+// may still use it.
 func (r *volumeReconciler) released(ctx context.Context, pv *corev1.PersistentVolume) (bool, error) {
-	if !pv.DeletionTimestamp.IsZero() || pv.Status.Phase == corev1.VolumeReleased {
+	if pv.Status.Phase == corev1.VolumeReleased {
 		return true, nil
 	}
 	ref := pv.Spec.ClaimRef
 	if ref == nil {
-		return false, nil
+		return !pv.DeletionTimestamp.IsZero(), nil
 	}
 	pvc := &corev1.PersistentVolumeClaim{}
 	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, pvc)
