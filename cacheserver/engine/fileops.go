@@ -62,6 +62,20 @@ func (e *Engine) untrackedSize(ctx context.Context, path string) (size int64, ok
 	return fi.Size(), true, nil
 }
 
+// KnownSize returns the size only the cache knows for path: the end of data
+// written here and sizes given to ExtendSize and Truncate. It does not ask
+// the backing store: it is for callers that have just read the backing
+// file's attributes and fold this in. ok is false when the cache holds
+// nothing of path.
+func (e *Engine) KnownSize(path string) (size int64, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if f := e.files[path]; f != nil {
+		return f.size, true
+	}
+	return 0, false
+}
+
 // ExtendSize durably records that path is at least size bytes long, for a
 // file whose data past the backing end of file another server holds. It
 // returns once the record is committed to the index.
