@@ -22,8 +22,10 @@ func TestBackgroundSizePushDoesNotUndoTruncate(t *testing.T) {
 		if op != wire.OpExtendSize {
 			return false
 		}
-		_, _ = args.Blob(), args.Int64() // path and size
-		return args.Bool() // durable: the background push, not a write's announcement
+		// Path, size, then durable: the background push, not a write's
+		// announcement.
+		_, _ = args.Blob(), args.Int64()
+		return args.Bool()
 	})
 	f := connect(t, &servertest.Instance{Data: []string{px.addr}})
 	ctx := context.Background()
