@@ -192,3 +192,30 @@ func TestSizeKeepsNoRecord(t *testing.T) {
 		t.Fatalf("Size of a file the cache holds = %d, %v; want 9000", size, err)
 	}
 }
+
+// TestKnownSize checks the size the engine knows without the backing store:
+// written data, ExtendSize and truncation count, the backing file does not.
+func TestKnownSize(t *testing.T) {
+	r := newRig(t, 4096, 8, nil)
+	ctx := context.Background()
+	r.writeBacking("backed", make([]byte, 10000))
+	if size, ok := r.e.KnownSize("backed"); ok {
+		t.Fatalf("KnownSize of a file the cache holds nothing of = %d, true", size)
+	}
+	r.write("w", 5000, []byte("x"))
+	if size, ok := r.e.KnownSize("w"); !ok || size != 5001 {
+		t.Fatalf("KnownSize after a write = %d, %v; want 5001", size, ok)
+	}
+	if err := r.e.ExtendSize(ctx, "w", 9000); err != nil {
+		t.Fatal(err)
+	}
+	if size, _ := r.e.KnownSize("w"); size != 9000 {
+		t.Fatalf("KnownSize after ExtendSize = %d, want 9000", size)
+	}
+	if err := r.e.Truncate(ctx, "w", 100); err != nil {
+		t.Fatal(err)
+	}
+	if size, _ := r.e.KnownSize("w"); size != 100 {
+		t.Fatalf("KnownSize after Truncate = %d, want 100", size)
+	}
+}
