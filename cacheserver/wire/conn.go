@@ -67,7 +67,7 @@ type conn struct {
 
 func dialConn(ctx context.Context, addr string, secret []byte, timeout time.Duration) (*conn, error) {
 	d := net.Dialer{Timeout: timeout, KeepAlive: 15 * time.Second}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	nc, err := d.DialContext(ctx, network(addr), addr)
 	if err != nil {
 		return nil, fmt.Errorf("dialing cache server %s: %w", addr, errnoOf(err))
 	}
