@@ -88,7 +88,11 @@ func (f *FS) readPiece(ctx context.Context, path string, pc placement.Piece, dst
 // pieces runs fn for each extent piece of the range, in parallel when there
 // are several.
 func (f *FS) pieces(ctx context.Context, path string, off int64, n int, fn func(placement.Piece) error) error {
-	pcs := f.layout.Split(path, off, n)
+	return eachPiece(f.layout.Split(path, off, n), fn)
+}
+
+// eachPiece runs fn for each of pcs, in parallel when there are several.
+func eachPiece(pcs []placement.Piece, fn func(placement.Piece) error) error {
 	if len(pcs) == 1 {
 		return fn(pcs[0])
 	}
@@ -116,8 +120,9 @@ func (f *FS) WriteAt(ctx context.Context, path string, p []byte, off int64) (int
 		return 0, err
 	}
 	end := off + int64(len(p))
+	pcs := f.layout.Split(path, off, len(p))
 	var announce chan error
-	if f.extends(path, end) {
+	if f.extends(path, end) && !f.holdsEnd(path, pcs) {
 		// Tell the metadata server the new size alongside the data, so that
 		// a client that opens the file after this one closed it sees it all.
 		announce = make(chan error, 1)
@@ -126,7 +131,7 @@ func (f *FS) WriteAt(ctx context.Context, path string, p []byte, off int64) (int
 			announce <- err
 		}()
 	}
-	err := f.pieces(ctx, path, off, len(p), func(pc placement.Piece) error {
+	err := eachPiece(pcs, func(pc placement.Piece) error {
 		args := pathArgs(path).Int64(pc.Off)
 		_, err := f.call(ctx, pc.Server, wire.OpWrite, args, p[pc.Start:pc.End], nil)
 		return err
@@ -139,6 +144,13 @@ func (f *FS) WriteAt(ctx context.Context, path string, p []byte, off int64) (int
 	}
 	f.grew(path, end)
 	return len(p), nil
+}
+
+// holdsEnd reports whether the last of pcs, which ends the write, goes to the
+// metadata server of path. That server then learns the new size from the
+// data it caches, and answers it to every client without being told.
+func (f *FS) holdsEnd(path string, pcs []placement.Piece) bool {
+	return len(pcs) > 0 && pcs[len(pcs)-1].Server == f.layout.MetaServer(path)
 }
 
 // extends reports whether a write up to end makes path longer than this

@@ -10,7 +10,8 @@
 // far its own writes extended the file. A write that extends a file
 // announces the new size to the file's metadata server alongside the data,
 // so that another client that opens the file after the writer closed it
-// sees the whole file; the size is made durable there (ExtendSize) soon
+// sees the whole file (unless the write ends in an extent that the
+// metadata server holds: it then knows the size from the data); the size is made durable there (ExtendSize) soon
 // after, at Flush and Fsync, and when the client closes. Reads stop at the
 // size the client knows; parts of the file a server holds nothing for read
 // as zeros.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -160,5 +161,61 @@ func TestFileCreatedBehindTheCacheIsSeen(t *testing.T) {
 	r.writeBacking("late", []byte("here"))
 	if n, err := r.e.ReadAt(context.Background(), "late", b, 0); n != 4 || string(b) != "here" {
 		t.Fatalf("read after creation: %q, %v", b[:n], err)
+	}
+}
+
+// TestSizeKeepsNoRecord asks for the sizes of many files the cache holds
+// nothing of, as a metadata server does for every stat: the answers come
+// from the backing store, and the engine keeps no state for them.
+func TestSizeKeepsNoRecord(t *testing.T) {
+	r := newRig(t, 4096, 8, nil)
+	ctx := context.Background()
+	r.write("cached", 0, []byte("held"))
+	before := r.trackedFiles()
+	for i := range 200 {
+		p := fmt.Sprintf("d/f%d", i)
+		r.writeBacking(p, make([]byte, i))
+		if size, err := r.e.Size(ctx, p); err != nil || size != int64(i) {
+			t.Fatalf("Size(%s) = %d, %v; want %d", p, size, err, i)
+		}
+		if _, err := r.e.Size(ctx, fmt.Sprintf("missing/f%d", i)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("Size of a missing file: %v", err)
+		}
+	}
+	if after := r.trackedFiles(); after != before {
+		t.Fatalf("the engine tracks %d files after 400 Size calls, %d before", after, before)
+	}
+	if err := r.e.ExtendSize(ctx, "cached", 9000); err != nil {
+		t.Fatal(err)
+	}
+	if size, err := r.e.Size(ctx, "cached"); err != nil || size != 9000 {
+		t.Fatalf("Size of a file the cache holds = %d, %v; want 9000", size, err)
+	}
+}
+
+// TestKnownSize checks the size the engine knows without the backing store:
+// written data, ExtendSize and truncation count, the backing file does not.
+func TestKnownSize(t *testing.T) {
+	r := newRig(t, 4096, 8, nil)
+	ctx := context.Background()
+	r.writeBacking("backed", make([]byte, 10000))
+	if size, ok := r.e.KnownSize("backed"); ok {
+		t.Fatalf("KnownSize of a file the cache holds nothing of = %d, true", size)
+	}
+	r.write("w", 5000, []byte("x"))
+	if size, ok := r.e.KnownSize("w"); !ok || size != 5001 {
+		t.Fatalf("KnownSize after a write = %d, %v; want 5001", size, ok)
+	}
+	if err := r.e.ExtendSize(ctx, "w", 9000); err != nil {
+		t.Fatal(err)
+	}
+	if size, _ := r.e.KnownSize("w"); size != 9000 {
+		t.Fatalf("KnownSize after ExtendSize = %d, want 9000", size)
+	}
+	if err := r.e.Truncate(ctx, "w", 100); err != nil {
+		t.Fatal(err)
+	}
+	if size, _ := r.e.KnownSize("w"); size != 100 {
+		t.Fatalf("KnownSize after Truncate = %d, want 100", size)
 	}
 }

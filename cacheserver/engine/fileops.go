@@ -3,25 +3,77 @@ package engine
 import (
 	"context"
 	"fmt"
+	"io/fs"
 )
 
 // Size returns the true size of path: the largest of the backing file's
 // size, the end of data only the cache holds, and sizes given to ExtendSize.
+// A path the cache holds nothing of is answered from the backing store
+// alone, without keeping a record of it: a metadata server asks for the size
+// of every file it is asked about, and those records would pile up.
 func (e *Engine) Size(ctx context.Context, path string) (int64, error) {
 	if err := e.enter(); err != nil {
 		return 0, err
 	}
 	defer e.leave()
-	e.mu.Lock()
-	if f := e.files[path]; f != nil {
-		f.statted = false
+	if !validPath(path) {
+		return 0, fmt.Errorf("path %q: %w", path, ErrInvalid)
 	}
-	e.mu.Unlock()
+	for {
+		e.mu.Lock()
+		f := e.files[path]
+		if f != nil {
+			f.statted = false
+		}
+		e.mu.Unlock()
+		if f != nil {
+			return e.trackedSize(ctx, path)
+		}
+		if size, ok, err := e.untrackedSize(ctx, path); ok {
+			return size, err
+		}
+	}
+}
+
+// trackedSize is Size of a path the engine has a record of.
+func (e *Engine) trackedSize(ctx context.Context, path string) (int64, error) {
 	f, err := e.statFile(ctx, path)
 	if err != nil {
 		return 0, err
 	}
 	return e.knownSize(f), nil
+}
+
+// untrackedSize is Size of a path the engine had no record of. ok is false
+// when a record appeared during the stat: the caller asks again.
+func (e *Engine) untrackedSize(ctx context.Context, path string) (size int64, ok bool, err error) {
+	fi, err := e.backing.Stat(ctx, path)
+	e.mu.Lock()
+	tracked := e.files[path] != nil
+	e.mu.Unlock()
+	switch {
+	case tracked:
+		return 0, false, nil
+	case errorsIsNotExist(err):
+		return 0, true, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
+	case err != nil:
+		return 0, true, fmt.Errorf("stat %s: %w", path, err)
+	}
+	return fi.Size(), true, nil
+}
+
+// KnownSize returns the size only the cache knows for path: the end of data
+// written here and sizes given to ExtendSize and Truncate. It does not ask
+// the backing store: it is for callers that have just read the backing
+// file's attributes and fold this in. ok is false when the cache holds
+// nothing of path.
+func (e *Engine) KnownSize(path string) (size int64, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if f := e.files[path]; f != nil {
+		return f.size, true
+	}
+	return 0, false
 }
 
 // ExtendSize durably records that path is at least size bytes long, for a

@@ -103,3 +103,10 @@ func (r *rig) writeBacking(p string, data []byte) {
 		r.t.Fatal(err)
 	}
 }
+
+// trackedFiles returns how many files the engine keeps state for.
+func (r *rig) trackedFiles() int {
+	r.e.mu.Lock()
+	defer r.e.mu.Unlock()
+	return len(r.e.files)
+}

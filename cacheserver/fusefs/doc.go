@@ -61,7 +61,11 @@
 //
 // # Consistency
 //
-// With the client cache off, attribute and entry timeouts are zero and the
-// kernel drops cached pages at every open, so two mounts see each other's
-// writes after close (close-to-open consistency, as NFS gives).
+// With the client cache off, the entry timeout is zero and the kernel drops
+// cached pages at every open, so two mounts see each other's writes after
+// close (close-to-open consistency, as NFS gives). Every path lookup then
+// asks the servers, and the attributes in its answer replace what the kernel
+// held; they are trusted for the attribute timeout after that, which spares
+// the separate GETATTR that would follow each lookup. Only calls on an open
+// file (fstat) see attributes that old, as on NFS.
 package fusefs

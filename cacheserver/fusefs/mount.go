@@ -27,13 +27,17 @@ type Options struct {
 	// MaxReadAhead is the kernel's read-ahead; 1 MiB if zero.
 	MaxReadAhead int
 	// ClientCache turns on the kernel's write-back cache and keeps cached
-	// pages across opens. Without it, attribute and entry timeouts are zero
-	// and two mounts see each other's writes after close.
+	// pages across opens. Without it, the entry timeout is zero and two
+	// mounts see each other's writes after close.
 	ClientCache bool
-	// AttrTimeout and EntryTimeout are how long the kernel trusts attributes
-	// and names when ClientCache is on; one second if zero. They are zero
-	// when ClientCache is off.
-	AttrTimeout, EntryTimeout time.Duration
+	// AttrTimeout is how long the kernel trusts attributes; one second if
+	// zero. Without ClientCache every path lookup still asks the servers,
+	// and its answer refreshes the attributes, so only calls on an open
+	// file (fstat) may see them that old.
+	AttrTimeout time.Duration
+	// EntryTimeout is how long the kernel trusts names when ClientCache is
+	// on; one second if zero. It is zero when ClientCache is off.
+	EntryTimeout time.Duration
 	// Passthrough, if set, may return a descriptor of the file's data on a
 	// local file system for FUSE passthrough (Linux 6.9 and later): the
 	// kernel then reads and writes it directly. The mount closes it at
@@ -108,10 +112,10 @@ func (o Options) withDefaults() Options {
 	if o.MaxReadAhead == 0 {
 		o.MaxReadAhead = 1 << 20
 	}
+	o.AttrTimeout = cmpOr(o.AttrTimeout, time.Second)
 	if !o.ClientCache {
-		o.AttrTimeout, o.EntryTimeout = 0, 0
+		o.EntryTimeout = 0
 	} else {
-		o.AttrTimeout = cmpOr(o.AttrTimeout, time.Second)
 		o.EntryTimeout = cmpOr(o.EntryTimeout, time.Second)
 	}
 	if o.FsName == "" {

@@ -1,5 +1,5 @@
 // Package local runs a burstcache instance on one machine, without
-// Kubernetes: N server processes on loopback ports and a FUSE mount process,
+// Kubernetes: N server processes and a FUSE mount process,
 // all started from the burstcache binary, detached from the caller (own
 // session, logs in files), so that they outlive the command that started
 // them.
@@ -12,6 +12,9 @@
 //	                 lines), the mount process, the backing directory
 //	secret           the shared secret of the data path (mode 0600)
 //	server-I/        server I's cache directory
+//	server-I.sock    server I's data path, a Unix domain socket (loopback
+//	                 TCP instead when the path is too long for a socket);
+//	                 the control API listens on a loopback port
 //	logs/            server-I.log and mount.log
 //
 // and a small pointer file, /run/burstcache/<hash of the mount point>.json

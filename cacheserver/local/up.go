@@ -124,7 +124,7 @@ func fresh(cfg Config) (*State, error) {
 	per := cfg.Capacity / int64(cfg.Servers)
 	for i := range cfg.Servers {
 		args := []string{"server",
-			"--listen", "127.0.0.1:0", "--control", "127.0.0.1:0",
+			"--listen", dataAddress(cfg.CacheDir, i), "--control", "127.0.0.1:0",
 			"--backing", cfg.Backing, "--cache-dir", filepath.Join(cfg.CacheDir, "server-"+strconv.Itoa(i)),
 			"--capacity", strconv.FormatInt(per, 10), "--extent-size", strconv.FormatInt(cfg.ExtentSize, 10),
 			"--index", strconv.Itoa(i), "--servers", strconv.Itoa(cfg.Servers),
@@ -142,6 +142,21 @@ func fresh(cfg Config) (*State, error) {
 		st.Servers = append(st.Servers, ServerState{Index: i, Args: append(args, cfg.ServerArgs...)})
 	}
 	return st, nil
+}
+
+// maxSocketPath is the longest path of a Unix domain socket (sun_path holds
+// 108 bytes with the terminating NUL).
+const maxSocketPath = 107
+
+// dataAddress is where server i serves the data path: a Unix domain socket
+// in the cache directory, which the mount on this machine reaches without
+// the TCP stack, or loopback TCP if the path is too long for a socket.
+func dataAddress(cacheDir string, i int) string {
+	p, err := filepath.Abs(filepath.Join(cacheDir, fmt.Sprintf("server-%d.sock", i)))
+	if err != nil || len(p) > maxSocketPath {
+		return "127.0.0.1:0"
+	}
+	return p
 }
 
 func writeSecret(path string) error {

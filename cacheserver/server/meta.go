@@ -47,12 +47,13 @@ func nsPath(fn func(namespace.FS, context.Context, string) error) handlerFunc {
 }
 
 // withCacheSize folds the size the cache knows into the attributes of a
-// regular file: dirty data and recorded sizes past the backing end of file.
-func (s *Server) withCacheSize(ctx context.Context, p string, a namespace.Attr) namespace.Attr {
+// regular file, which the caller just read from the backing store: dirty
+// data and recorded sizes past the backing end of file.
+func (s *Server) withCacheSize(_ context.Context, p string, a namespace.Attr) namespace.Attr {
 	if !a.IsRegular() {
 		return a
 	}
-	if size, err := s.cfg.Cache.Size(ctx, p); err == nil && size > a.Size {
+	if size, ok := s.cfg.Cache.KnownSize(p); ok && size > a.Size {
 		a.Size = size
 	}
 	a.Size = max(a.Size, s.sizes.get(p))

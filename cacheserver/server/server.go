@@ -22,9 +22,11 @@ import (
 type Cache interface {
 	ReadAt(ctx context.Context, path string, p []byte, off int64) (int, error)
 	WriteAt(ctx context.Context, path string, p []byte, off int64) (int, error)
-	// Size returns the size the cache knows for path, ExtendSize records
-	// and dirty data included.
-	Size(ctx context.Context, path string) (int64, error)
+	// KnownSize returns the size that only the cache knows for path (the
+	// end of data written there, sizes given to ExtendSize and Truncate),
+	// without asking the backing store, and false if the cache holds
+	// nothing of path.
+	KnownSize(path string) (int64, bool)
 	ExtendSize(ctx context.Context, path string, size int64) error
 	// Truncate sets the size of path in the cache.
 	Truncate(ctx context.Context, path string, size int64) error

@@ -58,7 +58,7 @@ type pending struct {
 // conn is one client connection with any number of calls in flight.
 type conn struct {
 	nc     net.Conn
-	wmu    sync.Mutex
+	w      *frameWriter
 	mu     sync.Mutex
 	nextID uint64
 	calls  map[uint64]*pending
@@ -67,7 +67,7 @@ type conn struct {
 
 func dialConn(ctx context.Context, addr string, secret []byte, timeout time.Duration) (*conn, error) {
 	d := net.Dialer{Timeout: timeout, KeepAlive: 15 * time.Second}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	nc, err := d.DialContext(ctx, network(addr), addr)
 	if err != nil {
 		return nil, fmt.Errorf("dialing cache server %s: %w", addr, errnoOf(err))
 	}
@@ -78,7 +78,7 @@ func dialConn(ctx context.Context, addr string, secret []byte, timeout time.Dura
 		return nil, fmt.Errorf("handshake with cache server %s: %w", addr, err)
 	}
 	_ = nc.SetDeadline(time.Time{})
-	c := &conn{nc: nc, calls: map[uint64]*pending{}}
+	c := &conn{nc: nc, w: newFrameWriter(nc), calls: map[uint64]*pending{}}
 	go c.readLoop(bufio.NewReaderSize(nc, 256<<10))
 	return c, nil
 }
@@ -179,12 +179,9 @@ func (c *conn) send(id uint64, call *Call) error {
 	e.b = getBuf(0)
 	meta := e.Cred(call.Cred).b
 	meta = append(meta, call.Args...)
-	var hb [headerSize]byte
-	header{id: id, code: uint32(call.Op), meta: uint32(len(meta)), dat: uint32(len(call.Data))}.put(hb[:])
 	defer putBuf(meta)
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	return writeFrame(c.nc, hb[:], meta, call.Data)
+	h := header{id: id, code: uint32(call.Op), meta: uint32(len(meta)), dat: uint32(len(call.Data))}
+	return c.w.writeFrame(h, meta, call.Data)
 }
 
 func (c *conn) readLoop(r *bufio.Reader) {
@@ -215,7 +212,7 @@ func (c *conn) readOne(r *bufio.Reader, hb []byte) error {
 		return err
 	}
 	var streamErr error
-	p.reply, p.err, streamErr = receive(r, h, meta, p.dst)
+	p.reply, p.err, streamErr = receive(r, c.nc, h, meta, p.dst)
 	close(p.done)
 	return streamErr
 }
@@ -235,7 +232,7 @@ func (p *pending) claim() bool {
 // receive reads the data section of a response into dst (or a new buffer).
 // It returns the reply, the error of the call, and an error that means the
 // stream itself is broken.
-func receive(r *bufio.Reader, h header, meta, dst []byte) (Reply, error, error) {
+func receive(r *bufio.Reader, nc io.Reader, h header, meta, dst []byte) (Reply, error, error) {
 	if h.code != 0 {
 		if _, err := r.Discard(int(h.dat)); err != nil {
 			return Reply{}, ErrConnLost, err
@@ -251,7 +248,7 @@ func receive(r *bufio.Reader, h header, meta, dst []byte) (Reply, error, error) 
 		err := fmt.Errorf("%w: reply of %d bytes for a %d-byte buffer", ErrProtocol, h.dat, len(dst))
 		return Reply{}, err, err
 	}
-	if _, err := io.ReadFull(r, dst[:h.dat]); err != nil {
+	if err := readFull(r, nc, dst[:h.dat]); err != nil {
 		return Reply{}, ErrConnLost, err
 	}
 	return rep, nil, nil

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bufio"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -53,6 +54,27 @@ func readHeader(r io.Reader, b []byte) (header, error) {
 		return h, fmt.Errorf("%w: frame of %d+%d bytes", ErrProtocol, h.meta, h.dat)
 	}
 	return h, nil
+}
+
+// directRead is the smallest read that bypasses a connection's read buffer
+// once the buffer is drained.
+const directRead = 64 << 10
+
+// readFull fills p from r, a buffered reader of nc. Past what r holds
+// already, a large p is read straight from nc, so that file data is not
+// copied through the buffer; a small one goes through it, which then picks
+// up the frames that follow in the same system call.
+func readFull(r *bufio.Reader, nc io.Reader, p []byte) error {
+	n := 0
+	if b := r.Buffered(); b > 0 {
+		n, _ = r.Read(p[:min(len(p), b)])
+	}
+	if len(p)-n < directRead {
+		_, err := io.ReadFull(r, p[n:])
+		return err
+	}
+	_, err := io.ReadFull(nc, p[n:])
+	return err
 }
 
 // Encoder appends values to a metadata section.

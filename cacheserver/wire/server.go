@@ -156,89 +156,16 @@ func (s *Server) serveConn(c net.Conn) {
 	_ = c.SetDeadline(time.Time{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sc := &serverConn{s: s, nc: c}
 	inFlight := s.InFlight
 	if inFlight <= 0 {
 		inFlight = 64
 	}
-	sc.sem = make(chan struct{}, inFlight)
+	sc := newServerConn(s, c, inFlight)
 	err := sc.readLoop(ctx, bufio.NewReaderSize(c, 256<<10))
-	sc.wg.Wait()
+	sc.stop()
 	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		s.log().Warn("Closing connection", "remote", c.RemoteAddr(), "err", err)
 	}
-}
-
-type serverConn struct {
-	s   *Server
-	wmu sync.Mutex
-	nc  net.Conn
-	sem chan struct{}
-	wg  sync.WaitGroup
-}
-
-func (sc *serverConn) readLoop(ctx context.Context, r *bufio.Reader) error {
-	hb := make([]byte, headerSize)
-	for {
-		h, err := readHeader(r, hb)
-		if err != nil {
-			return err
-		}
-		meta := make([]byte, h.meta)
-		if _, err := io.ReadFull(r, meta); err != nil {
-			return err
-		}
-		data := getBuf(int(h.dat))
-		if _, err := io.ReadFull(r, data); err != nil {
-			return err
-		}
-		sc.sem <- struct{}{}
-		sc.wg.Add(1)
-		go sc.serve(ctx, h, meta, data)
-	}
-}
-
-func (sc *serverConn) serve(ctx context.Context, h header, meta, data []byte) {
-	defer sc.wg.Done()
-	defer func() { <-sc.sem }()
-	d := NewDecoder(meta)
-	req := &Request{Op: Op(h.code), Cred: d.Cred(), Args: d, Data: data}
-	resp := &Response{}
-	if d.Err() != nil {
-		resp.Err = d.Err()
-	} else {
-		sc.s.Handler.ServeWire(ctx, req, resp)
-	}
-	putBuf(data)
-	sc.reply(h.id, resp)
-	if resp.buf != nil {
-		putBuf(resp.buf)
-	}
-}
-
-func (sc *serverConn) reply(id uint64, resp *Response) {
-	h := header{id: id}
-	var meta, data []byte
-	if resp.Err != nil {
-		h.code = uint32(Errno(resp.Err))
-	} else {
-		meta, data = resp.Meta.Bytes(), resp.Data
-		h.meta, h.dat = uint32(len(meta)), uint32(len(data))
-	}
-	var hb [headerSize]byte
-	h.put(hb[:])
-	sc.wmu.Lock()
-	defer sc.wmu.Unlock()
-	// Errors surface in the read loop, which sees the connection die.
-	_ = writeFrame(sc.nc, hb[:], meta, data)
-}
-
-// writeFrame writes a frame with one writev, without copying the data
-// section.
-func writeFrame(c net.Conn, header, meta, data []byte) error {
-	bufs := net.Buffers{header, meta, data}
-	_, err := bufs.WriteTo(c)
-	return err
 }
 
 // Errno returns the errno that err carries, or EIO.

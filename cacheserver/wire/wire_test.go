@@ -298,3 +298,43 @@ func BenchmarkWrite1MiB(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkSmallCall measures the round trip of a call with a small answer,
+// one at a time: the latency a metadata operation or a 4 KiB read pays.
+func BenchmarkSmallCall(b *testing.B) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	s := &Server{Handler: HandlerFunc(testHandler)}
+	go s.Serve(ln)
+	defer s.Close()
+	cl := NewClient(ln.Addr().String(), ClientOptions{})
+	defer cl.Close()
+	args := (&Encoder{}).Uint32(4096).Bytes()
+	dst := make([]byte, 4096)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := cl.Do(context.Background(), &Call{Op: opBlob, Args: args, Dst: dst}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSmallCallsParallel measures small calls with many in flight, as
+// a striped client has when several processes read at once.
+func BenchmarkSmallCallsParallel(b *testing.B) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	s := &Server{Handler: HandlerFunc(testHandler)}
+	go s.Serve(ln)
+	defer s.Close()
+	cl := NewClient(ln.Addr().String(), ClientOptions{})
+	defer cl.Close()
+	args := (&Encoder{}).Uint32(4096).Bytes()
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		dst := make([]byte, 4096)
+		for pb.Next() {
+			if _, err := cl.Do(context.Background(), &Call{Op: opBlob, Args: args, Dst: dst}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

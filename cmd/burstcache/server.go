@@ -22,6 +22,7 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/posixns"
 	"github.com/burstcache/burstcache/cacheserver/server"
+	"github.com/burstcache/burstcache/cacheserver/wire"
 )
 
 type serverFlags struct {
@@ -56,7 +57,7 @@ run as --uid/--gid/--groups (default: the server process), or, with
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServer(cmd.Context(), f) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.listen, "listen", "127.0.0.1:7070", "data-path address")
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:7070", "data-path address: host:port, or the absolute path of a Unix domain socket")
 	fl.StringVar(&f.control, "control", "127.0.0.1:7071", "control API address")
 	fl.StringVar(&f.backing, "backing", "", "backing directory (the parallel file system)")
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "cache directory on local SSD")
@@ -262,7 +263,7 @@ func (f *serverFlags) openEngine(log *slog.Logger) (server.Cache, *engine.Engine
 }
 
 func (f *serverFlags) listeners() (net.Listener, net.Listener, error) {
-	data, err := net.Listen("tcp", f.listen)
+	data, err := wire.Listen(f.listen)
 	if err != nil {
 		return nil, nil, badInput("--listen: %w", err)
 	}

@@ -122,6 +122,16 @@ func (m *MemCache) Size(_ context.Context, path string) (int64, error) {
 	return f.size, nil
 }
 
+// KnownSize returns the size the cache knows, without the backing file.
+func (m *MemCache) KnownSize(path string) (int64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f := m.files[path]; f != nil {
+		return f.size, true
+	}
+	return 0, false
+}
+
 // ExtendSize records that path is at least size long.
 func (m *MemCache) ExtendSize(_ context.Context, path string, size int64) error {
 	m.mu.Lock()

@@ -1,0 +1,192 @@
+package client
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/burstcache/burstcache/cacheserver/wire"
+)
+
+// holdProxy sits between clients and one server and holds back the requests
+// that its hold function picks, until the test releases them. Other requests
+// of the same connection pass: the protocol lets them overtake.
+type holdProxy struct {
+	addr string
+	hold func(op wire.Op, args *wire.Decoder) bool
+	// held receives every request held back.
+	held chan heldRequest
+	// forwarded receives the operation of every request passed on.
+	forwarded chan wire.Op
+	// answered receives the request id of every response to a request
+	// that was held, once the response has passed.
+	answered chan uint64
+
+	mu     sync.Mutex
+	heldID map[uint64]bool
+}
+
+// heldRequest is a request frame held back on its way to the server.
+type heldRequest struct {
+	id    uint64
+	op    wire.Op
+	args  *wire.Decoder
+	frame []byte
+	to    *lockedWriter
+}
+
+// lockedWriter serializes frames written to one server connection.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) write(b []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, err := l.w.Write(b)
+	return err
+}
+
+// release sends a held request on to the server.
+func (h heldRequest) release(t *testing.T) {
+	t.Helper()
+	if err := h.to.write(h.frame); err != nil {
+		t.Fatalf("releasing a held request: %v", err)
+	}
+}
+
+const (
+	// handshakeAnswer is the client's part of the handshake (see package
+	// wire): magic and MAC.
+	handshakeAnswer = 4 + 32
+	// handshakeHello and handshakeVerdict are the server's parts: magic
+	// and nonce, then an errno.
+	handshakeHello   = 4 + 32
+	handshakeVerdict = 4
+	frameHeader      = 20
+)
+
+func startHoldProxy(t *testing.T, server string, hold func(wire.Op, *wire.Decoder) bool) *holdProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &holdProxy{addr: ln.Addr().String(), hold: hold, held: make(chan heldRequest, 16),
+		forwarded: make(chan wire.Op, 1024), answered: make(chan uint64, 16), heldID: map[uint64]bool{}}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", server)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, s)
+			mu.Unlock()
+			wg.Go(func() { p.responses(s, c); _ = c.Close() })
+			wg.Go(func() { p.requests(c, &lockedWriter{w: s}); _ = s.Close() })
+		}
+	})
+	return p
+}
+
+// requests forwards the handshake answer as it is, then frame by frame.
+func (p *holdProxy) requests(from io.Reader, to *lockedWriter) {
+	hs := make([]byte, handshakeAnswer)
+	if _, err := io.ReadFull(from, hs); err != nil || to.write(hs) != nil {
+		return
+	}
+	for {
+		frame, err := readFrame(from)
+		if err != nil {
+			return
+		}
+		id, op := binary.LittleEndian.Uint64(frame), wire.Op(binary.LittleEndian.Uint32(frame[8:]))
+		meta := frame[frameHeader : frameHeader+binary.LittleEndian.Uint32(frame[12:])]
+		if d := wire.NewDecoder(meta); p.hold(op, argsOf(d)) {
+			p.mu.Lock()
+			p.heldID[id] = true
+			p.mu.Unlock()
+			p.held <- heldRequest{id: id, op: op, args: argsOf(wire.NewDecoder(meta)), frame: frame, to: to}
+			continue
+		}
+		if to.write(frame) != nil {
+			return
+		}
+		select {
+		case p.forwarded <- op:
+		default: // nobody watches this many requests
+		}
+	}
+}
+
+// responses forwards the server's side of the handshake and its responses.
+func (p *holdProxy) responses(from io.Reader, to io.Writer) {
+	for _, n := range []int{handshakeHello, handshakeVerdict} {
+		hs := make([]byte, n)
+		if _, err := io.ReadFull(from, hs); err != nil {
+			return
+		}
+		if _, err := to.Write(hs); err != nil {
+			return
+		}
+	}
+	for {
+		frame, err := readFrame(from)
+		if err != nil {
+			return
+		}
+		if _, err := to.Write(frame); err != nil {
+			return
+		}
+		id := binary.LittleEndian.Uint64(frame)
+		p.mu.Lock()
+		held := p.heldID[id]
+		p.mu.Unlock()
+		if held {
+			p.answered <- id
+		}
+	}
+}
+
+// argsOf skips the caller's identity that starts every request.
+func argsOf(d *wire.Decoder) *wire.Decoder {
+	d.Cred()
+	return d
+}
+
+func readFrame(r io.Reader) ([]byte, error) {
+	h := make([]byte, frameHeader)
+	if _, err := io.ReadFull(r, h); err != nil {
+		return nil, err
+	}
+	n := int(binary.LittleEndian.Uint32(h[12:])) + int(binary.LittleEndian.Uint32(h[16:]))
+	if n > wire.MaxMeta+wire.MaxData {
+		return nil, errors.New("frame too large")
+	}
+	frame := make([]byte, frameHeader+n)
+	copy(frame, h)
+	_, err := io.ReadFull(r, frame[frameHeader:])
+	return frame, err
+}

@@ -1,0 +1,118 @@
+package client
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/server/servertest"
+	"github.com/burstcache/burstcache/cacheserver/wire"
+)
+
+// TestBackgroundSizePushDoesNotUndoTruncate holds the size that the
+// background pusher publishes on its way to the metadata server, truncates
+// the file meanwhile, then lets the push through. Had the truncation gone
+// ahead of the push, the push would land last and grow the file back to
+// the written size; the truncation must wait for the push instead.
+func TestBackgroundSizePushDoesNotUndoTruncate(t *testing.T) {
+	in := servertest.Start(t, t.TempDir(), servertest.Options{Servers: 1, ExtentSize: testExtent, Secret: "k"})
+	px := startHoldProxy(t, in.Data[0], func(op wire.Op, args *wire.Decoder) bool {
+		if op != wire.OpExtendSize {
+			return false
+		}
+		// Path, size, then durable: the background push, not a write's
+		// announcement.
+		_, _ = args.Blob(), args.Int64()
+		return args.Bool()
+	})
+	f := connect(t, &servertest.Instance{Data: []string{px.addr}})
+	ctx := context.Background()
+	create(t, f, "f")
+	const written, cut = 3 * testExtent, 100
+	if _, err := f.WriteAt(ctx, "f", randomData(written), 0); err != nil {
+		t.Fatal(err)
+	}
+	push := waitHeld(t, px)
+	if _ = push.args.Blob(); push.args.Int64() != written {
+		t.Fatalf("the pusher published a size other than %d", written)
+	}
+	truncated := make(chan error, 1)
+	go func() {
+		_, err := f.SetAttr(ctx, "f", namespaceSize(cut))
+		truncated <- err
+	}()
+	if waitForwarded(px, wire.OpTruncate, 300*time.Millisecond) {
+		t.Error("the truncation reached the metadata server while a size push was in flight")
+	}
+	push.release(t)
+	if err := <-truncated; err != nil {
+		t.Fatal(err)
+	}
+	waitAnswered(t, px, push.id)
+	checkSize(t, f, in, "f", cut)
+}
+
+// waitHeld returns the next request the proxy held back.
+func waitHeld(t *testing.T, px *holdProxy) heldRequest {
+	t.Helper()
+	select {
+	case h := <-px.held:
+		return h
+	case <-time.After(10 * pushDelay):
+		t.Fatal("no size was published in the background")
+		return heldRequest{}
+	}
+}
+
+// waitAnswered waits until the server has answered request id.
+func waitAnswered(t *testing.T, px *holdProxy, id uint64) {
+	t.Helper()
+	for {
+		select {
+		case got := <-px.answered:
+			if got == id {
+				return
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the server did not answer the released request")
+		}
+	}
+}
+
+// waitForwarded waits up to d for a request of op to pass the proxy. A
+// correct client sends none: the wait bounds how long the test gives a
+// wrong one to show itself, and never makes a correct one fail.
+func waitForwarded(px *holdProxy, op wire.Op, d time.Duration) bool {
+	deadline := time.After(d)
+	for {
+		select {
+		case got := <-px.forwarded:
+			if got == op {
+				return true
+			}
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+// checkSize checks the size of p as f, a new client and the cache know it,
+// and as the backing file holds it after a flush.
+func checkSize(t *testing.T, f *FS, in *servertest.Instance, p string, want int64) {
+	t.Helper()
+	ctx := context.Background()
+	for name, c := range map[string]*FS{"the truncating client": f, "a new client": connect(t, in)} {
+		if a, err := c.GetAttr(ctx, p); err != nil || a.Size != want {
+			t.Errorf("%s sees size %d (%v), want %d", name, a.Size, err, want)
+		}
+	}
+	if size, err := in.Caches[0].Size(ctx, p); err != nil || size != want {
+		t.Errorf("the cache holds size %d (%v), want %d", size, err, want)
+	}
+	flushAll(t, in)
+	if fi, err := os.Stat(filepath.Join(in.Backing, p)); err != nil || fi.Size() != want {
+		t.Errorf("the backing file after a flush: %v, %v; want %d bytes", fi, err, want)
+	}
+}
