@@ -96,7 +96,7 @@ func count(objs []*unstructured.Unstructured, kind string) int {
 
 func TestHelmLint(t *testing.T) {
 	for name, set := range map[string][]string{
-		"defaults":      nil,
+		"defaults": nil,
 		"everything on": {"certManager.enabled=true", "metrics.serviceMonitor.enabled=true", "metrics.podMonitor.enabled=true",
 			"metrics.dashboard.enabled=true", "examples.cachePool.enabled=true", "examples.storageClass.enabled=true"},
 	} {
