@@ -41,6 +41,21 @@ var metrics = []metric{
 	{name: "burstcache_files", kind: "gauge", help: "Files with cached data.", value: func(s control.Stats) float64 { return float64(s.Files) }},
 }
 
+// flushMetric is the summary of whole-cache flushes, written apart from
+// the table because it has two samples.
+const flushMetric = "burstcache_flush_duration_seconds"
+
+// MetricNames returns the name of every sample a server exports, with the
+// _sum and _count samples of its summary, so that dashboards and alerts can
+// be checked against what servers really serve.
+func MetricNames() []string {
+	names := make([]string, 0, len(metrics)+2)
+	for _, m := range metrics {
+		names = append(names, m.name)
+	}
+	return append(names, flushMetric+"_sum", flushMetric+"_count")
+}
+
 // serveMetrics writes the statistics in the Prometheus text format.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	st, err := s.Stats(r.Context())
@@ -62,7 +77,7 @@ func writeMetrics(w io.Writer, st control.Stats) {
 		}
 		_, _ = fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s%s %g\n", m.name, m.help, m.name, m.kind, m.name, labels, m.value(st))
 	}
-	const flush = "burstcache_flush_duration_seconds"
+	const flush = flushMetric
 	_, _ = fmt.Fprintf(w, "# HELP %s Time taken by whole-cache flushes.\n# TYPE %s summary\n%s_sum%s %g\n%s_count%s %d\n",
 		flush, flush, flush, labels, st.FlushSeconds, flush, labels, st.Flushes)
 }

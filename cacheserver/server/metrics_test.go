@@ -67,3 +67,20 @@ func TestMetricsText(t *testing.T) {
 		})
 	}
 }
+
+// TestMetricNamesAreServed holds MetricNames to the samples writeMetrics
+// really writes, so that a metric added or renamed in one place and not the
+// other fails here.
+func TestMetricNamesAreServed(t *testing.T) {
+	var b strings.Builder
+	writeMetrics(&b, control.Stats{Server: control.ServerInfo{Instance: "team/run-1/0a1b"}, WindowLimitBytes: 100})
+	var served []string
+	for _, line := range strings.Split(b.String(), "\n") {
+		if name, _, ok := strings.Cut(line, "{"); ok && !strings.HasPrefix(line, "#") {
+			served = append(served, name)
+		}
+	}
+	if diff := cmp.Diff(served, MetricNames()); diff != "" {
+		t.Errorf("MetricNames differs from the samples served (-served +names):\n%s", diff)
+	}
+}

@@ -96,8 +96,9 @@ func count(objs []*unstructured.Unstructured, kind string) int {
 
 func TestHelmLint(t *testing.T) {
 	for name, set := range map[string][]string{
-		"defaults":      nil,
-		"everything on": {"certManager.enabled=true", "metrics.serviceMonitor.enabled=true", "examples.cachePool.enabled=true", "examples.storageClass.enabled=true"},
+		"defaults": nil,
+		"everything on": {"certManager.enabled=true", "metrics.serviceMonitor.enabled=true", "metrics.podMonitor.enabled=true",
+			"metrics.dashboard.enabled=true", "examples.cachePool.enabled=true", "examples.storageClass.enabled=true"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			args := []string{"lint", chartDir, "--strict", "--namespace", releaseNS, "--kube-version", kubeVersion}
@@ -122,6 +123,9 @@ func TestChartIsGeneratedFromConfig(t *testing.T) {
 	}
 	files, err := generate(raw)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := copyFiles("../../config", files); err != nil {
 		t.Fatal(err)
 	}
 	for path, want := range files {

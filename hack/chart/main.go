@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -16,14 +17,15 @@ import (
 
 func main() {
 	chart := flag.String("chart", "charts/burstcache", "chart directory to write into")
+	config := flag.String("config", "config", "config directory holding the files the chart copies")
 	flag.Parse()
-	if err := run(os.Stdin, *chart); err != nil {
+	if err := run(os.Stdin, *chart, *config); err != nil {
 		fmt.Fprintln(os.Stderr, "chart:", err)
 		os.Exit(1)
 	}
 }
 
-func run(in io.Reader, chart string) error {
+func run(in io.Reader, chart, config string) error {
 	raw, err := io.ReadAll(in)
 	if err != nil {
 		return fmt.Errorf("reading the kustomize output: %w", err)
@@ -41,7 +43,33 @@ func run(in io.Reader, chart string) error {
 		return err
 	}
 	files["README.md"] = readme
+	if err := copyFiles(config, files); err != nil {
+		return err
+	}
 	return writeFiles(chart, files)
+}
+
+// copied maps files of config/ to the chart files that are copies of them:
+// kept in config/ so that there is one source, and copied because helm reads
+// only files inside the chart.
+var copied = map[string]string{
+	"monitoring/grafana-dashboard.json": "dashboards/burstcache-instance.json",
+}
+
+// copyFiles adds the copies of config's files to files. A dashboard that is
+// not valid JSON is refused here rather than by Grafana.
+func copyFiles(config string, files map[string][]byte) error {
+	for src, dst := range copied {
+		b, err := os.ReadFile(filepath.Join(config, src))
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", src, err)
+		}
+		if strings.HasSuffix(src, ".json") && !json.Valid(b) {
+			return fmt.Errorf("%s is not valid JSON", src)
+		}
+		files[dst] = b
+	}
+	return nil
 }
 
 // docSeparator splits a multi-document YAML stream.
@@ -96,7 +124,7 @@ const header = "# Generated from config/ by hack/chart.sh (make chart). Do not e
 
 // writeFiles replaces the generated parts of the chart with files.
 func writeFiles(chart string, files map[string][]byte) error {
-	for _, dir := range []string{"crds", "templates/generated"} {
+	for _, dir := range []string{"crds", "templates/generated", "dashboards"} {
 		if err := os.RemoveAll(filepath.Join(chart, dir)); err != nil {
 			return err
 		}

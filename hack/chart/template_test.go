@@ -42,9 +42,9 @@ func TestTemplate(t *testing.T) {
 		},
 		"examples and monitoring switched on": {
 			set: []string{"examples.cachePool.enabled=true", "examples.storageClass.enabled=true", "metrics.serviceMonitor.enabled=true",
-				"imagePullSecrets[0].name=regcred"},
+				"metrics.podMonitor.enabled=true", "metrics.dashboard.enabled=true", "imagePullSecrets[0].name=regcred"},
 			wantImage: "burstcache:dev", wantPolicy: corev1.PullIfNotPresent, wantIssuer: "self", wantCSI: true, wantReplica: 1,
-			wantExtras: []string{"CachePool", "StorageClass", "ServiceMonitor"},
+			wantExtras: []string{"CachePool", "StorageClass", "ServiceMonitor", "PodMonitor", "ConfigMap"},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -231,7 +231,7 @@ func checkCSINodePrivileges(t *testing.T, spec corev1.PodSpec) {
 }
 
 func checkExtras(t *testing.T, objs []*unstructured.Unstructured, tc chartCase) {
-	for _, kind := range []string{"Certificate", "Issuer", "CachePool", "StorageClass", "ServiceMonitor"} {
+	for _, kind := range []string{"Certificate", "Issuer", "CachePool", "StorageClass", "ServiceMonitor", "PodMonitor", "ConfigMap"} {
 		if got, want := count(objs, kind) > 0, slices.Contains(tc.wantExtras, kind); got != want {
 			t.Errorf("%s rendered: %v, want %v", kind, got, want)
 		}
@@ -240,11 +240,13 @@ func checkExtras(t *testing.T, objs []*unstructured.Unstructured, tc chartCase) 
 		t.Errorf("example StorageClass provisioner = %v", sc.Object["provisioner"])
 	}
 	if sm := find(objs, "ServiceMonitor", ""); sm != nil {
-		sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
-		svc := find(objs, "Service", "burstcache-manager-metrics")
-		if svc == nil || !selects(sel, svc.GetLabels()) {
-			t.Errorf("ServiceMonitor selector %v matches no metrics Service", sel)
-		}
+		checkServiceMonitor(t, objs, sm)
+	}
+	if pm := find(objs, "PodMonitor", ""); pm != nil {
+		checkPodMonitor(t, pm)
+	}
+	if cm := find(objs, "ConfigMap", ""); cm != nil {
+		checkDashboard(t, cm)
 	}
 }
 
