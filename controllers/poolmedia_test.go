@@ -96,8 +96,8 @@ var _ = Describe("StorageClass media", func() {
 
 		By("creating one claim per server, of the class and the server's capacity, that the pod mounts as its cache")
 		Eventually(func() []corev1.PersistentVolumeClaim { return cacheClaims(inst) }, 20*time.Second, 200*time.Millisecond).Should(HaveLen(2))
-		pods := serverPods(inst)
-		Expect(pods).To(HaveLen(2))
+		var pods []corev1.Pod
+		Eventually(func() []corev1.Pod { pods = serverPods(inst); return pods }, 20*time.Second, 200*time.Millisecond).Should(HaveLen(2))
 		for i := range pods {
 			expectClaimOf(inst, &pods[i], sc.Name)
 		}
