@@ -108,7 +108,7 @@ var _ = Describe("StorageClass media", func() {
 		Eventually(func(g Gomega) int64 {
 			return get(inst)(g).Status.Usage.Dirty.Value()
 		}, 20*time.Second, 200*time.Millisecond).Should(BeNumerically(">=", len(data)))
-		Expect(dirBytes(kl.claimDir(w.ns, cacheinstance.CacheClaimName(inst, 0))) +
+		Expect(dirBytes(kl.claimDir(w.ns, cacheinstance.CacheClaimName(inst, 0)))+
 			dirBytes(kl.claimDir(w.ns, cacheinstance.CacheClaimName(inst, 1)))).To(BeNumerically(">=", len(data)),
 			"the servers' data is not on their claims")
 

@@ -127,11 +127,13 @@ func setCapacity(s *scope) {
 // the first reason why.
 func setReadyCondition(s *scope) {
 	ok, reason, msg := true, cachev1alpha1.ReasonAsExpected, fmt.Sprintf("%d nodes", len(s.nodes))
-	if v := policy.CheckPool(s.pool); v != nil {
+	v := policy.CheckPool(s.pool)
+	switch {
+	case v != nil:
 		ok, reason, msg = false, v[0].Reason, v.Err().Error()
-	} else if s.mediaMissing != "" {
+	case s.mediaMissing != "":
 		ok, reason, msg = false, cachev1alpha1.ReasonMediaUnavailable, s.mediaMissing
-	} else if len(s.nodes) == 0 {
+	case len(s.nodes) == 0:
 		ok, reason, msg = false, cachev1alpha1.ReasonNoNodes, "no node matches the pool's node selector and tolerations"
 	}
 	status := metav1.ConditionFalse
