@@ -147,6 +147,36 @@ var _ = Describe("StorageClass media", func() {
 		Expect(os.ReadFile(out)).To(Equal(data))
 	})
 
+	It("does not give a running server an empty claim when its claim was forced away, and says so", func() {
+		sc := localClass()
+		w := newWorld(classMedia(sc.Name))
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		kl.runServers(inst, 1)
+		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
+
+		By("forcing every finalizer off the claim and deleting it, as a careless admin would")
+		claim := &cacheClaims(inst)[0]
+		Eventually(func() error {
+			cur := &corev1.PersistentVolumeClaim{}
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(claim), cur); err != nil {
+				return err
+			}
+			cur.Finalizers = nil
+			return k8sClient.Update(ctx, cur)
+		}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
+		Expect(k8sClient.Delete(ctx, claim)).To(Succeed())
+		Eventually(gone(claim), 10*time.Second, 100*time.Millisecond).Should(BeTrue())
+
+		Eventually(func() []string { return eventReasons(w.ns, inst.Name) }, 20*time.Second, 200*time.Millisecond).
+			Should(ContainElement(cachev1alpha1.ReasonMediaUnavailable))
+		Consistently(func() []corev1.PersistentVolumeClaim { return cacheClaims(inst) }, 3*time.Second, 500*time.Millisecond).Should(BeEmpty())
+
+		By("still writing back and letting the instance go, since the running server kept its volume")
+		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
+		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
+	})
+
 	It("reports MediaUnavailable while the pool's class is missing, and Ready once it exists", func() {
 		name := "nvme-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 		w := newWorld(classMedia(name))

@@ -2,7 +2,6 @@ package cacheinstance
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -14,9 +13,6 @@ import (
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 )
-
-// errClaimLost means a server's cache claim went away while its pod ran.
-var errClaimLost = errors.New("the cache claim of a running server is gone; its data may be lost")
 
 // CacheClaimName returns the name of the claim that holds server i's cache
 // data when the pool's media is a StorageClass.
@@ -82,8 +78,14 @@ func (r *Reconciler) ensureCacheClaims(ctx context.Context, s *scope) (ctrl.Resu
 			}
 			continue
 		}
-		if err := r.checkClaimNotLost(ctx, s, i); err != nil {
+		lost, err := r.claimLost(ctx, s, i)
+		if err != nil {
 			return ctrl.Result{}, err
+		}
+		if lost {
+			r.Recorder.Eventf(s.inst, s.pods[i], corev1.EventTypeWarning, cachev1alpha1.ReasonMediaUnavailable, "Provision",
+				"The cache claim %s of running server %s is gone; not giving it an empty one", CacheClaimName(s.inst, i), srv.Name)
+			continue
 		}
 		pvc := buildCacheClaim(s.inst, s.pool, i, srv)
 		if err := r.createIfMissing(ctx, pvc); err != nil {
@@ -94,24 +96,22 @@ func (r *Reconciler) ensureCacheClaims(ctx context.Context, s *scope) (ctrl.Resu
 	return ctrl.Result{}, nil
 }
 
-// checkClaimNotLost refuses to give a running server a new, empty claim:
-// a server pod whose claim is gone (someone forced its finalizer off)
-// may have held dirty data there, and an empty claim would hide the loss.
-// The API server is asked, not the cache, which may not have seen a claim
-// created in the previous pass.
-func (r *Reconciler) checkClaimNotLost(ctx context.Context, s *scope, i int) error {
+// claimLost reports whether server i's pod runs while its claim is gone
+// (someone forced its finalizer off). The server may have held dirty data
+// there, so it must not get a new, empty claim that would hide the loss;
+// its pod keeps the old volume mounted, and the teardown can still flush
+// it. The API server is asked, not the cache, which may not have seen a
+// claim created in the previous pass.
+func (r *Reconciler) claimLost(ctx context.Context, s *scope, i int) (bool, error) {
 	if s.pods[i] == nil {
-		return nil
+		return false, nil
 	}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.inst.Namespace, Name: CacheClaimName(s.inst, i)}, &corev1.PersistentVolumeClaim{})
-	switch {
-	case err == nil:
-		return nil
-	case apierrors.IsNotFound(err):
-		return fmt.Errorf("cache claim %s of running server %d is gone: %w", CacheClaimName(s.inst, i), i, errClaimLost)
-	default:
-		return fmt.Errorf("reading cache claim %s: %w", CacheClaimName(s.inst, i), err)
+	name := CacheClaimName(s.inst, i)
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.inst.Namespace, Name: name}, &corev1.PersistentVolumeClaim{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("reading cache claim %s: %w", name, err)
 	}
+	return apierrors.IsNotFound(err), nil
 }
 
 // deleteCacheClaims releases and deletes the cache claims once the
