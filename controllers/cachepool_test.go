@@ -43,7 +43,7 @@ var _ = Describe("CachePool", func() {
 		})
 		Eventually(readyReason(w.pool), 10*time.Second, 100*time.Millisecond).Should(Equal(cachev1alpha1.ReasonMediaUnavailable))
 
-		By("using StorageClass media, which this version cannot provision")
+		By("naming a StorageClass that does not exist")
 		updatePool(w, func(p *cachev1alpha1.CachePool) {
 			p.Spec.AllocationGranularity = resource.MustParse("64Mi")
 			p.Spec.Media.HostPath = nil

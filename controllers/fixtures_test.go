@@ -35,8 +35,9 @@ type world struct {
 
 // newWorld makes a namespace, a pool of the three nodes with 256Mi each in
 // 64Mi units that grants the namespace mountAt/projects/<ns>, and that
-// project directory owned by runAs. It waits until the pool saw its nodes.
-func newWorld() *world {
+// project directory owned by runAs. edits change the pool before it is
+// created. It waits until the pool saw its nodes.
+func newWorld(edits ...func(*cachev1alpha1.CachePool)) *world {
 	GinkgoHelper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ctl-", Labels: map[string]string{"team": "climate"}}}
 	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
@@ -69,6 +70,9 @@ func newWorld() *world {
 			},
 			Ceilings: &cachev1alpha1.InstanceCeilings{Capacity: ptr(resource.MustParse("512Mi")), WriteBackThreads: ptr(int32(8))},
 		},
+	}
+	for _, edit := range edits {
+		edit(w.pool)
 	}
 	Expect(k8sClient.Create(ctx, w.pool)).To(Succeed())
 	Eventually(func(g Gomega) {

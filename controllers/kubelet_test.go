@@ -26,6 +26,10 @@ import (
 // pods: it runs the pod's init container and server container as real
 // processes on loopback, with the pod's host path volumes mapped to real
 // directories, as the pod's user, and reports the pod Running and Ready.
+// A claim volume is a directory per claim, which outlives the pod as a
+// local PV does; there is no volume binding (no scheduler, no local volume
+// provisioner), so it stands for the PV a WaitForFirstConsumer class
+// would bind on the pod's node.
 type kubelet struct {
 	root  string
 	mu    sync.Mutex
@@ -112,6 +116,9 @@ func (k *kubelet) runInit(pod *corev1.Pod) {
 		if v.HostPath != nil && v.HostPath.Type != nil && *v.HostPath.Type == corev1.HostPathDirectoryOrCreate {
 			Expect(os.MkdirAll(v.HostPath.Path, 0o755)).To(Succeed())
 		}
+		if v.PersistentVolumeClaim != nil {
+			k.attachClaim(pod, v.PersistentVolumeClaim.ClaimName)
+		}
 	}
 	for _, c := range pod.Spec.InitContainers {
 		Expect(c.Command[0]).To(Equal("burstcache"))
@@ -181,13 +188,33 @@ func (k *kubelet) hostPath(pod *corev1.Pod, c corev1.Container, p string) string
 			if v.Name == m.Name && v.HostPath != nil {
 				return v.HostPath.Path + rest
 			}
+			if v.Name == m.Name && v.PersistentVolumeClaim != nil {
+				return k.claimDir(pod.Namespace, v.PersistentVolumeClaim.ClaimName) + rest
+			}
 			if v.Name == m.Name && v.Secret != nil {
 				return k.secretDir(pod, v.Name) + rest
 			}
 		}
 	}
-	Fail(fmt.Sprintf("no host path or secret volume holds %s in pod %s", p, pod.Name))
+	Fail(fmt.Sprintf("no host path, claim or secret volume holds %s in pod %s", p, pod.Name))
 	return ""
+}
+
+// claimDir is the directory behind a claim.
+func (k *kubelet) claimDir(ns, claim string) string {
+	return filepath.Join(k.root, "claims", ns, claim)
+}
+
+// attachClaim makes the claim's directory, as a local PV's. As the kubelet
+// would, it refuses a claim that does not exist or is being deleted.
+func (k *kubelet) attachClaim(pod *corev1.Pod, claim string) {
+	GinkgoHelper()
+	pvc := &corev1.PersistentVolumeClaim{}
+	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: claim}, pvc)).To(Succeed(), "claim of pod %s", pod.Name)
+	Expect(pvc.DeletionTimestamp).To(BeNil(), "claim %s of pod %s is being deleted", claim, pod.Name)
+	dir := k.claimDir(pod.Namespace, claim)
+	Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+	Expect(os.Chmod(filepath.Dir(dir), 0o755)).To(Succeed())
 }
 
 func (k *kubelet) secretDir(pod *corev1.Pod, volume string) string {

@@ -17,7 +17,7 @@ import (
 
 // reconcileDelete tears an instance down in DataWarp's order: wait until no
 // pod mounts it, write every dirty byte back (unless the user chose to drop
-// it), delete the servers and then their data secret, and only then let
+// it), delete the servers, their cache claims and then their data secret, and only then let
 // the instance go.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if res, err := r.refresh(ctx, s); err != nil || s.gone {
@@ -29,11 +29,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	}
 	return runPhases(ctx, s, []phaseFunc{
 		r.loadServerPods,
+		r.loadCacheClaims,
 		r.restoreServers,
 		r.observeServers,
 		r.waitForUnmount,
 		r.flush,
 		r.deleteServers,
+		r.deleteCacheClaims,
 		r.deleteSecret,
 		r.removeFinalizer,
 	})
@@ -50,6 +52,9 @@ func (r *Reconciler) restoreServers(ctx context.Context, s *scope) (ctrl.Result,
 		return ctrl.Result{}, err
 	}
 	if _, err := r.ensureSecret(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	if _, err := r.ensureCacheClaims(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
 	return r.ensurePods(ctx, s)

@@ -15,4 +15,10 @@
 // them itself. A finalizer on each server pod keeps its object (and the
 // node placement it records) until the teardown releases it, and the
 // PodDisruptionBudget refuses evictions, such as those of a node drain.
+//
+// When the pool's media is a StorageClass of local volumes, each server
+// keeps its data on a claim of its own, created before its pod. The claim
+// carries the same finalizer and no owner reference; teardown deletes it
+// after the servers are gone, and lets the instance go only once the claim
+// is gone too, so that a later instance of the same name never finds it.
 package cacheinstance

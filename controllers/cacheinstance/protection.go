@@ -12,36 +12,46 @@ import (
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 )
 
-// protect makes sure a server pod carries the protection finalizer. Pods
-// are created with it; this restores it if someone removed it.
-func (r *Reconciler) protect(ctx context.Context, pod *corev1.Pod) error {
-	if controllerutil.ContainsFinalizer(pod, cachev1alpha1.ServerProtectionFinalizer) {
+// protect makes sure a server pod or cache claim carries the protection
+// finalizer. Both are created with it; this restores it if someone removed
+// it. An object already being deleted is left alone: a finalizer cannot be
+// added to it, and the one it has is what holds it.
+func (r *Reconciler) protect(ctx context.Context, o client.Object) error {
+	if controllerutil.ContainsFinalizer(o, cachev1alpha1.ServerProtectionFinalizer) || !o.GetDeletionTimestamp().IsZero() {
 		return nil
 	}
-	patch := client.MergeFrom(pod.DeepCopy())
-	controllerutil.AddFinalizer(pod, cachev1alpha1.ServerProtectionFinalizer)
-	if err := r.Client.Patch(ctx, pod, patch); err != nil {
-		return fmt.Errorf("protecting server pod %s: %w", pod.Name, err)
+	patch := client.MergeFrom(o.DeepCopyObject().(client.Object))
+	controllerutil.AddFinalizer(o, cachev1alpha1.ServerProtectionFinalizer)
+	if err := r.Client.Patch(ctx, o, patch); err != nil {
+		return fmt.Errorf("protecting %s %s: %w", kindOf(o), o.GetName(), err)
 	}
 	return nil
 }
 
-// releaseAndDelete removes the protection finalizer of a server pod and
-// deletes it.
-func (r *Reconciler) releaseAndDelete(ctx context.Context, pod *corev1.Pod) error {
-	if controllerutil.ContainsFinalizer(pod, cachev1alpha1.ServerProtectionFinalizer) {
-		patch := client.MergeFrom(pod.DeepCopy())
-		controllerutil.RemoveFinalizer(pod, cachev1alpha1.ServerProtectionFinalizer)
-		if err := r.Client.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("releasing server pod %s: %w", pod.Name, err)
+// releaseAndDelete removes the protection finalizer of a server pod or
+// cache claim and deletes it.
+func (r *Reconciler) releaseAndDelete(ctx context.Context, o client.Object) error {
+	if controllerutil.ContainsFinalizer(o, cachev1alpha1.ServerProtectionFinalizer) {
+		patch := client.MergeFrom(o.DeepCopyObject().(client.Object))
+		controllerutil.RemoveFinalizer(o, cachev1alpha1.ServerProtectionFinalizer)
+		if err := r.Client.Patch(ctx, o, patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("releasing %s %s: %w", kindOf(o), o.GetName(), err)
 		}
 	}
-	if !pod.DeletionTimestamp.IsZero() {
+	if !o.GetDeletionTimestamp().IsZero() {
 		return nil
 	}
-	err := r.Client.Delete(ctx, pod)
+	err := r.Client.Delete(ctx, o)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting server pod %s: %w", pod.Name, err)
+		return fmt.Errorf("deleting %s %s: %w", kindOf(o), o.GetName(), err)
 	}
 	return nil
+}
+
+// kindOf names what a protected object is, for errors.
+func kindOf(o client.Object) string {
+	if _, ok := o.(*corev1.PersistentVolumeClaim); ok {
+		return "cache claim"
+	}
+	return "server pod"
 }

@@ -45,6 +45,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=cache.burstcache.io,resources=cacheinstances/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=cache.burstcache.io,resources=cacheinstances/finalizers,verbs=update
 // +kubebuilder:rbac:groups=cache.burstcache.io,resources=cachepools,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods;services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces;nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
@@ -65,6 +66,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&cachev1alpha1.CacheInstance{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToInstance)).
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(claimToInstance)).
 		// The manager caches only mount Leases (see controllers.CacheOptions),
 		// not every node's heartbeat.
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(leaseToInstance)).
@@ -151,6 +153,15 @@ func podToInstance(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// claimToInstance maps a cache claim to its instance. Claims of the
+// instance's users carry no component label and are left out.
+func claimToInstance(ctx context.Context, o client.Object) []reconcile.Request {
+	if o.GetLabels()[cachev1alpha1.LabelComponent] != cachev1alpha1.ComponentServer {
+		return nil
+	}
+	return podToInstance(ctx, o)
 }
 
 // poolToInstances maps a pool to the instances that use it.

@@ -30,6 +30,9 @@ type scope struct {
 
 	// pods are the server pods by server index.
 	pods map[int]*corev1.Pod
+	// claims are the cache claims by server index, when the pool's media
+	// is a StorageClass.
+	claims map[int]*corev1.PersistentVolumeClaim
 	// stats are the answers of the servers that answered, by index.
 	stats map[int]control.Stats
 
@@ -48,6 +51,7 @@ func newScope(inst *cachev1alpha1.CacheInstance) *scope {
 		inst:     inst,
 		original: inst.DeepCopy(),
 		pods:     map[int]*corev1.Pod{},
+		claims:   map[int]*corev1.PersistentVolumeClaim{},
 		stats:    map[int]control.Stats{},
 	}
 }

@@ -21,10 +21,7 @@ func CacheHostDir(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePo
 }
 
 func volumes(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool, i int) []corev1.Volume {
-	dirOrCreate := corev1.HostPathDirectoryOrCreate
-	vols := []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{
-		HostPath: &corev1.HostPathVolumeSource{Path: CacheHostDir(inst, pool, i), Type: &dirOrCreate},
-	}}, secretVolume(inst)}
+	vols := []corev1.Volume{{Name: "cache", VolumeSource: cacheSource(inst, pool, i)}, secretVolume(inst)}
 	if inst.Spec.Backing == nil {
 		return append(vols, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
@@ -33,6 +30,16 @@ func volumes(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool, i
 		return vols
 	}
 	return append(vols, corev1.Volume{Name: "backing", VolumeSource: backingSource(fs)})
+}
+
+// cacheSource is where server i keeps its cache data: its claim of the
+// pool's StorageClass, or its directory under the pool's host path.
+func cacheSource(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool, i int) corev1.VolumeSource {
+	if claimMedia(pool) {
+		return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: CacheClaimName(inst, i)}}
+	}
+	dirOrCreate := corev1.HostPathDirectoryOrCreate
+	return corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: CacheHostDir(inst, pool, i), Type: &dirOrCreate}}
 }
 
 // backingSource is how a server reaches the backing file system: the host's

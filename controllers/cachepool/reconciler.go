@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +30,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=cache.burstcache.io,resources=cachepools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=cache.burstcache.io,resources=cacheinstances,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
 
 // SetupWithManager registers the reconciler with mgr. It relies on the
 // index of instances by pool that the CacheInstance reconciler registers.
@@ -35,6 +38,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&cachev1alpha1.CachePool{}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allPools)).
+		Watches(&storagev1.StorageClass{}, handler.EnqueueRequestsFromMapFunc(r.allPools)).
 		Watches(&cachev1alpha1.CacheInstance{}, handler.EnqueueRequestsFromMapFunc(instanceToPool)).
 		Named("cachepool").
 		Complete(r)
@@ -45,6 +49,9 @@ type scope struct {
 	pool, original *cachev1alpha1.CachePool
 	nodes          []string
 	instances      []cachev1alpha1.CacheInstance
+	// mediaMissing says why the pool's media cannot be provisioned, such
+	// as a StorageClass that does not exist; empty if it can.
+	mediaMissing string
 }
 
 // Reconcile recomputes the pool's status from its nodes and instances.
@@ -80,6 +87,23 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) error {
 		return fmt.Errorf("listing the pool's instances: %w", err)
 	}
 	s.instances = list.Items
+	return r.observeMedia(ctx, s)
+}
+
+// observeMedia checks that the StorageClass of the pool's media exists.
+func (r *Reconciler) observeMedia(ctx context.Context, s *scope) error {
+	sc := s.pool.Spec.Media.StorageClass
+	if sc == nil {
+		return nil
+	}
+	err := r.Client.Get(ctx, client.ObjectKey{Name: sc.Name}, &storagev1.StorageClass{})
+	switch {
+	case apierrors.IsNotFound(err):
+		s.mediaMissing = fmt.Sprintf("StorageClass %s of spec.media.storageClass does not exist", sc.Name)
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading StorageClass %s: %w", sc.Name, err)
+	}
 	return nil
 }
 
@@ -103,9 +127,13 @@ func setCapacity(s *scope) {
 // the first reason why.
 func setReadyCondition(s *scope) {
 	ok, reason, msg := true, cachev1alpha1.ReasonAsExpected, fmt.Sprintf("%d nodes", len(s.nodes))
-	if v := policy.CheckPool(s.pool); v != nil {
+	v := policy.CheckPool(s.pool)
+	switch {
+	case v != nil:
 		ok, reason, msg = false, v[0].Reason, v.Err().Error()
-	} else if len(s.nodes) == 0 {
+	case s.mediaMissing != "":
+		ok, reason, msg = false, cachev1alpha1.ReasonMediaUnavailable, s.mediaMissing
+	case len(s.nodes) == 0:
 		ok, reason, msg = false, cachev1alpha1.ReasonNoNodes, "no node matches the pool's node selector and tolerations"
 	}
 	status := metav1.ConditionFalse

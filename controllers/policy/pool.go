@@ -7,16 +7,12 @@ import (
 )
 
 // CheckPool returns what makes a pool unusable beyond what its schema
-// checks: media this version cannot provision, granularity and extent
+// checks: granularity and extent
 // sizes that do not fit the per-node capacity, and backing file systems
 // that servers cannot mount.
 func CheckPool(pool *cachev1alpha1.CachePool) Violations {
 	var vs Violations
 	m := pool.Spec.Media
-	if m.HostPath == nil {
-		vs = append(vs, Violation{Reason: cachev1alpha1.ReasonMediaUnavailable, Field: "spec.media.storageClass",
-			Message: "StorageClass media is not supported yet: set spec.media.hostPath"})
-	}
 	if pool.Spec.AllocationGranularity.Cmp(m.CapacityPerNode) > 0 {
 		vs = append(vs, Violation{Reason: cachev1alpha1.ReasonMediaUnavailable, Field: "spec.allocationGranularity",
 			Message: fmt.Sprintf("%s is larger than spec.media.capacityPerNode %s: no node could hold one unit",

@@ -95,6 +95,10 @@ func TestValidate(t *testing.T) {
 		"scratch as an unmapped uid":        {edit: scratchAs(9999), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
 		"pool with storage class media": {edit: func(_ *cachev1alpha1.CacheInstance, p *cachev1alpha1.CachePool) {
 			p.Spec.Media.HostPath, p.Spec.Media.StorageClass = nil, &cachev1alpha1.StorageClassMedia{Name: "local"}
+		}},
+		"storage class pool with granularity above capacityPerNode": {edit: func(_ *cachev1alpha1.CacheInstance, p *cachev1alpha1.CachePool) {
+			p.Spec.Media.HostPath, p.Spec.Media.StorageClass = nil, &cachev1alpha1.StorageClassMedia{Name: "local"}
+			p.Spec.AllocationGranularity = resource.MustParse("200Gi")
 		}, wantReason: cachev1alpha1.ReasonMediaUnavailable},
 	} {
 		t.Run(name, func(t *testing.T) {
