@@ -22,7 +22,7 @@ func (e *Engine) ReadAt(ctx context.Context, path string, p []byte, off int64) (
 	if off < 0 {
 		return 0, fmt.Errorf("read %s at %d: %w", path, off, ErrInvalid)
 	}
-	f, err := e.statFile(ctx, path)
+	f, err := e.fileForRead(ctx, path)
 	if err != nil {
 		return 0, err
 	}
@@ -60,6 +60,40 @@ func (e *Engine) knownSize(f *file) int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return max(f.size, f.backingSize)
+}
+
+// fileForRead returns the state of path for a read. A path the engine
+// holds nothing of is looked up on the backing store before a record is
+// made for it, so that reads of missing files, like Size, leave no state
+// behind.
+func (e *Engine) fileForRead(ctx context.Context, path string) (*file, error) {
+	if !validPath(path) {
+		return nil, fmt.Errorf("path %q: %w", path, ErrInvalid)
+	}
+	e.mu.Lock()
+	tracked := e.files[path] != nil
+	e.mu.Unlock()
+	if tracked {
+		return e.statFile(ctx, path)
+	}
+	fi, err := e.backing.Stat(ctx, path)
+	if err != nil && !errorsIsNotExist(err) {
+		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	e.mu.Lock()
+	f := e.files[path]
+	if f == nil && err == nil {
+		f = e.fileLocked(path)
+		f.statted, f.exists, f.backingSize = true, true, fi.Size()
+		e.mu.Unlock()
+		return f, nil
+	}
+	e.mu.Unlock()
+	if f == nil {
+		return nil, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
+	}
+	// A record appeared during the stat: it may know more than the stat.
+	return e.statFile(ctx, path)
 }
 
 // statFile returns the state of path, learning the backing file's size on
