@@ -48,15 +48,23 @@ func nsPath(fn func(namespace.FS, context.Context, string) error) handlerFunc {
 
 // withCacheSize folds the size the cache knows into the attributes of a
 // regular file, which the caller just read from the backing store: dirty
-// data and recorded sizes past the backing end of file.
+// data and recorded sizes past the backing end of file. Data that only the
+// cache holds counts as allocated, in the 4 KiB blocks that the backing
+// file system will give it, so that tools do not take the file for sparse
+// and the count does not jump when the data is written back.
 func (s *Server) withCacheSize(_ context.Context, p string, a namespace.Attr) namespace.Attr {
 	if !a.IsRegular() {
 		return a
 	}
-	if size, ok := s.cfg.Cache.KnownSize(p); ok && size > a.Size {
-		a.Size = size
+	known, ok := s.cfg.Cache.KnownSize(p)
+	if !ok {
+		known = 0
 	}
-	a.Size = max(a.Size, s.sizes.get(p))
+	known = max(known, s.sizes.get(p))
+	if known > a.Size {
+		a.Size = known
+		a.Blocks = max(a.Blocks, (known+4095)/4096*8)
+	}
 	return a
 }
 
