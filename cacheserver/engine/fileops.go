@@ -113,13 +113,14 @@ func (e *Engine) ExtendSize(ctx context.Context, path string, size int64) error 
 // Sync makes the data written to path so far durable: on the cache device
 // (Durability Cache: the slab is fdatasynced and the index committed), or on
 // the backing store (Durability Backing: the path's dirty extents are written
-// back and the backing file fsynced).
+// back and the backing file fsynced). Writes to a file with several names
+// went to the backing file, which is fsynced whatever the durability.
 func (e *Engine) Sync(ctx context.Context, path string) error {
 	if err := e.enter(); err != nil {
 		return err
 	}
 	defer e.leave()
-	if e.cfg.Durability == Cache {
+	if e.cfg.Durability == Cache && !e.passesThrough(path) {
 		return e.waitCommit(ctx)
 	}
 	if err := e.flushTree(ctx, path); err != nil {

@@ -53,3 +53,12 @@ func (e *Engine) sharedUncached(ctx context.Context, path string) (bool, error) 
 	}
 	return multiLinked(fi), nil
 }
+
+// passesThrough reports whether I/O on path passes through (see
+// passThrough), as far as the engine knows.
+func (e *Engine) passesThrough(path string) bool {
+	e.mu.Lock()
+	f := e.files[path]
+	e.mu.Unlock()
+	return f != nil && e.passThrough(f)
+}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/burstcache/burstcache/cacheserver/backing"
 )
 
 // TestHardLinksShareData writes through one name of a file with two names
@@ -55,5 +57,25 @@ func TestHardLinksShareData(t *testing.T) {
 	}
 	if got := r.backingFile("a"); !bytes.Equal(got, want) {
 		t.Fatalf("the backing file holds %d bytes that differ from the %d written", len(got), len(want))
+	}
+}
+
+// TestSyncOfLinkedFileReachesBacking checks that Sync of a file with two
+// names fsyncs the backing file even with Durability Cache: its writes
+// went there, not to the cache device.
+func TestSyncOfLinkedFileReachesBacking(t *testing.T) {
+	r := newRig(t, 4096, 8, nil)
+	ctx := context.Background()
+	r.writeBacking("a", []byte("old"))
+	if err := os.Link(filepath.Join(r.root, "a"), filepath.Join(r.root, "b")); err != nil {
+		t.Fatal(err)
+	}
+	r.write("b", 0, []byte("new"))
+	before := r.faulty.Calls(backing.OpSync)
+	if err := r.e.Sync(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if r.faulty.Calls(backing.OpSync) != before+1 {
+		t.Fatalf("Sync of a file whose writes passed through did not fsync the backing file")
 	}
 }
