@@ -73,6 +73,9 @@ type fileState struct {
 	// the setuid and setgid bits have been cleared for writing.
 	mode      uint32
 	setidDone bool
+	// wrote is the time of this client's last write, which the backing
+	// file does not show until write-back; zero after an explicit utimens.
+	wrote time.Time
 }
 
 var _ namespace.FS = (*FS)(nil)

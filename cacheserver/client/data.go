@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"syscall"
+	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/placement"
@@ -25,6 +26,28 @@ func (f *FS) learn(path string, a namespace.Attr) {
 	st.size = max(a.Size, st.pending)
 	if st.mode != a.Mode {
 		st.mode, st.setidDone = a.Mode, false
+	}
+}
+
+// withWrites folds the time of this client's last write to path into its
+// modification time: the backing file shows it only after write-back, and
+// a job that wrote a file expects to see its mtime move.
+func (f *FS) withWrites(path string, a namespace.Attr) namespace.Attr {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st := f.files[path]; st != nil && a.IsRegular() && st.wrote.After(a.Mtime) {
+		a.Mtime = st.wrote
+	}
+	return a
+}
+
+// setTimes records an explicit utimens of path, which overrides the times
+// of earlier writes.
+func (f *FS) setTimes(path string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st := f.files[path]; st != nil {
+		st.wrote = time.Time{}
 	}
 }
 
@@ -162,8 +185,9 @@ func (f *FS) extends(path string, end int64) bool {
 	return st == nil || end > st.size
 }
 
-// grew records that this client wrote up to end.
+// grew records that this client wrote up to end, now.
 func (f *FS) grew(path string, end int64) {
+	now := time.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.files[path]
@@ -171,6 +195,7 @@ func (f *FS) grew(path string, end int64) {
 		st = &fileState{}
 		f.files[path] = st
 	}
+	st.wrote = now
 	if end > st.size {
 		st.size, st.pending = end, end
 		f.kickPush()

@@ -22,4 +22,10 @@
 // server between cutting the backing file and recording the size, and
 // rename and link write the data back and drop it on every server before the
 // name changes, since extents are keyed by path.
+//
+// Modification times: the backing file shows a write only once it is
+// written back, and then with the time of the write-back. The client folds
+// the time of its own last write into the attributes it answers (an
+// explicit utimens since then wins), and rename and link, whose write-back
+// would move the time, put back on the file the time it had before.
 package client

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/wire"
 )
@@ -23,10 +25,11 @@ func (f *FS) attrCall(ctx context.Context, p string, op wire.Op, args *wire.Enco
 // of every client announced.
 func (f *FS) GetAttr(ctx context.Context, p string) (namespace.Attr, error) {
 	a, err := f.attrCall(ctx, p, wire.OpGetAttr, pathArgs(p))
-	if err == nil {
-		f.learn(p, a)
+	if err != nil {
+		return a, err
 	}
-	return a, err
+	f.learn(p, a)
+	return f.withWrites(p, a), nil
 }
 
 // SetAttr changes attributes. A size change cuts the backing file (which
@@ -34,10 +37,14 @@ func (f *FS) GetAttr(ctx context.Context, p string) (namespace.Attr, error) {
 func (f *FS) SetAttr(ctx context.Context, p string, in namespace.SetAttr) (namespace.Attr, error) {
 	if in.Size == nil {
 		a, err := f.attrCall(ctx, p, wire.OpSetAttr, pathArgs(p).SetAttr(in))
-		if err == nil {
-			f.learn(p, a)
+		if err != nil {
+			return a, err
 		}
-		return a, err
+		if in.Mtime != nil || in.MtimeNow {
+			f.setTimes(p)
+		}
+		f.learn(p, a)
+		return f.withWrites(p, a), nil
 	}
 	if err := f.pushSize(ctx, p); err != nil {
 		return namespace.Attr{}, err
@@ -131,10 +138,22 @@ func (f *FS) Unlink(ctx context.Context, p string) error {
 }
 
 // Rename writes back and drops the cached data of both names on every
-// server, since extents are keyed by path, then renames.
+// server, since extents are keyed by path, then renames. The write-back
+// moves the backing file's modification time to its own time: the time
+// the job last gave the file is put back on the new name.
 func (f *FS) Rename(ctx context.Context, oldPath, newPath string, flags uint32) error {
 	if err := f.pushSize(ctx, oldPath); err != nil {
 		return err
+	}
+	before, err := f.GetAttr(ctx, oldPath)
+	if err != nil {
+		return err
+	}
+	var other namespace.Attr
+	if flags&unix.RENAME_EXCHANGE != 0 {
+		if other, err = f.GetAttr(ctx, newPath); err != nil {
+			return err
+		}
 	}
 	f.sizeMu.Lock()
 	defer f.sizeMu.Unlock()
@@ -142,8 +161,28 @@ func (f *FS) Rename(ctx context.Context, oldPath, newPath string, flags uint32) 
 		return err
 	}
 	f.forget(oldPath, newPath)
-	_, err := f.meta(ctx, oldPath, wire.OpRename, pathArgs(oldPath).String(newPath).Uint32(flags))
-	return err
+	if _, err := f.meta(ctx, oldPath, wire.OpRename, pathArgs(oldPath).String(newPath).Uint32(flags)); err != nil {
+		return err
+	}
+	f.keepMtime(ctx, newPath, before)
+	if flags&unix.RENAME_EXCHANGE != 0 {
+		f.keepMtime(ctx, oldPath, other)
+	}
+	return nil
+}
+
+// keepMtime gives the regular file p the modification time it had in
+// before, which a write-back since then moved. Setting an explicit time
+// needs ownership of the file: for a caller who renamed a file of another
+// user, the backing file keeps the time of the write-back. It reports
+// whether the time was put back.
+func (f *FS) keepMtime(ctx context.Context, p string, before namespace.Attr) bool {
+	if !before.IsRegular() {
+		return false
+	}
+	mtime := before.Mtime
+	_, err := f.attrCall(ctx, p, wire.OpSetAttr, pathArgs(p).SetAttr(namespace.SetAttr{Mtime: &mtime}))
+	return err == nil
 }
 
 // flushAndDrop writes back and forgets the cached data of the paths on every
@@ -164,11 +203,22 @@ func (f *FS) Link(ctx context.Context, oldPath, newPath string) (namespace.Attr,
 	if err := f.pushSize(ctx, oldPath); err != nil {
 		return namespace.Attr{}, err
 	}
+	before, err := f.GetAttr(ctx, oldPath)
+	if err != nil {
+		return namespace.Attr{}, err
+	}
 	if err := f.flushAndDrop(ctx, oldPath); err != nil {
 		return namespace.Attr{}, err
 	}
 	f.forget(oldPath)
-	return f.attrCall(ctx, oldPath, wire.OpLink, pathArgs(oldPath).String(newPath))
+	a, err := f.attrCall(ctx, oldPath, wire.OpLink, pathArgs(oldPath).String(newPath))
+	if err != nil {
+		return a, err
+	}
+	if f.keepMtime(ctx, newPath, before) {
+		a.Mtime = before.Mtime
+	}
+	return a, nil
 }
 
 // Access checks access(2) permission bits.

@@ -219,3 +219,26 @@ func TestKnownSize(t *testing.T) {
 		t.Fatalf("KnownSize after Truncate = %d, want 100", size)
 	}
 }
+
+// TestReadOfMissingFileKeepsNoRecord reads many files that exist nowhere, as
+// jobs probing for optional inputs do: each read fails with fs.ErrNotExist,
+// and the engine keeps no state for them.
+func TestReadOfMissingFileKeepsNoRecord(t *testing.T) {
+	r := newRig(t, 4096, 8, nil)
+	ctx := context.Background()
+	r.write("cached", 0, []byte("held"))
+	before := r.trackedFiles()
+	b := make([]byte, 16)
+	for i := range 200 {
+		if _, err := r.e.ReadAt(ctx, fmt.Sprintf("missing/f%d", i), b, 0); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("read of a missing file: %v", err)
+		}
+	}
+	if after := r.trackedFiles(); after != before {
+		t.Fatalf("the engine tracks %d files after 200 reads of missing files, %d before", after, before)
+	}
+	r.writeBacking("missing/f7", []byte("late"))
+	if n, err := r.e.ReadAt(ctx, "missing/f7", b, 0); string(b[:n]) != "late" || !errors.Is(err, io.EOF) {
+		t.Fatalf("read of a file created later = %q, %v", b[:n], err)
+	}
+}

@@ -36,6 +36,25 @@
 //     extents by a hash of the path, so cached data cannot follow a rename.
 //     Rename flushes and drops both paths (a file or a whole tree), then
 //     renames on the backing store.
+//   - Hard links: a backing file with more than one name is not cached;
+//     its reads and writes pass through to the backing file, as the
+//     caller, and its size is the backing file's. Cached data is keyed by
+//     path and placed by a hash of the path, so the names of one file
+//     would each get their own extents, on different servers, and a write
+//     through one name would stay unseen through the other until
+//     write-back, and write-backs of the two could interleave. Keying
+//     extents by the backing file's device and inode instead would need a
+//     stat before every placement (clients place extents by hash before
+//     any server is asked), and inode numbers are reused after unlink, so
+//     stale extents could name a new file; breaking the cache at link(2)
+//     alone misses links made before the job or by other nodes. Files
+//     with several names are rare in the batch workloads the cache is
+//     for, so passing them through costs little.
+//     The engine learns the link count when it stats the backing file, and
+//     stats such a file at every call, so that it is cached again once it
+//     has one name left. A file that was cached before it got a second
+//     name outside the cache keeps its cached data until dropped; a link
+//     made through a mount writes back and drops the data first.
 //   - Limits: MaxFileSize (ErrFileTooLarge), MaxFiles (ErrTooManyFiles on
 //     the first write to a new file past the limit), and the write window:
 //     bytes written to the SSD (writes and copy-ups, as written to the slab)

@@ -69,6 +69,7 @@ type file struct {
 	statted     bool   // backingSize is known
 	sizeGen     uint64 // bumped when write-back, truncate or trim changes backingSize
 	exists      bool   // the backing file existed when statted
+	shared      bool   // the backing file has more than one name: I/O passes through
 	record      bool   // has a durable file record (counts against MaxFiles)
 	cred        *ident.Cred
 	dead        bool

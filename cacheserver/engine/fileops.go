@@ -70,7 +70,7 @@ func (e *Engine) untrackedSize(ctx context.Context, path string) (size int64, ok
 func (e *Engine) KnownSize(path string) (size int64, ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if f := e.files[path]; f != nil {
+	if f := e.files[path]; f != nil && (f.record || len(f.extents) > 0) {
 		return f.size, true
 	}
 	return 0, false
@@ -78,7 +78,9 @@ func (e *Engine) KnownSize(path string) (size int64, ok bool) {
 
 // ExtendSize durably records that path is at least size bytes long, for a
 // file whose data past the backing end of file another server holds. It
-// returns once the record is committed to the index.
+// returns once the record is committed to the index. A file with several
+// names that the engine holds no data of gets no record: its writes passed
+// through, so the backing file has its size.
 func (e *Engine) ExtendSize(ctx context.Context, path string, size int64) error {
 	if err := e.enter(); err != nil {
 		return err
@@ -86,6 +88,9 @@ func (e *Engine) ExtendSize(ctx context.Context, path string, size int64) error 
 	defer e.leave()
 	if !validPath(path) || size < 0 {
 		return fmt.Errorf("extend %q to %d: %w", path, size, ErrInvalid)
+	}
+	if shared, err := e.sharedUncached(ctx, path); err != nil || shared {
+		return err
 	}
 	e.mu.Lock()
 	f := e.fileLocked(path)
@@ -108,13 +113,14 @@ func (e *Engine) ExtendSize(ctx context.Context, path string, size int64) error 
 // Sync makes the data written to path so far durable: on the cache device
 // (Durability Cache: the slab is fdatasynced and the index committed), or on
 // the backing store (Durability Backing: the path's dirty extents are written
-// back and the backing file fsynced).
+// back and the backing file fsynced). Writes to a file with several names
+// went to the backing file, which is fsynced whatever the durability.
 func (e *Engine) Sync(ctx context.Context, path string) error {
 	if err := e.enter(); err != nil {
 		return err
 	}
 	defer e.leave()
-	if e.cfg.Durability == Cache {
+	if e.cfg.Durability == Cache && !e.passesThrough(path) {
 		return e.waitCommit(ctx)
 	}
 	if err := e.flushTree(ctx, path); err != nil {
@@ -164,7 +170,9 @@ func (e *Engine) Truncate(ctx context.Context, path string, size int64) error {
 	}
 	e.trimLocked(f, size)
 	e.mu.Lock()
-	f.backingSize, f.statted, f.exists = size, true, true
+	// The size is known, but not whether the file has other names: the
+	// next read or write stats it (see passThrough).
+	f.backingSize, f.statted, f.exists = size, false, true
 	f.sizeGen++
 	e.mu.Unlock()
 	return nil

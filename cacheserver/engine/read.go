@@ -22,7 +22,7 @@ func (e *Engine) ReadAt(ctx context.Context, path string, p []byte, off int64) (
 	if off < 0 {
 		return 0, fmt.Errorf("read %s at %d: %w", path, off, ErrInvalid)
 	}
-	f, err := e.statFile(ctx, path)
+	f, err := e.fileForRead(ctx, path)
 	if err != nil {
 		return 0, err
 	}
@@ -31,7 +31,14 @@ func (e *Engine) ReadAt(ctx context.Context, path string, p []byte, off int64) (
 		return 0, io.EOF
 	}
 	want := int(min(int64(len(p)), size-off))
-	n, err := e.readRange(ctx, f, p[:want], off)
+	var n int
+	if e.passThrough(f) {
+		n, err = backing.ReadFull(ctx, e.backing, path, p[:want], off)
+		clear(p[n:want])
+		n = want
+	} else {
+		n, err = e.readRange(ctx, f, p[:want], off)
+	}
 	e.mu.Lock()
 	e.st.bytesRead += int64(n)
 	e.mu.Unlock()
@@ -59,7 +66,46 @@ func (e *Engine) readRange(ctx context.Context, f *file, p []byte, off int64) (i
 func (e *Engine) knownSize(f *file) int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if f.shared && len(f.extents) == 0 {
+		// Writes passed through: the backing file, just statted, is the
+		// truth, and a size recorded under one name is stale under another.
+		return f.backingSize
+	}
 	return max(f.size, f.backingSize)
+}
+
+// fileForRead returns the state of path for a read. A path the engine
+// holds nothing of is looked up on the backing store before a record is
+// made for it, so that reads of missing files, like Size, leave no state
+// behind.
+func (e *Engine) fileForRead(ctx context.Context, path string) (*file, error) {
+	if !validPath(path) {
+		return nil, fmt.Errorf("path %q: %w", path, ErrInvalid)
+	}
+	e.mu.Lock()
+	tracked := e.files[path] != nil
+	e.mu.Unlock()
+	if tracked {
+		return e.statFile(ctx, path)
+	}
+	fi, err := e.backing.Stat(ctx, path)
+	if err != nil && !errorsIsNotExist(err) {
+		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	e.mu.Lock()
+	f := e.files[path]
+	if f == nil && err == nil {
+		f = e.fileLocked(path)
+		f.statted, f.exists, f.backingSize, f.shared = true, true, fi.Size(), multiLinked(fi)
+		e.mu.Unlock()
+		return f, nil
+	}
+	e.mu.Unlock()
+	if f == nil {
+		return nil, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
+	}
+	// A record appeared during the stat: it may know more than the stat.
+	return e.statFile(ctx, path)
 }
 
 // statFile returns the state of path, learning the backing file's size on
@@ -73,7 +119,8 @@ func (e *Engine) statFile(ctx context.Context, path string) (*file, error) {
 	f := e.fileLocked(path)
 	// A file seen missing is looked up again: another server, or the
 	// metadata server, may have created it since.
-	statted := f.statted && (f.exists || f.record || len(f.extents) > 0)
+	// So is a file with several names, whose size changes under them all.
+	statted := f.statted && !f.shared && (f.exists || f.record || len(f.extents) > 0)
 	e.mu.Unlock()
 	for try := 0; !statted; try++ {
 		var err error
@@ -107,8 +154,9 @@ func (e *Engine) statBacking(ctx context.Context, f *file, last bool) (bool, err
 		return false, nil
 	}
 	size, exists := int64(0), err == nil
+	f.shared = false
 	if exists {
-		size = fi.Size()
+		size, f.shared = fi.Size(), multiLinked(fi)
 	}
 	if f.sizeGen != gen {
 		size, exists = max(size, f.backingSize), exists || f.exists

@@ -291,7 +291,7 @@ func (e *Engine) preload(ctx context.Context, p string) error {
 
 func (e *Engine) preloadFile(ctx context.Context, p string) error {
 	f, err := e.statFile(ctx, p)
-	if err != nil {
+	if err != nil || e.passThrough(f) {
 		return err
 	}
 	size := e.knownSize(f)

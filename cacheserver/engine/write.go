@@ -11,6 +11,10 @@ import (
 // errDropped: the file was dropped while an operation was using it.
 var errDropped = errors.New("file dropped")
 
+// errPassThrough: the write goes straight to the backing file (see
+// passThrough).
+var errPassThrough = errors.New("write passes through")
+
 // WriteAt writes p to path at off. An extent wholly overwritten needs no
 // read; a partial write of a missing extent copies it up first. Data lands
 // in the cache and is written back later; see Sync for durability.
@@ -20,6 +24,9 @@ func (e *Engine) WriteAt(ctx context.Context, path string, p []byte, off int64) 
 	}
 	defer e.leave()
 	f, err := e.fileForWrite(ctx, path, off, int64(len(p)))
+	if errors.Is(err, errPassThrough) {
+		return e.writeThrough(ctx, f, p, off)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -62,6 +69,9 @@ func (e *Engine) fileForWrite(ctx context.Context, path string, off, n int64) (*
 	f, err := e.statFile(ctx, path)
 	if err != nil && !errorsIsNotExist(err) {
 		return nil, err
+	}
+	if err == nil && e.passThrough(f) {
+		return f, errPassThrough
 	}
 	return f, e.claimFile(ctx, f)
 }

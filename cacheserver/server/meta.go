@@ -47,16 +47,27 @@ func nsPath(fn func(namespace.FS, context.Context, string) error) handlerFunc {
 }
 
 // withCacheSize folds the size the cache knows into the attributes of a
-// regular file, which the caller just read from the backing store: dirty
-// data and recorded sizes past the backing end of file.
+// regular file with one name, which the caller just read from the backing store: dirty
+// data and recorded sizes past the backing end of file. Data that only the
+// cache holds counts as allocated, in the 4 KiB blocks that the backing
+// file system will give it, so that tools do not take the file for sparse
+// and the count does not jump when the data is written back.
 func (s *Server) withCacheSize(_ context.Context, p string, a namespace.Attr) namespace.Attr {
-	if !a.IsRegular() {
+	if !a.IsRegular() || a.Nlink > 1 {
+		// The cache passes the I/O of a file with several names through
+		// to the backing file, which therefore knows its size; sizes noted
+		// under one of its names are stale under another.
 		return a
 	}
-	if size, ok := s.cfg.Cache.KnownSize(p); ok && size > a.Size {
-		a.Size = size
+	known, ok := s.cfg.Cache.KnownSize(p)
+	if !ok {
+		known = 0
 	}
-	a.Size = max(a.Size, s.sizes.get(p))
+	known = max(known, s.sizes.get(p))
+	if known > a.Size {
+		a.Size = known
+		a.Blocks = max(a.Blocks, (known+4095)/4096*8)
+	}
 	return a
 }
 

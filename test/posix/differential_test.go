@@ -78,9 +78,6 @@ func drawOp(t *rapid.T) diffOp {
 		"stat":     func(r string) string { return statOutcome(j(r, p)) },
 		"readdir":  func(r string) string { return readdirOutcome(j(r, p)) },
 	}
-	if splitHardLinks[currentName] {
-		delete(ops, "link")
-	}
 	names := make([]string, 0, len(ops))
 	for name := range ops {
 		names = append(names, name)

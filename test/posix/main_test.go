@@ -35,12 +35,6 @@ var (
 	currentName string
 )
 
-// splitHardLinks names the set-ups whose hard links do not share cached
-// data: the cache keys extents by path, so a write through one name is not
-// seen through another until it is written back. Suites leave hard links
-// out there rather than fail on a documented limitation.
-var splitHardLinks = map[string]bool{"local": true}
-
 // fixedServesOnlyItself names the set-ups whose fixed identity serves only
 // callers with that uid and root: a real cache server refuses everyone else
 // rather than lend them its identity. The in-process namespace has no such

@@ -21,14 +21,7 @@ var notPOSIX = map[string]string{
 
 // cacheLimits lists, per set-up, the posixtest cases that meet a documented
 // limit of the cache rather than a bug, with the reason.
-var cacheLimits = map[string]map[string]string{
-	"local": {
-		// It renames a file it wrote and compares fstat before and after.
-		// Rename writes the cached data back first, so the backing file's
-		// modification time and blocks become those of the write-back.
-		"FstatDeleted": "a rename writes cached data back, which moves mtime to the write-back",
-	},
-}
+var cacheLimits = map[string]map[string]string{}
 
 // TestGoFusePosix runs the tests of go-fuse's posixtest package, each on a
 // fresh mount.

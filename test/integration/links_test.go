@@ -1,0 +1,71 @@
+package integration
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestHardLinksShareData writes through one name of a hard-linked file and
+// reads through the other, on the same mount and on a second mount of the
+// same three servers, then after the instance is taken down: every read
+// sees the last write through either name.
+func TestHardLinksShareData(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 3)
+	other := mountAgain(t, in)
+	want := randomBytes(5<<20+123, 3)
+	if err := os.WriteFile(filepath.Join(in.mount, "a"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(in.mount, "a"), filepath.Join(in.mount, "b")); err != nil {
+		t.Fatal(err)
+	}
+	writes := []struct {
+		mount, name string
+		off         int64
+		data        []byte
+	}{
+		{in.mount, "b", 1<<20 - 10, randomBytes(3<<20, 4)},
+		{other, "a", 2<<20 + 5, randomBytes(100, 5)},
+		{other, "b", int64(len(want)) - 50, randomBytes(2<<20, 6)},
+	}
+	for _, w := range writes {
+		writeAt(t, filepath.Join(w.mount, w.name), w.data, w.off)
+		end := w.off + int64(len(w.data))
+		if end > int64(len(want)) {
+			want = append(want, make([]byte, end-int64(len(want)))...)
+		}
+		copy(want[w.off:], w.data)
+		for _, m := range []string{in.mount, other} {
+			for _, n := range []string{"a", "b"} {
+				got, err := os.ReadFile(filepath.Join(m, n))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("after a write to %s at %d, %s reads %d bytes that differ from the %d written", w.name, w.off, filepath.Join(m, n), len(got), len(want))
+				}
+			}
+		}
+	}
+	must(t, "local", "down", "--mount", in.mount)
+	sameFile(t, filepath.Join(in.backing, "a"), want)
+	sameFile(t, filepath.Join(in.backing, "b"), want)
+}
+
+func writeAt(t *testing.T, path string, data []byte, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(data, off); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,65 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestRenameKeepsModificationTime renames files whose data is still dirty
+// in the cache. The rename writes the data back first; the backing files
+// must still end with the modification time the job gave them, the time of
+// its last write or of an explicit utimens, as if it had used the backing
+// file system directly.
+func TestRenameKeepsModificationTime(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 3)
+	data := randomBytes(3<<20, 7)
+	for _, name := range []string{"written", "touched"} {
+		if err := os.WriteFile(filepath.Join(in.mount, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wrote := time.Now()
+	explicit := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	if err := os.Chtimes(filepath.Join(in.mount, "touched"), explicit, explicit); err != nil {
+		t.Fatal(err)
+	}
+	seen := mtimeOf(t, filepath.Join(in.mount, "written"))
+	if d := seen.Sub(wrote); d < -time.Second || d > time.Second {
+		t.Errorf("mtime through the mount after a write is %v, the write was at %v", seen, wrote)
+	}
+	time.Sleep(2 * time.Second) // a write-back now would carry a later time
+	for _, name := range []string{"written", "touched"} {
+		if err := os.Rename(filepath.Join(in.mount, name), filepath.Join(in.mount, name+".renamed")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]time.Time{"written.renamed": seen, "touched.renamed": explicit}
+	for name, w := range want {
+		sameFile(t, filepath.Join(in.backing, name), data)
+		if got := mtimeOf(t, filepath.Join(in.backing, name)); !got.Equal(w) {
+			t.Errorf("backing %s has mtime %v after the rename, want %v", name, got, w)
+		}
+		if got := mtimeOf(t, filepath.Join(in.mount, name)); !got.Equal(w) {
+			t.Errorf("%s through the mount has mtime %v after the rename, want %v", name, got, w)
+		}
+	}
+	must(t, "local", "down", "--mount", in.mount)
+	for name, w := range want {
+		if got := mtimeOf(t, filepath.Join(in.backing, name)); !got.Equal(w) {
+			t.Errorf("backing %s has mtime %v after down, want %v", name, got, w)
+		}
+	}
+}
+
+func mtimeOf(t *testing.T, path string) time.Time {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.ModTime()
+}
