@@ -96,7 +96,7 @@ var _ = Describe("CSI controller service", func() {
 		Expect(code(err)).To(Equal(codes.NotFound), "%v", err)
 
 		By("deleting: failing until the instance wrote back and went, then succeeding every time")
-		kl.runServers(inst, 1)
+		kl.RunServers(ctx, inst, 1)
 		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
 		_, err = srv.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: resp.Volume.VolumeId})
 		Expect(code(err)).To(Equal(codes.Unavailable), "%v", err)
