@@ -73,7 +73,7 @@ func (s *controllerServer) request(ctx context.Context, req *csi.CreateVolumeReq
 	if err != nil {
 		return instances.Request{}, err
 	}
-	return instances.Request{Name: req.GetName(), Namespace: ns, Claim: name, Capacity: size, Params: parsed}, nil
+	return instances.Request{Name: volume.InstanceName(req.GetName()), Namespace: ns, Claim: name, Capacity: size, Params: parsed}, nil
 }
 
 // capacity is the required size, or the limit when only that is set.
