@@ -60,7 +60,7 @@ var _ = Describe("Provisioning", func() {
 		}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
 
 		By("turning Ready once the real servers run, with usage summed from them")
-		kl.RunServers(ctx, inst, 3)
+		addrs := kl.RunServers(ctx, inst, 3)
 		Eventually(func(g Gomega) {
 			cur := get(inst)(g)
 			g.Expect(cur.Status.Phase).To(Equal(cachev1alpha1.PhaseReady))
@@ -68,8 +68,9 @@ var _ = Describe("Provisioning", func() {
 			g.Expect(cur.Status.Usage).NotTo(BeNil())
 			g.Expect(cur.Status.Usage.Capacity.Value()).To(BeEquivalentTo(3 * 64 << 20))
 			g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
-			for _, s := range cur.Status.Servers {
-				g.Expect(s.Endpoint).To(Equal("127.0.0.1:7070"))
+			for i, s := range cur.Status.Servers {
+				g.Expect(s.Endpoint).To(Equal(addrs[i]), "the endpoint is not where the server's pod serves")
+				g.Expect(s.Endpoint).To(HaveSuffix(":7070"))
 			}
 		}, 20*time.Second, 200*time.Millisecond).Should(Succeed())
 		Expect(eventReasons(w.ns, inst.Name)).To(ContainElement(cachev1alpha1.ReasonAsExpected))

@@ -28,12 +28,14 @@ type Kubelet struct {
 	Bin    string
 	Client client.Client
 
-	mu    sync.Mutex
-	procs map[string]*serverProc
+	mu     sync.Mutex
+	procs  map[string]*serverProc
+	lastIP int
 }
 
 type serverProc struct {
 	cmd           *exec.Cmd
+	ip            string
 	data, control string
 	log           *bytes.Buffer
 	done          chan struct{}
@@ -109,7 +111,7 @@ func (k *Kubelet) Start(ctx context.Context, pod *corev1.Pod) string {
 	k.mu.Lock()
 	k.procs[PodKey(pod)] = p
 	k.mu.Unlock()
-	k.setPodRunning(ctx, pod)
+	k.setPodRunning(ctx, pod, p.ip)
 	return p.data
 }
 

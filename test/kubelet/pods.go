@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	. "github.com/onsi/ginkgo/v2" //nolint:revive // a test helper, written as the suites that use it
 	. "github.com/onsi/gomega"    //nolint:revive // a test helper, written as the suites that use it
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -49,10 +51,14 @@ func (k *Kubelet) runServer(pod *corev1.Pod) *serverProc {
 	// server's.
 	Expect(os.RemoveAll(readyFile)).To(Succeed())
 	args := k.mapPaths(pod, c, append(c.Command[1:], c.Args...))
-	args = append(args, "--listen=127.0.0.1:0", "--control=127.0.0.1:0", "--ready-file="+readyFile)
+	// Each pod gets an address of its own on loopback, where it serves on
+	// the ports of its spec, so that the endpoints the operator derives from
+	// the pod's IP are the ones the process serves.
+	ip := k.podIP()
+	args = append(args, "--listen="+net.JoinHostPort(ip, listenPort(args)), "--control="+net.JoinHostPort(ip, "0"), "--ready-file="+readyFile)
 	cmd := exec.Command(k.Bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credential(pod.Spec.SecurityContext)}
-	p := &serverProc{cmd: cmd, log: &bytes.Buffer{}, done: make(chan struct{})}
+	p := &serverProc{cmd: cmd, ip: ip, log: &bytes.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	Expect(cmd.Start()).To(Succeed())
 	go func() { _ = cmd.Wait(); close(p.done) }()
@@ -71,6 +77,29 @@ func (k *Kubelet) runServer(pod *corev1.Pod) *serverProc {
 	}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
 	p.data, p.control = r.Data, r.Control
 	return p
+}
+
+// podIP returns a loopback address no pod had yet: 127.10.0.1 onwards.
+func (k *Kubelet) podIP() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.lastIP++
+	return fmt.Sprintf("127.10.%d.%d", k.lastIP/250, 1+k.lastIP%250)
+}
+
+// listenPort is the port of the last --listen flag of args.
+func listenPort(args []string) string {
+	GinkgoHelper()
+	port := ""
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--listen="); ok {
+			_, p, err := net.SplitHostPort(v)
+			Expect(err).NotTo(HaveOccurred())
+			port = p
+		}
+	}
+	Expect(port).NotTo(BeEmpty(), "the server container has no --listen flag")
+	return port
 }
 
 // mapPaths replaces the container paths in flags by the host paths of the
@@ -145,15 +174,20 @@ func credential(sc *corev1.PodSecurityContext) *syscall.Credential {
 
 // setPodRunning reports the pod as the kubelet would once its readiness
 // probe passed.
-func (k *Kubelet) setPodRunning(ctx context.Context, pod *corev1.Pod) {
+func (k *Kubelet) setPodRunning(ctx context.Context, pod *corev1.Pod, ip string) {
 	GinkgoHelper()
 	Eventually(func() error {
 		cur := &corev1.Pod{}
-		if err := k.Client.Get(ctx, client.ObjectKeyFromObject(pod), cur); err != nil {
+		err := k.Client.Get(ctx, client.ObjectKeyFromObject(pod), cur)
+		if apierrors.IsNotFound(err) {
+			// Deleted while it started: Run stops its process.
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 		cur.Status.Phase = corev1.PodRunning
-		cur.Status.PodIP = "127.0.0.1"
+		cur.Status.PodIP = ip
 		cur.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
 		return k.Client.Status().Update(ctx, cur)
 	}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
