@@ -130,11 +130,14 @@ func serveController(sock string) string {
 }
 
 // serveNode serves the identity and node services as `burstcache csi node
-// --mounter process` does.
+// --mounter process --controller-service` does.
 func serveNode(sock, stateDir string) string {
 	d, err := driver.New(driver.Options{
 		NodeName: nodeName, StateDir: stateDir, Client: k8sClient, Logger: GinkgoLogr,
 		Mounter: &mounter.Process{Binary: bin}, MountTimeout: 20 * time.Second, StopTimeout: 30 * time.Second,
+		// As --controller-service: csi-sanity asks the node socket whether
+		// the plugin has a controller service before its lifecycle specs.
+		AnnounceController: true,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	lis, err := driver.Listen("unix://" + sock)
