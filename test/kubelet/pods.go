@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	. "github.com/onsi/ginkgo/v2" //nolint:revive // a test helper, written as the suites that use it
-	. "github.com/onsi/gomega"    //nolint:revive // a test helper, written as the suites that use it
+	. "github.com/onsi/ginkgo/v2" //nolint:staticcheck // a Ginkgo helper, written as the suites that use it
+	. "github.com/onsi/gomega"    //nolint:staticcheck // a Ginkgo helper, written as the suites that use it
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	. "github.com/onsi/ginkgo/v2" //nolint:revive // a test helper, written as the suites that use it
+	. "github.com/onsi/ginkgo/v2" //nolint:staticcheck // a Ginkgo helper, written as the suites that use it
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
