@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -63,9 +64,30 @@ var _ = Describe("csi-sanity, controller and node plugins", Ordered, ContinueOnF
 			"csi.storage.k8s.io/pvc/name": "sanity-claim", "csi.storage.k8s.io/pvc/namespace": namespace,
 		}
 		GinkgoWriter.Println("The backing file system is", pfs)
+		DeferCleanup(func() { expectNothingLeft(dir) })
 	})
 	sanity.GinkgoTest(&sanityConfig)
 })
+
+// expectNothingLeft checks that csi-sanity's deletions and unstages did
+// everything: no instance, server pod or mount Lease is left, and no mount
+// below the suite's directory.
+func expectNothingLeft(dir string) {
+	Eventually(func(g Gomega) {
+		var insts cachev1alpha1.CacheInstanceList
+		g.Expect(k8sClient.List(ctx, &insts, client.InNamespace(namespace))).To(Succeed())
+		g.Expect(insts.Items).To(BeEmpty())
+		var pods corev1.PodList
+		g.Expect(k8sClient.List(ctx, &pods, client.InNamespace(namespace))).To(Succeed())
+		g.Expect(pods.Items).To(BeEmpty())
+		var leases coordinationv1.LeaseList
+		g.Expect(k8sClient.List(ctx, &leases, client.InNamespace(namespace))).To(Succeed())
+		g.Expect(leases.Items).To(BeEmpty())
+	}, 30*time.Second, 250*time.Millisecond).Should(Succeed())
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(string(mounts)).NotTo(ContainSubstring(dir), "a mount outlived csi-sanity")
+}
 
 // dialOptions dial a unix socket a moment late. csi-sanity's Connect misses
 // a connection that is ready before it first looks (it then waits a minute
