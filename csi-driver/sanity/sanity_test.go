@@ -73,6 +73,7 @@ var _ = Describe("csi-sanity, controller and node plugins", Ordered, ContinueOnF
 // everything: no instance, server pod or mount Lease is left, and no mount
 // below the suite's directory.
 func expectNothingLeft(dir string) {
+	By("checking that nothing outlives csi-sanity")
 	Eventually(func(g Gomega) {
 		var insts cachev1alpha1.CacheInstanceList
 		g.Expect(k8sClient.List(ctx, &insts, client.InNamespace(namespace))).To(Succeed())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -54,8 +55,9 @@ func (k *Kubelet) runServer(pod *corev1.Pod) *serverProc {
 	// Each pod gets an address of its own on loopback, where it serves on
 	// the ports of its spec, so that the endpoints the operator derives from
 	// the pod's IP are the ones the process serves.
-	ip := k.podIP()
-	args = append(args, "--listen="+net.JoinHostPort(ip, listenPort(args)), "--control="+net.JoinHostPort(ip, "0"), "--ready-file="+readyFile)
+	port := listenPort(args)
+	ip := k.podIP(port)
+	args = append(args, "--listen="+net.JoinHostPort(ip, port), "--control="+net.JoinHostPort(ip, "0"), "--ready-file="+readyFile)
 	cmd := exec.Command(k.Bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credential(pod.Spec.SecurityContext)}
 	p := &serverProc{cmd: cmd, ip: ip, log: &bytes.Buffer{}, done: make(chan struct{})}
@@ -79,12 +81,27 @@ func (k *Kubelet) runServer(pod *corev1.Pod) *serverProc {
 	return p
 }
 
-// podIP returns a loopback address no pod had yet: 127.10.0.1 onwards.
-func (k *Kubelet) podIP() string {
+// podIP returns a loopback address no pod of this Kubelet had yet, where
+// nothing listens on port. Addresses start at a random point of 127/8, since
+// other test processes on the machine run kubelets of their own.
+func (k *Kubelet) podIP(port string) string {
+	GinkgoHelper()
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.lastIP++
-	return fmt.Sprintf("127.10.%d.%d", k.lastIP/250, 1+k.lastIP%250)
+	if k.lastIP == 0 {
+		k.lastIP = 1 + rand.IntN(200<<16) //nolint:gosec // picks test addresses, not secrets
+	}
+	for range 100 {
+		k.lastIP++
+		n := 16<<16 + k.lastIP
+		ip := fmt.Sprintf("127.%d.%d.%d", n>>16&0xff, n>>8&0xff, 1+(n&0xff)%254)
+		if lis, err := net.Listen("tcp", net.JoinHostPort(ip, port)); err == nil {
+			_ = lis.Close()
+			return ip
+		}
+	}
+	Fail("no free loopback address for a server pod")
+	return ""
 }
 
 // listenPort is the port of the last --listen flag of args.
