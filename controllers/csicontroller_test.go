@@ -1,6 +1,8 @@
 package controllers_test
 
 import (
+	"context"
+
 	"strconv"
 	"time"
 
@@ -95,16 +97,16 @@ var _ = Describe("CSI controller service", func() {
 		_, err = srv.ValidateVolumeCapabilities(ctx, &csi.ValidateVolumeCapabilitiesRequest{VolumeId: volume.ID(w.ns, "nope"), VolumeCapabilities: mount})
 		Expect(code(err)).To(Equal(codes.NotFound), "%v", err)
 
-		By("deleting: failing until the instance wrote back and went, then succeeding every time")
-		kl.runServers(inst, 1)
+		By("deleting: failing while the caller cannot wait, succeeding once the instance wrote back and went, every time")
+		kl.RunServers(ctx, inst, 1)
 		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
+		short, cancelShort := context.WithTimeout(ctx, time.Millisecond)
+		_, err = srv.DeleteVolume(short, &csi.DeleteVolumeRequest{VolumeId: resp.Volume.VolumeId})
+		cancelShort()
+		Expect(code(err)).To(BeElementOf(codes.Unavailable, codes.DeadlineExceeded), "%v", err)
 		_, err = srv.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: resp.Volume.VolumeId})
-		Expect(code(err)).To(Equal(codes.Unavailable), "%v", err)
-		Eventually(func() error {
-			_, err := srv.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: resp.Volume.VolumeId})
-			return err
-		}, 60*time.Second, 500*time.Millisecond).Should(Succeed())
-		Expect(gone(inst)()).To(BeTrue())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(gone(inst)()).To(BeTrue(), "DeleteVolume succeeded before the instance wrote back and went")
 		_, err = srv.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: resp.Volume.VolumeId})
 		Expect(err).NotTo(HaveOccurred())
 		_, err = srv.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: "not a volume"})

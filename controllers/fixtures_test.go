@@ -41,7 +41,7 @@ func newWorld(edits ...func(*cachev1alpha1.CachePool)) *world {
 	GinkgoHelper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ctl-", Labels: map[string]string{"team": "climate"}}}
 	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
-	w := &world{ns: ns.Name, pfs: filepath.Join(kl.root, "pfs-"+ns.Name)}
+	w := &world{ns: ns.Name, pfs: filepath.Join(kl.Root, "pfs-"+ns.Name)}
 	w.backing = mountAt + "/projects/" + ns.Name
 	dir := w.hostPath(w.backing)
 	Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
@@ -51,7 +51,7 @@ func newWorld(edits ...func(*cachev1alpha1.CachePool)) *world {
 		Spec: cachev1alpha1.CachePoolSpec{
 			Nodes: &cachev1alpha1.NodePlacement{NodeSelector: map[string]string{"node.burstcache.io/nvme": "true"}},
 			Media: cachev1alpha1.CacheMedia{
-				HostPath:        &cachev1alpha1.HostPathSource{Path: cachev1alpha1.AbsolutePath(filepath.Join(kl.root, "nvme"))},
+				HostPath:        &cachev1alpha1.HostPathSource{Path: cachev1alpha1.AbsolutePath(filepath.Join(kl.Root, "nvme"))},
 				CapacityPerNode: resource.MustParse("256Mi"),
 			},
 			AllocationGranularity: resource.MustParse("64Mi"),

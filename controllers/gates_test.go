@@ -71,7 +71,7 @@ var _ = Describe("Scheduling gates", func() {
 		Expect(other.Spec.SchedulingGates).To(BeEmpty())
 		Consistently(gates(early), 2*time.Second, 500*time.Millisecond).Should(ContainElement(cacheGate))
 
-		kl.runServers(inst, 1)
+		kl.RunServers(ctx, inst, 1)
 		Eventually(gates(early), 20*time.Second, 200*time.Millisecond).ShouldNot(ContainElement(cacheGate))
 		Expect(phaseOf(inst)(Default)).To(Equal(cachev1alpha1.PhaseReady))
 

@@ -21,7 +21,7 @@ var _ = Describe("Mount accounting", func() {
 		w := newWorld()
 		inst := w.instance("64Mi")
 		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
-		addrs := kl.runServers(inst, 1)
+		addrs := kl.RunServers(ctx, inst, 1)
 		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
 		data := bytes.Repeat([]byte("lease-held"), 100<<10)
 		writeThroughMount(inst, addrs, "leased/out.dat", data)

@@ -99,7 +99,7 @@ var _ = Describe("kubectl burstcache", func() {
 
 		r = kubectlBurstcache(admin, w.ns, "servers", inst.Name)
 		Expect(r.code).To(Equal(0), r.err)
-		Expect(r.out).To(MatchRegexp(`(?m)^%s\s+%s\s+server-0\s+\S+\s+node-\w\s+127\.0\.0\.1:\d+\s+64Mi\s+true$`, w.ns, inst.Name))
+		Expect(r.out).To(MatchRegexp(`(?m)^%s\s+%s\s+server-0\s+\S+\s+node-\w\s+127(\.\d+){3}:7070\s+64Mi\s+true$`, w.ns, inst.Name))
 		Expect(r.out).To(MatchRegexp(`(?m)^%s\s+%s\s+server-1\s`, w.ns, inst.Name))
 
 		r = kubectlBurstcache(admin, w.ns, "pools")

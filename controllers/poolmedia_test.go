@@ -101,15 +101,15 @@ var _ = Describe("StorageClass media", func() {
 		for i := range pods {
 			expectClaimOf(inst, &pods[i], sc.Name)
 		}
-		addrs := kl.runServers(inst, 2)
+		addrs := kl.RunServers(ctx, inst, 2)
 		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
 		data := bytes.Repeat([]byte("0123456789abcdef"), 128<<10) // 2Mi
 		writeThroughMount(inst, addrs, "results/out.dat", data)
 		Eventually(func(g Gomega) int64 {
 			return get(inst)(g).Status.Usage.Dirty.Value()
 		}, 20*time.Second, 200*time.Millisecond).Should(BeNumerically(">=", len(data)))
-		Expect(dirBytes(kl.claimDir(w.ns, cacheinstance.CacheClaimName(inst, 0)))+
-			dirBytes(kl.claimDir(w.ns, cacheinstance.CacheClaimName(inst, 1)))).To(BeNumerically(">=", len(data)),
+		Expect(dirBytes(kl.ClaimDir(w.ns, cacheinstance.CacheClaimName(inst, 0)))+
+			dirBytes(kl.ClaimDir(w.ns, cacheinstance.CacheClaimName(inst, 1)))).To(BeNumerically(">=", len(data)),
 			"the servers' data is not on their claims")
 
 		By("keeping a claim a user deletes while the instance lives")
@@ -152,7 +152,7 @@ var _ = Describe("StorageClass media", func() {
 		w := newWorld(classMedia(sc.Name))
 		inst := w.instance("64Mi")
 		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
-		kl.runServers(inst, 1)
+		kl.RunServers(ctx, inst, 1)
 		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
 
 		By("forcing every finalizer off the claim and deleting it, as a careless admin would")

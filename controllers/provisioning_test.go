@@ -60,7 +60,7 @@ var _ = Describe("Provisioning", func() {
 		}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
 
 		By("turning Ready once the real servers run, with usage summed from them")
-		kl.runServers(inst, 3)
+		addrs := kl.RunServers(ctx, inst, 3)
 		Eventually(func(g Gomega) {
 			cur := get(inst)(g)
 			g.Expect(cur.Status.Phase).To(Equal(cachev1alpha1.PhaseReady))
@@ -68,8 +68,9 @@ var _ = Describe("Provisioning", func() {
 			g.Expect(cur.Status.Usage).NotTo(BeNil())
 			g.Expect(cur.Status.Usage.Capacity.Value()).To(BeEquivalentTo(3 * 64 << 20))
 			g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
-			for _, s := range cur.Status.Servers {
-				g.Expect(s.Endpoint).To(Equal("127.0.0.1:7070"))
+			for i, s := range cur.Status.Servers {
+				g.Expect(s.Endpoint).To(Equal(addrs[i]), "the endpoint is not where the server's pod serves")
+				g.Expect(s.Endpoint).To(HaveSuffix(":7070"))
 			}
 		}, 20*time.Second, 200*time.Millisecond).Should(Succeed())
 		Expect(eventReasons(w.ns, inst.Name)).To(ContainElement(cachev1alpha1.ReasonAsExpected))
@@ -81,9 +82,9 @@ var _ = Describe("Provisioning", func() {
 		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
 		Expect(inst.Spec.WriteBack.Threads).To(HaveValue(BeEquivalentTo(2)), "the defaulting webhook did not fill the pool's default")
 		Expect(inst.Spec.WriteBack.DirtyHighWatermark).To(HaveValue(BeEquivalentTo(90)))
-		addrs := kl.runServers(inst, 1)
+		addrs := kl.RunServers(ctx, inst, 1)
 		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
-		proc := kl.procs[w.ns+"/"+inst.Name+"-server-0"]
+		serverDone := kl.Done(w.ns + "/" + inst.Name + "-server-0")
 
 		By("writing 4Mi that stay dirty under a 90% watermark")
 		data := bytes.Repeat([]byte("burstcache"), 400<<10)
@@ -103,7 +104,7 @@ var _ = Describe("Provisioning", func() {
 			g.Expect(u.WriteBackBytes).To(BeNumerically(">", 0))
 			g.Expect(u.Dirty.Value()).To(BeNumerically("<", len(data)))
 		}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
-		Expect(proc.done).NotTo(BeClosed(), "the server was restarted")
+		Expect(serverDone).NotTo(BeClosed(), "the server was restarted")
 	})
 
 	It("copies spec.preload up from the backing file system before turning Ready", func() {
@@ -116,7 +117,7 @@ var _ = Describe("Provisioning", func() {
 		inst := w.instance("64Mi")
 		inst.Spec.Preload = []cachev1alpha1.AbsolutePath{cachev1alpha1.AbsolutePath(w.backing + "/input")}
 		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
-		kl.runServers(inst, 1)
+		kl.RunServers(ctx, inst, 1)
 		Eventually(func(g Gomega) {
 			cur := get(inst)(g)
 			g.Expect(cur.Status.Phase).To(Equal(cachev1alpha1.PhaseReady))
@@ -130,7 +131,7 @@ var _ = Describe("Provisioning", func() {
 		w := newWorld()
 		big := w.instance("500Mi") // 8 units over 3 nodes: 192Mi of each node's 256Mi
 		Expect(k8sClient.Create(ctx, big)).To(Succeed())
-		kl.runServers(big, 3)
+		kl.RunServers(ctx, big, 3)
 		Eventually(phaseOf(big), 20*time.Second, 100*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
 		Eventually(func(g Gomega) int64 {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(w.pool), w.pool)).To(Succeed())

@@ -21,7 +21,7 @@ var _ = Describe("Data-path secret", func() {
 		w := newWorld()
 		inst := w.instance("64Mi")
 		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
-		addrs := kl.runServers(inst, 1)
+		addrs := kl.RunServers(ctx, inst, 1)
 		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
 
 		sec := &corev1.Secret{}

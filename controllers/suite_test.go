@@ -29,12 +29,13 @@ import (
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 	"github.com/burstcache/burstcache/controllers"
 	"github.com/burstcache/burstcache/controllers/cacheinstance"
+	"github.com/burstcache/burstcache/test/kubelet"
 )
 
 // The suite runs the whole operator, controllers and webhooks, in a manager
 // against a real kube-apiserver and etcd (built by hack/envtest.sh). envtest
 // has no scheduler and no kubelet: the tests play the kubelet themselves
-// (kubelet_test.go), running real `burstcache server` processes on loopback
+// (test/kubelet), running real `burstcache server` processes on loopback
 // for the pods the operator creates, and the reconciler reaches them through
 // a resolver that the fake kubelet fills in.
 
@@ -47,7 +48,7 @@ var (
 	cancel    context.CancelFunc
 	repoRoot  string
 	bin       string
-	kl        *kubelet
+	kl        *kubelet.Kubelet
 	stopMgr   func()
 	stopKCM   func()
 )
@@ -86,7 +87,7 @@ var _ = BeforeSuite(func() {
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 
-	kl = newKubelet(GinkgoT().TempDir())
+	kl = kubelet.New(GinkgoT().TempDir(), bin, k8sClient)
 	createNodes("node-a", "node-b", "node-c")
 	stopKCM = startControllerManager(assets)
 	stopMgr = startManager()
@@ -100,7 +101,7 @@ var _ = AfterSuite(func() {
 		stopKCM()
 	}
 	if kl != nil {
-		kl.stopAll()
+		kl.StopAll()
 	}
 	cancel()
 	if testEnv != nil {
@@ -128,7 +129,7 @@ func startManager() func() {
 	Expect(controllers.Setup(mctx, mgr, controllers.Options{
 		Webhooks: true,
 		Instance: cacheinstance.Options{
-			Resolver: kl.resolve, StatsInterval: time.Second,
+			Resolver: kl.Resolve, StatsInterval: time.Second,
 			FlushAttemptTimeout: 10 * time.Second, CallTimeout: 3 * time.Second,
 			RequestAttemptTimeout: 10 * time.Second,
 		},

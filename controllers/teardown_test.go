@@ -26,7 +26,7 @@ var _ = Describe("Teardown", func() {
 			edit(inst)
 		}
 		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
-		addrs := kl.runServers(inst, 1)
+		addrs := kl.RunServers(ctx, inst, 1)
 		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
 		data := bytes.Repeat([]byte("0123456789abcdef"), 128<<10) // 2Mi
 		writeThroughMount(inst, addrs, "results/out.dat", data)
@@ -114,7 +114,7 @@ var _ = Describe("Teardown", func() {
 		By("deleting the server pod, as a careless admin would")
 		old := serverPods(inst)[0]
 		Expect(k8sClient.Delete(ctx, &old)).To(Succeed())
-		kl.stop(old.Namespace + "/" + old.Name)
+		kl.Stop(old.Namespace + "/" + old.Name)
 		Eventually(func(g Gomega) {
 			pods := serverPods(inst)
 			g.Expect(pods).To(HaveLen(1))
@@ -124,7 +124,7 @@ var _ = Describe("Teardown", func() {
 
 		By("running the new pod's server over the same cache directory")
 		fixWriteBack(w)
-		kl.runServers(inst, 1)
+		kl.RunServers(ctx, inst, 1)
 		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
 		Expect(os.ReadFile(outFile(w))).To(Equal(data))
 	})

@@ -63,7 +63,7 @@ var _ = Describe("CSI volumes", func() {
 		}
 
 		By("serving data through the instance's real servers")
-		addrs := kl.runServers(inst, 1)
+		addrs := kl.RunServers(ctx, inst, 1)
 		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
 		data := bytes.Repeat([]byte("dynamic!"), 64<<10)
 		writeThroughMount(inst, addrs, "out/result.dat", data)
@@ -119,7 +119,7 @@ var _ = Describe("CSI volumes", func() {
 		inst := get(instanceOf(pv))(Default)
 		Expect(inst.Spec.RunAs).To(Equal(cachev1alpha1.RunAs{UID: runAsUID, GID: runAsGID}))
 		bind(pvc, pv)
-		kl.runServers(inst, 1)
+		kl.RunServers(ctx, inst, 1)
 		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
 		Expect(k8sClient.Delete(ctx, consumer)).To(Succeed())
 		deleteClaim(pvc)
@@ -134,7 +134,7 @@ var _ = Describe("CSI volumes", func() {
 		pv := volumeOf(pvc)
 		inst := get(instanceOf(pv))(Default)
 		bind(pvc, pv)
-		kl.runServers(inst, 1)
+		kl.RunServers(ctx, inst, 1)
 		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
 
 		Expect(k8sClient.Delete(ctx, pv)).To(Succeed())
@@ -204,7 +204,7 @@ var _ = Describe("CSI volumes", func() {
 		bind(pvc, pv)
 
 		By("letting the pod go once its instance is Ready")
-		kl.runServers(inst, 1)
+		kl.RunServers(ctx, inst, 1)
 		Eventually(func(g Gomega) []corev1.PodSchedulingGate {
 			cur := &corev1.Pod{}
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), cur)).To(Succeed())
@@ -232,7 +232,7 @@ var _ = Describe("CSI volumes", func() {
 		Expect(err).NotTo(HaveOccurred())
 		inst := get(&cachev1alpha1.CacheInstance{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "pvc-" + string(pvc.UID)}})(Default)
 		Expect(vol.ID).To(Equal(volume.ID(w.ns, inst.Name)))
-		kl.runServers(inst, 1)
+		kl.RunServers(ctx, inst, 1)
 		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
 		Consistently(func(g Gomega) *metav1.Time { return get(inst)(g).DeletionTimestamp }, 2*time.Second, 500*time.Millisecond).
 			Should(BeNil(), "the instance of a live claim was deleted")

@@ -59,7 +59,7 @@ var _ = Describe("Write window", func() {
 			Multiplier: ptr(int32(1)), Length: &metav1.Duration{Duration: time.Hour},
 		}}
 		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
-		addrs := kl.runServers(inst, 1)
+		addrs := kl.RunServers(ctx, inst, 1)
 		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
 		Eventually(func(g Gomega) *metav1.Condition {
 			return meta.FindStatusCondition(get(inst)(g).Status.Conditions, cachev1alpha1.ConditionReadOnly)

@@ -40,6 +40,7 @@ type csiNodeFlags struct {
 	mounter, mountImage, mountNamespace, bin      string
 	kubeletDir                                    string
 	stopTimeout                                   time.Duration
+	controllerService                             bool
 }
 
 func newCSINodeCmd() *cobra.Command {
@@ -66,6 +67,7 @@ its mounts again in --state-dir.`,
 	fl.StringVar(&f.mountNamespace, "mount-namespace", os.Getenv("POD_NAMESPACE"), "namespace of mount pods (default: $POD_NAMESPACE)")
 	fl.StringVar(&f.bin, "burstcache-bin", self, "burstcache binary of mount processes (--mounter process)")
 	fl.StringVar(&f.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "kubelet's directory on the host, shared with mount pods (--mounter pod)")
+	fl.BoolVar(&f.controllerService, "controller-service", false, "announce the controller service that `burstcache csi controller` serves in this deployment (with the external-provisioner sidecar)")
 	fl.DurationVar(&f.stopTimeout, "unstage-timeout", 2*time.Minute, "how long an unstage waits for a mount to publish before failing and being retried")
 	return cmd
 }
@@ -82,7 +84,7 @@ func runCSINode(ctx context.Context, f *csiNodeFlags) error {
 	}
 	d, err := driver.New(driver.Options{
 		NodeName: f.nodeName, StateDir: f.stateDir, Client: c, Mounter: f.newMounter(c), Logger: log,
-		Version: version, StopTimeout: f.stopTimeout,
+		Version: version, StopTimeout: f.stopTimeout, AnnounceController: f.controllerService,
 	})
 	if err != nil {
 		return badInput("%w", err)

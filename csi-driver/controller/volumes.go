@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	corev1 "k8s.io/api/core/v1"
@@ -73,7 +74,7 @@ func (s *controllerServer) request(ctx context.Context, req *csi.CreateVolumeReq
 	if err != nil {
 		return instances.Request{}, err
 	}
-	return instances.Request{Name: req.GetName(), Namespace: ns, Claim: name, Capacity: size, Params: parsed}, nil
+	return instances.Request{Name: volume.InstanceName(req.GetName()), Namespace: ns, Claim: name, Capacity: size, Params: parsed}, nil
 }
 
 // capacity is the required size, or the limit when only that is set.
@@ -106,7 +107,7 @@ func checkCapabilities(caps []*csi.VolumeCapability) error {
 }
 
 // DeleteVolume deletes a dynamic volume's instance and succeeds once it is
-// gone. A volume ID that names no instance is already deleted.
+// gone: its finalizer has written the data back. A volume ID that names no instance is already deleted.
 func (s *controllerServer) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
 	id := req.GetVolumeId()
 	if id == "" {
@@ -120,14 +121,38 @@ func (s *controllerServer) DeleteVolume(ctx context.Context, req *csi.DeleteVolu
 		return nil, grpcError(err)
 	}
 	defer unlock()
-	gone, err := s.instances.Delete(ctx, id)
-	if err == nil && !gone {
-		err = fmt.Errorf("%w: %s", errDeleting, id)
-	}
-	if err != nil {
+	if err := s.deleteInstance(ctx, id); err != nil {
 		return nil, grpcError(err)
 	}
 	return &csi.DeleteVolumeResponse{}, nil
+}
+
+// deleteWait bounds how long DeleteVolume waits for an instance to write
+// its data back and go, when the caller set no earlier deadline; deletePoll
+// is how often it looks.
+const (
+	deleteWait = 2 * time.Minute
+	deletePoll = 250 * time.Millisecond
+)
+
+// deleteInstance deletes the volume's instance and waits until it is gone,
+// so that a DeleteVolume that succeeds means the data is written back. An
+// instance still writing back when the wait ends is errDeleting; the caller
+// asks again.
+func (s *controllerServer) deleteInstance(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, deleteWait)
+	defer cancel()
+	for {
+		gone, err := s.instances.Delete(ctx, id)
+		if err != nil || gone {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s", errDeleting, id)
+		case <-time.After(deletePoll):
+		}
+	}
 }
 
 // ValidateVolumeCapabilities confirms file system access to an existing

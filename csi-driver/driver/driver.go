@@ -39,6 +39,11 @@ type Options struct {
 	// Controller, if set, is served too, and the identity service then
 	// announces the controller service.
 	Controller csi.ControllerServer
+	// AnnounceController makes the identity service announce the controller
+	// service that another plugin instance of the deployment serves
+	// (`burstcache csi controller`): the CSI spec has every instance report
+	// the capabilities of the plugin as a whole.
+	AnnounceController bool
 	// Logger receives the plugin's logs.
 	Logger logr.Logger
 	// Version is reported as the vendor version.
@@ -91,7 +96,7 @@ func New(opts Options) (*Driver, error) {
 	}
 	d := &Driver{opts: opts, node: newNodeServer(opts)}
 	d.grpc = grpc.NewServer(grpc.UnaryInterceptor(interceptor(opts.Logger)))
-	csi.RegisterIdentityServer(d.grpc, &identityServer{version: opts.Version, controller: opts.Controller != nil})
+	csi.RegisterIdentityServer(d.grpc, &identityServer{version: opts.Version, controller: opts.Controller != nil || opts.AnnounceController})
 	csi.RegisterNodeServer(d.grpc, d.node)
 	if opts.Controller != nil {
 		csi.RegisterControllerServer(d.grpc, opts.Controller)

@@ -28,7 +28,8 @@ func (s *identityServer) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeRe
 	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil
 }
 
-// GetPluginCapabilities lists the controller service only when one is served.
+// GetPluginCapabilities lists the controller service when this instance
+// or another of the deployment serves one.
 func (s *identityServer) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
 	resp := &csi.GetPluginCapabilitiesResponse{}
 	if s.controller {

@@ -101,15 +101,9 @@ func (n *nodeServer) forget(ctx context.Context, st *volumeState) error {
 
 // mountSpec reads the instance and its pool and says how to mount it.
 func (n *nodeServer) mountSpec(ctx context.Context, ns, name, staging, dir string) (mounter.Spec, error) {
-	ci := &cachev1alpha1.CacheInstance{}
-	if err := n.opts.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ci); err != nil {
-		if apierrors.IsNotFound(err) {
-			return mounter.Spec{}, fmt.Errorf("%w: cache instance %s/%s", ErrNotFound, ns, name)
-		}
-		return mounter.Spec{}, fmt.Errorf("reading cache instance: %w", err)
-	}
-	if ci.Status.Phase != cachev1alpha1.PhaseReady {
-		return mounter.Spec{}, fmt.Errorf("%w: cache instance %s/%s is %q, not Ready", ErrUnavailable, ns, name, ci.Status.Phase)
+	ci, err := n.readyInstance(ctx, ns, name)
+	if err != nil {
+		return mounter.Spec{}, err
 	}
 	servers, err := endpoints(ci)
 	if err != nil {

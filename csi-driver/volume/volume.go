@@ -47,3 +47,19 @@ func MountLeaseName(instance, node string) string {
 	sum := sha256.Sum256([]byte(instance + "\x00" + node))
 	return instance[:min(len(instance), 180)] + ".mount." + hex.EncodeToString(sum[:16])
 }
+
+// maxInstanceName is the longest instance name a volume is given as is:
+// the instance's Service, <instance>-servers, must be a DNS label.
+const maxInstanceName = 47
+
+// InstanceName returns the name of the CacheInstance of a dynamic volume
+// that CreateVolume named name. CSI names are any string of up to 128
+// characters; one that is not a short DNS label is replaced by a name made
+// from its hash, so that a retried CreateVolume finds the same instance.
+func InstanceName(name string) string {
+	if len(name) <= maxInstanceName && len(validation.IsDNS1035Label(name)) == 0 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return "vol-" + hex.EncodeToString(sum[:16])
+}

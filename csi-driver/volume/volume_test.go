@@ -56,3 +56,23 @@ func TestMountLeaseName(t *testing.T) {
 		names[got] = true
 	}
 }
+
+func TestInstanceName(t *testing.T) {
+	pvc := "pvc-6f1c2b1e-2a59-4a3e-9d8a-0c61f5a1f3b7"
+	if got := InstanceName(pvc); got != pvc {
+		t.Errorf("InstanceName(%q) = %q, want it unchanged", pvc, got)
+	}
+	long := strings.Repeat("a", 128)
+	for _, name := range []string{"Sanity-Volume-AC576148", long, "1-starts-with-a-digit", "dotted.name"} {
+		got := InstanceName(name)
+		if errs := validation.IsDNS1035Label(got + "-servers"); len(errs) > 0 {
+			t.Errorf("InstanceName(%q) = %q: its Service name is not a DNS label: %v", name, got, errs)
+		}
+		if again := InstanceName(name); again != got {
+			t.Errorf("InstanceName(%q) is %q, then %q", name, got, again)
+		}
+	}
+	if InstanceName(long) == InstanceName(long+"b") {
+		t.Error("two names share an instance")
+	}
+}

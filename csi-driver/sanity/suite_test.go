@@ -1,0 +1,188 @@
+package sanity_test
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/controllers"
+	"github.com/burstcache/burstcache/controllers/cacheinstance"
+	"github.com/burstcache/burstcache/test/kubelet"
+)
+
+// The suite runs the operator, controllers and webhooks, in a manager
+// against a real kube-apiserver and etcd; test/kubelet runs the server pods
+// it creates as real processes on loopback. envtest has no scheduler: the
+// operator places server pods on the suite's nodes itself.
+
+var (
+	testEnv   *envtest.Environment
+	cfg       *rest.Config
+	k8sClient client.Client
+	scheme    = runtime.NewScheme()
+	ctx       context.Context
+	cancel    context.CancelFunc
+	bin       string
+	kl        *kubelet.Kubelet
+)
+
+func TestSanity(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "csi-sanity Suite")
+}
+
+var _ = BeforeSuite(func() {
+	ctx, cancel = context.WithCancel(context.Background())
+	ctrl.SetLogger(GinkgoLogr)
+	root, err := findRepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = filepath.Join(root, "bin", "k8s")
+	}
+	Expect(filepath.Join(assets, "kube-apiserver")).To(BeAnExistingFile(), "run `make envtest` to build kube-apiserver and etcd")
+	bin = burstcacheBinary(root)
+
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(cachev1alpha1.AddToScheme(scheme)).To(Succeed())
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{
+			Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")},
+		},
+	}
+	cfg, err = testEnv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(testEnv.Stop()).To(Succeed()) })
+	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	kl = kubelet.New(GinkgoT().TempDir(), bin, k8sClient)
+	kctx, kcancel := context.WithCancel(ctx)
+	kdone := make(chan struct{})
+	go func() { defer close(kdone); kl.Run(kctx, 100*time.Millisecond) }()
+	DeferCleanup(func() { kcancel(); <-kdone; kl.StopAll() })
+	createNodes("node-a", "node-b", "node-c")
+	startManager()
+})
+
+var _ = AfterSuite(func() { cancel() })
+
+// startManager runs the operator as `burstcache manager --disable-provisioner`
+// does, the external-provisioner's part being csi-sanity's.
+func startManager() {
+	wo := testEnv.WebhookInstallOptions
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Cache:                  controllers.CacheOptions(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: wo.LocalServingHost, Port: wo.LocalServingPort, CertDir: wo.LocalServingCertDir,
+		}),
+	})
+	Expect(err).NotTo(HaveOccurred())
+	mctx, mcancel := context.WithCancel(ctx)
+	Expect(controllers.Setup(mctx, mgr, controllers.Options{
+		Webhooks: true, DisableProvisioner: true,
+		Instance: cacheinstance.Options{
+			Resolver: kl.Resolve, StatsInterval: time.Second,
+			FlushAttemptTimeout: 10 * time.Second, CallTimeout: 3 * time.Second,
+			RequestAttemptTimeout: 10 * time.Second,
+		},
+	})).To(Succeed())
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(mctx)).To(Succeed())
+	}()
+	DeferCleanup(func() { mcancel(); Eventually(done, 30*time.Second).Should(BeClosed()) })
+	waitForWebhooks(wo)
+}
+
+func waitForWebhooks(wo envtest.WebhookInstallOptions) {
+	addr := net.JoinHostPort(wo.LocalServingHost, strconv.Itoa(wo.LocalServingPort))
+	Eventually(func() error {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a local readiness probe
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+}
+
+// createNodes adds ready SSD nodes.
+func createNodes(names ...string) {
+	for _, n := range names {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{
+			"node.burstcache.io/nvme": "true", corev1.LabelHostname: n,
+		}}}
+		Expect(k8sClient.Create(ctx, node)).To(Succeed())
+		// The API server taints new nodes not-ready; the node lifecycle
+		// controller, which envtest lacks, lifts it once the kubelet reports.
+		node.Spec.Taints = nil
+		Expect(k8sClient.Update(ctx, node)).To(Succeed())
+	}
+}
+
+// burstcacheBinary returns a copy of $BURSTCACHE_BIN, or builds the binary,
+// in a directory the servers' users can reach.
+func burstcacheBinary(root string) string {
+	dir := GinkgoT().TempDir()
+	Expect(os.Chmod(dir, 0o755)).To(Succeed())
+	out := filepath.Join(dir, "burstcache")
+	src := os.Getenv("BURSTCACHE_BIN")
+	if src == "" {
+		build := exec.Command("go", "build", "-o", out, "./cmd/burstcache")
+		build.Dir = root
+		b, err := build.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "building burstcache: %s", b)
+		return out
+	}
+	data, err := os.ReadFile(src)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(os.WriteFile(out, data, 0o755)).To(Succeed())
+	return out
+}
+
+// findRepoRoot walks up from the package directory to go.mod.
+func findRepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above %s", dir)
+		}
+		dir = parent
+	}
+}
