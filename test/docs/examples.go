@@ -3,6 +3,7 @@ package docs
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -94,7 +95,7 @@ func decodeAll(text string) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for {
 		var m map[string]any
-		if err := dec.Decode(&m); err == io.EOF {
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
 			return out, nil
 		} else if err != nil {
 			return nil, err

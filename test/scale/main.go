@@ -41,8 +41,9 @@ func main() {
 		log.Fatal(err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, c); err != nil {
+	err = run(ctx, c)
+	stop()
+	if err != nil {
 		log.Fatalf("scale: %v", err)
 	}
 }

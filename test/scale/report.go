@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,7 +20,7 @@ func report(c config, rows []row) error {
 	return os.WriteFile(filepath.Join(c.out, "scale.md"), []byte("```\n"+b.String()+"```\n"), 0o644)
 }
 
-func writeTable(w io.Writer, c config, rows []row) {
+func writeTable(w *strings.Builder, c config, rows []row) {
 	fmt.Fprintf(w, "%10s %14s %14s %16s %14s\n", "instances", "to Ready (s)", "deleted (s)", "manager CPU (s)", "peak RSS (MiB)")
 	for _, r := range rows {
 		fmt.Fprintf(w, "%10d %14.1f %14.1f %16.1f %14d\n", r.instances, secs(r.ready), secs(r.deleted), secs(r.cpu), r.peakRSS>>20)
