@@ -29,7 +29,7 @@ func readyWithDirtyData(w *world, capacity string, n int) (*cachev1alpha1.CacheI
 	addrs := kl.runServers(inst, n)
 	Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
 	data := bytes.Repeat([]byte("0123456789abcdef"), 128<<10)
-	writeThroughMount(addrs, "results/out.dat", data)
+	writeThroughMount(inst, addrs, "results/out.dat", data)
 	Eventually(func(g Gomega) int64 {
 		u := get(inst)(g).Status.Usage
 		g.Expect(u).NotTo(BeNil())
