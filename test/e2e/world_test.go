@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -94,16 +95,21 @@ func (w *world) classObject() *storagev1.StorageClass {
 		Provisioner:       "csi.burstcache.io",
 		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimDelete),
 		VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate),
-		Parameters:        map[string]string{"pool": w.pool, "backingFilesystem": "pfs"},
+		Parameters:        map[string]string{"pool": w.pool},
 	}
 }
 
-// cleanup deletes the namespace, and the pool and class once no instance of
-// the namespace is left; a test that failed leaves the PFS directory for
-// inspection.
+// cleanup deletes the namespace's jobs, pods and instances, waits until the
+// instances are gone (the namespace's deletion would take their servers
+// before write-back), then the namespace, the pool and the class. A test
+// that failed leaves the PFS directory for inspection.
 func (w *world) cleanup() {
-	Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}))).To(Succeed())
+	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
+	Expect(k8sClient.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(w.ns), bg)).To(Succeed())
+	Expect(k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(w.ns), client.MatchingLabels{"e2e": "workload"})).To(Succeed())
+	Expect(k8sClient.DeleteAllOf(ctx, &cachev1alpha1.CacheInstance{}, client.InNamespace(w.ns))).To(Succeed())
 	Eventually(w.instances).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(BeEmpty())
+	Expect(k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}})).To(Succeed())
 	Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, w.classObject()))).To(Succeed())
 	Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, w.poolObject()))).To(Succeed())
 }
@@ -147,7 +153,8 @@ func expectPattern(dir string, count, size int) {
 // cacheAnnotations are the claim annotations of a cache of path as the job's uid.
 func cacheAnnotations(path string, extra ...string) map[string]string {
 	a := map[string]string{
-		"csi.burstcache.io/backingPath": path,
+		"csi.burstcache.io/backingFilesystem": "pfs",
+		"csi.burstcache.io/backingPath":       path,
 		"csi.burstcache.io/runAsUID":    fmt.Sprint(jobUID),
 		"csi.burstcache.io/runAsGID":    fmt.Sprint(jobGID),
 	}
