@@ -37,4 +37,7 @@ uninstall() {
 trap uninstall EXIT
 # shellcheck disable=SC2086
 "$helm" upgrade --install burstcache charts/burstcache --namespace "$NS" --wait --timeout 5m ${HELM_ARGS:-}
-E2E_NAMESPACE="$NS" go test -tags e2e -count=1 -timeout 30m -v ./test/e2e/ -ginkgo.v
+export E2E_NAMESPACE="$NS" E2E_HELM="$helm"
+go test -tags e2e -count=1 -timeout 30m -v ./test/e2e/ -ginkgo.v -ginkgo.label-filter='!uninstall'
+# Last, alone: helm uninstall leaves nothing behind.
+go test -tags e2e -count=1 -timeout 10m -v ./test/e2e/ -ginkgo.v -ginkgo.label-filter=uninstall
