@@ -48,7 +48,7 @@ var _ = Describe("A persistent CacheInstance", func() {
 		extents := int64(count * ((size + 1<<20 - 1) >> 20))
 		Eventually(func(g Gomega) int64 {
 			return usageOf(g, inst).Hits
-		}).WithTimeout(time.Minute).WithPolling(2*time.Second).Should(BeNumerically(">=", before.Hits+extents))
+		}).WithTimeout(time.Minute).WithPolling(2 * time.Second).Should(BeNumerically(">=", before.Hits+extents))
 		after := settledUsage(inst)
 		Expect(after.Misses).To(Equal(before.Misses), "the second job's reads missed the cache")
 		Expect(after.HitRatio).NotTo(BeEmpty())
@@ -85,7 +85,7 @@ var _ = Describe("A persistent CacheInstance", func() {
 		Consistently(func(g Gomega) cachev1alpha1.Phase {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(inst), inst)).To(Succeed())
 			return inst.Status.Phase
-		}).WithTimeout(15*time.Second).WithPolling(time.Second).Should(Equal(cachev1alpha1.PhaseFlushing))
+		}).WithTimeout(15 * time.Second).WithPolling(time.Second).Should(Equal(cachev1alpha1.PhaseFlushing))
 		GinkgoWriter.Printf("while the PFS is full: %+v\n", inst.Status.Conditions)
 
 		By("freeing the PFS: write-back ends, then the instance goes")

@@ -155,8 +155,8 @@ func cacheAnnotations(path string, extra ...string) map[string]string {
 	a := map[string]string{
 		"csi.burstcache.io/backingFilesystem": "pfs",
 		"csi.burstcache.io/backingPath":       path,
-		"csi.burstcache.io/runAsUID":    fmt.Sprint(jobUID),
-		"csi.burstcache.io/runAsGID":    fmt.Sprint(jobGID),
+		"csi.burstcache.io/runAsUID":          fmt.Sprint(jobUID),
+		"csi.burstcache.io/runAsGID":          fmt.Sprint(jobGID),
 	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		a["csi.burstcache.io/"+extra[i]] = extra[i+1]
