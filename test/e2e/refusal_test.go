@@ -9,6 +9,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
@@ -29,9 +31,7 @@ var _ = Describe("Access to the PFS", func() {
 		GinkgoWriter.Printf("refusals: %v\n", err)
 	})
 
-	// Pending: a server that cannot read its backing path exits with the reason
-	// in its log, but the instance reports only "0 of 1 servers ready".
-	PIt("never becomes Ready on a path its runAs cannot read, and says why", func() {
+	It("never becomes Ready on a path its runAs cannot read, and says why", func() {
 		w := newWorld("unreadable")
 		dir := w.mkdirPFS("locked")
 		Expect(os.Chown(dir, 0, 0)).To(Succeed())
@@ -41,12 +41,17 @@ var _ = Describe("Access to the PFS", func() {
 		Eventually(func(g Gomega) string {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(inst), inst)).To(Succeed())
 			g.Expect(inst.Status.Phase).NotTo(Equal(cachev1alpha1.PhaseReady))
-			msgs := ""
-			for _, c := range inst.Status.Conditions {
-				msgs += c.Message + "\n"
-			}
-			return msgs + eventsOf(w.ns)
-		}).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(ContainSubstring("cannot be read"))
+			c := meta.FindStatusCondition(inst.Status.Conditions, cachev1alpha1.ConditionReady)
+			g.Expect(c).NotTo(BeNil())
+			return c.Message
+		}).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(And(
+			ContainSubstring("cannot be read as 1000:1000"), ContainSubstring(dir)))
+
+		By("letting the server read the path, so that the instance can be deleted")
+		Expect(os.Chown(dir, jobUID, jobGID)).To(Succeed())
+		Expect(k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(w.ns),
+			client.MatchingLabels{cachev1alpha1.LabelInstance: inst.Name})).To(Succeed())
+		expectPhase(inst, cachev1alpha1.PhaseReady, 2*time.Minute)
 	})
 
 	It("lets a job read no PFS file its uid could not read directly", func() {
