@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -60,7 +61,7 @@ var _ = Describe("A persistent CacheInstance", func() {
 		expectPattern(string(inst.Spec.Backing.Path), count, size)
 	})
 
-	It("waits in Flushing while dirty data cannot be written back, and deletes only after write-back", func() {
+	It("waits in Flushing while dirty data cannot be written back, across a manager restart, and deletes only after write-back", func() {
 		w := newWorld("flush")
 		dir := w.mkdirPFS("dirty")
 		// A small file system of its own on the PFS path, so the test can
@@ -88,12 +89,42 @@ var _ = Describe("A persistent CacheInstance", func() {
 		}).WithTimeout(15 * time.Second).WithPolling(time.Second).Should(Equal(cachev1alpha1.PhaseFlushing))
 		GinkgoWriter.Printf("while the PFS is full: %+v\n", inst.Status.Conditions)
 
+		By("restarting the manager mid-flush: the new one keeps waiting")
+		restartManager()
+		Consistently(func(g Gomega) cachev1alpha1.Phase {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(inst), inst)).To(Succeed())
+			return inst.Status.Phase
+		}).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(Equal(cachev1alpha1.PhaseFlushing))
+
 		By("freeing the PFS: write-back ends, then the instance goes")
 		Expect(os.Remove(filler)).To(Succeed())
 		Eventually(w.instances).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(BeEmpty())
 		expectPattern(dir, count, size)
 	})
 })
+
+// restartManager deletes the manager's pods and waits until a new one is Ready.
+func restartManager() {
+	GinkgoHelper()
+	sel := client.MatchingLabels{"app.kubernetes.io/component": "manager"}
+	pods := &corev1.PodList{}
+	Expect(k8sClient.List(ctx, pods, client.InNamespace(namespace), sel)).To(Succeed())
+	Expect(pods.Items).NotTo(BeEmpty())
+	old := map[string]bool{}
+	for i := range pods.Items {
+		old[pods.Items[i].Name] = true
+		Expect(k8sClient.Delete(ctx, &pods.Items[i])).To(Succeed())
+	}
+	Eventually(func(g Gomega) {
+		g.Expect(k8sClient.List(ctx, pods, client.InNamespace(namespace), sel)).To(Succeed())
+		g.Expect(pods.Items).NotTo(BeEmpty())
+		for _, p := range pods.Items {
+			g.Expect(old).NotTo(HaveKey(p.Name))
+			g.Expect(podCondition(&p, corev1.PodReady)).NotTo(BeNil())
+			g.Expect(podCondition(&p, corev1.PodReady).Status).To(Equal(corev1.ConditionTrue))
+		}
+	}).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+}
 
 // fill writes zeros to path, as root, until the file system is full.
 func fill(path string) {
