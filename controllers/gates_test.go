@@ -83,6 +83,18 @@ var _ = Describe("Scheduling gates", func() {
 		}
 	})
 
+	It("never gates a mount pod of the CSI node plugin, which is pinned to its node", func() {
+		w := newWorld()
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		mount := jobPod(w.ns, "mount", inst.Name)
+		mount.Labels[cachev1alpha1.LabelComponent] = "mount-daemon"
+		mount.Spec.NodeName = "node-a"
+		Expect(k8sClient.Create(ctx, mount)).To(Succeed())
+		Expect(mount.Spec.SchedulingGates).To(BeEmpty())
+		Expect(k8sClient.Delete(ctx, mount)).To(Succeed())
+	})
+
 	It("refuses a pod whose DataWarp directives cannot be honoured, naming the line", func() {
 		w := newWorld()
 		pod := jobPod(w.ns, "dw", "")

@@ -2,7 +2,8 @@
 # Runs the end-to-end suite: uses the cluster of $KUBECONFIG if one answers,
 # else starts the local cluster (hack/local-cluster.sh, root); loads the
 # image built by `make image` into it, installs the chart, runs test/e2e
-# (build tag e2e) and uninstalls, also when the suite fails. HELM_ARGS adds
+# (build tag e2e) and uninstalls, also when the suite fails. The suite runs
+# on the node: it reads the host-path PFS (/srv/pfs) to check the data. HELM_ARGS adds
 # install flags, for example HELM_ARGS="--set csi.enabled=false".
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,8 +17,14 @@ if [ -z "${KUBECONFIG:-}" ] || ! "$kubectl" get --raw /readyz >/dev/null 2>&1; t
 	hack/local-cluster.sh up >/dev/null
 	export KUBECONFIG="$LOCAL_KUBECONFIG"
 fi
+# The suite's job: test/e2e/workload, alone in an image (no shell needed).
+CGO_ENABLED=0 go build -trimpath -o bin/e2e-workload ./test/e2e/workload
+go build -o bin/image-packer ./hack/image
+bin/image-packer -binary bin/e2e-workload -path /workload -uid 1000 -user-name job \
+	-tag burstcache-e2e-workload:dev -out bin/images/e2e-workload.tar
 if [ "$KUBECONFIG" = "$LOCAL_KUBECONFIG" ]; then
 	hack/local-cluster.sh load bin/images/burstcache.tar >/dev/null
+	hack/local-cluster.sh load bin/images/e2e-workload.tar >/dev/null
 fi
 
 "$kubectl" create namespace "$NS" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
@@ -30,4 +37,7 @@ uninstall() {
 trap uninstall EXIT
 # shellcheck disable=SC2086
 "$helm" upgrade --install burstcache charts/burstcache --namespace "$NS" --wait --timeout 5m ${HELM_ARGS:-}
-E2E_NAMESPACE="$NS" go test -tags e2e -count=1 -timeout 30m -v ./test/e2e/ -ginkgo.v
+export E2E_NAMESPACE="$NS" E2E_HELM="$helm"
+go test -tags e2e -count=1 -timeout 30m -v ./test/e2e/ -ginkgo.v -ginkgo.label-filter='!uninstall'
+# Last, alone: helm uninstall leaves nothing behind.
+go test -tags e2e -count=1 -timeout 10m -v ./test/e2e/ -ginkgo.v -ginkgo.label-filter=uninstall

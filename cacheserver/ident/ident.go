@@ -94,14 +94,19 @@ func Do(c Cred, fn func() error) error {
 	return <-done
 }
 
+// sameIdentity reports whether a and b pass the same permission checks: the
+// kernel counts the primary group as a member of the group list, so a
+// process whose groups repeat its gid (as container runtimes set them) is
+// the identity of a Cred that lists no groups.
 func sameIdentity(a, b Cred) bool {
-	if a.UID != b.UID || a.GID != b.GID || len(a.Groups) != len(b.Groups) {
-		return false
-	}
-	x, y := slices.Clone(a.Groups), slices.Clone(b.Groups)
-	slices.Sort(x)
-	slices.Sort(y)
-	return slices.Equal(x, y)
+	return a.UID == b.UID && a.GID == b.GID && slices.Equal(memberOf(a), memberOf(b))
+}
+
+// memberOf returns the sorted, distinct groups c belongs to, its gid included.
+func memberOf(c Cred) []uint32 {
+	gs := append([]uint32{c.GID}, c.Groups...)
+	slices.Sort(gs)
+	return slices.Compact(gs)
 }
 
 // switchTo sets the calling thread's groups, fsgid and fsuid to c and returns

@@ -159,3 +159,24 @@ func TestDoContextUsesTheCallersIdentity(t *testing.T) {
 		t.Fatalf("as 2000: err = %v, want permission denied", err)
 	}
 }
+
+// TestSameIdentityCountsThePrimaryGroup covers a server started by a
+// container runtime as 1000:1000, whose group list is [1000]: asked to act as
+// 1000:1000 with no groups, it must act directly, since without CAP_SETGID
+// any setgroups call fails.
+func TestSameIdentityCountsThePrimaryGroup(t *testing.T) {
+	for _, tc := range []struct {
+		a, b Cred
+		same bool
+	}{
+		{Cred{UID: 1000, GID: 1000}, Cred{UID: 1000, GID: 1000, Groups: []uint32{1000}}, true},
+		{Cred{UID: 1000, GID: 1000, Groups: []uint32{2000}}, Cred{UID: 1000, GID: 1000, Groups: []uint32{2000, 1000, 2000}}, true},
+		{Cred{UID: 1000, GID: 1000}, Cred{UID: 1000, GID: 1000, Groups: []uint32{2000}}, false},
+		{Cred{UID: 1000, GID: 1000}, Cred{UID: 1000, GID: 2000, Groups: []uint32{1000}}, false},
+		{Cred{UID: 1000, GID: 1000}, Cred{UID: 1001, GID: 1000}, false},
+	} {
+		if got := sameIdentity(tc.a, tc.b); got != tc.same {
+			t.Errorf("sameIdentity(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.same)
+		}
+	}
+}

@@ -59,7 +59,7 @@ func setServersReadyCondition(s *scope, now time.Time) {
 			fmt.Sprintf("%d of %d servers ready", ready, n))
 	default:
 		setCondition(s, now, cachev1alpha1.ConditionServersReady, false, cachev1alpha1.ReasonServersNotReady,
-			fmt.Sprintf("%d of %d servers ready", ready, n))
+			fmt.Sprintf("%d of %d servers ready%s", ready, n, s.serverFailure()))
 	}
 }
 

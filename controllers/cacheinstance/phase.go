@@ -31,7 +31,7 @@ func readiness(s *scope) (bool, string, string) {
 		return false, cachev1alpha1.ReasonProvisioning, "placing servers"
 	case !s.allServersReady():
 		return false, cachev1alpha1.ReasonServersNotReady,
-			fmt.Sprintf("%d of %d servers ready", s.readyServers(), len(s.inst.Status.Servers))
+			fmt.Sprintf("%d of %d servers ready%s", s.readyServers(), len(s.inst.Status.Servers), s.serverFailure())
 	case !meta.IsStatusConditionTrue(conds, cachev1alpha1.ConditionPreloaded):
 		c := meta.FindStatusCondition(conds, cachev1alpha1.ConditionPreloaded)
 		if c != nil {

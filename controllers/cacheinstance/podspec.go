@@ -84,6 +84,9 @@ func serverContainer(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.Cach
 		Name: "server", Image: o.ServerImage,
 		Command: []string{"burstcache", "server"},
 		Args:    serverArgs(inst, pool, i, srv, servers),
+		// A server that cannot start says why in its last log line, which
+		// the reconciler shows in the ServersReady condition.
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		Ports: []corev1.ContainerPort{
 			{Name: "data", ContainerPort: DataPort, Protocol: corev1.ProtocolTCP},
 			{Name: "control", ContainerPort: ControlPort, Protocol: corev1.ProtocolTCP},

@@ -1,6 +1,9 @@
 package cacheinstance
 
 import (
+	"fmt"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
@@ -72,4 +75,21 @@ func (s *scope) readyServers() int {
 func (s *scope) allServersReady() bool {
 	n := len(s.inst.Status.Servers)
 	return n > 0 && s.readyServers() == n
+}
+
+// serverFailure returns ": <server> exited: <reason>" for the first server
+// that is not ready and whose container last exited with a message (its
+// termination message, or the end of its log), or "".
+func (s *scope) serverFailure() string {
+	for i, srv := range s.inst.Status.Servers {
+		if srv.Ready || s.pods[i] == nil {
+			continue
+		}
+		for _, c := range s.pods[i].Status.ContainerStatuses {
+			if t := c.LastTerminationState.Terminated; t != nil && strings.TrimSpace(t.Message) != "" {
+				return fmt.Sprintf(": %s exited: %s", srv.Name, strings.TrimSpace(t.Message))
+			}
+		}
+	}
+	return ""
 }

@@ -58,7 +58,10 @@ func (g *PodGate) Default(ctx context.Context, pod *corev1.Pod) error {
 	if err != nil {
 		return apierrors.NewBadRequest(fmt.Sprintf("annotation %s: %v", key, err))
 	}
-	if pod.Labels[cachev1alpha1.LabelComponent] == cachev1alpha1.ComponentServer || hasGate(pod) {
+	// burstcache's own pods (servers, and the CSI node plugin's mount pods,
+	// which carry the instance label but live in another namespace and set
+	// spec.nodeName) are the data path itself and are never gated.
+	if _, ours := pod.Labels[cachev1alpha1.LabelComponent]; ours || hasGate(pod) {
 		return nil
 	}
 	ready, err := podvolumes.Ready(ctx, g.Reader, pod, "")

@@ -220,7 +220,7 @@ func checkCSINodePrivileges(t *testing.T, spec corev1.PodSpec) {
 		}
 	}
 	slices.Sort(hostPaths)
-	want := []string{"/var/lib/kubelet/plugins/csi.burstcache.io", "/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/pods"}
+	want := []string{"/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/pods"}
 	if !slices.Equal(hostPaths, want) {
 		t.Errorf("CSI node host paths = %v, want %v", hostPaths, want)
 	}

@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +20,8 @@ import (
 
 var (
 	k8sClient client.Client
+	// clientset reads pod logs.
+	clientset *kubernetes.Clientset
 	ctx       context.Context
 	// namespace is where the chart is installed (E2E_NAMESPACE).
 	namespace = "burstcache-system"
@@ -41,5 +44,7 @@ var _ = BeforeSuite(func() {
 	cfg, err := ctrl.GetConfig()
 	Expect(err).NotTo(HaveOccurred(), "no kubeconfig: run make test-e2e")
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	clientset, err = kubernetes.NewForConfig(cfg)
 	Expect(err).NotTo(HaveOccurred())
 })

@@ -1,0 +1,70 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+)
+
+var _ = Describe("Access to the PFS", func() {
+	It("refuses, with the reason, a path the namespace may not cache and an identity the pool does not map to it", func() {
+		w := newWorld("deny")
+		other := w.instance("elsewhere", filepath.Join(pfsRoot, "e2e"))
+		err := k8sClient.Create(ctx, other)
+		Expect(err).To(MatchError(ContainSubstring("denied the request")))
+		Expect(err.Error()).To(ContainSubstring(filepath.Join(pfsRoot, "e2e")), "the refusal does not name the path")
+
+		root := w.instance("as-root", w.mkdirPFS("mine"))
+		root.Spec.RunAs = cachev1alpha1.RunAs{UID: 0, GID: 0}
+		err = k8sClient.Create(ctx, root)
+		Expect(err).To(MatchError(ContainSubstring("denied the request")))
+		GinkgoWriter.Printf("refusals: %v\n", err)
+	})
+
+	It("never becomes Ready on a path its runAs cannot read, and says why", func() {
+		w := newWorld("unreadable")
+		dir := w.mkdirPFS("locked")
+		Expect(os.Chown(dir, 0, 0)).To(Succeed())
+		Expect(os.Chmod(dir, 0o700)).To(Succeed())
+		inst := w.instance("locked", dir)
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		Eventually(func(g Gomega) string {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(inst), inst)).To(Succeed())
+			g.Expect(inst.Status.Phase).NotTo(Equal(cachev1alpha1.PhaseReady))
+			c := meta.FindStatusCondition(inst.Status.Conditions, cachev1alpha1.ConditionReady)
+			g.Expect(c).NotTo(BeNil())
+			return c.Message
+		}).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(And(
+			ContainSubstring("cannot be read as 1000:1000"), ContainSubstring(dir)))
+
+		By("letting the server read the path, so that the instance can be deleted")
+		Expect(os.Chown(dir, jobUID, jobGID)).To(Succeed())
+		Expect(k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(w.ns),
+			client.MatchingLabels{cachev1alpha1.LabelInstance: inst.Name})).To(Succeed())
+		expectPhase(inst, cachev1alpha1.PhaseReady, 2*time.Minute)
+	})
+
+	It("lets a job read no PFS file its uid could not read directly", func() {
+		w := newWorld("perm")
+		dir := w.mkdirPFS("data")
+		Expect(os.WriteFile(filepath.Join(dir, "private"), []byte("root only\n"), 0o600)).To(Succeed())
+		job := cacheJob(w, "reader", cacheAnnotations(dir), "cat", "/cache/private")
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		Eventually(func(g Gomega) int32 {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(job), job)).To(Succeed())
+			g.Expect(job.Status.Succeeded).To(BeZero(), "the job read a root-only file: %s", jobLogs(job))
+			return job.Status.Failed
+		}).WithTimeout(4*time.Minute).WithPolling(2*time.Second).Should(BeEquivalentTo(1), "events: %s", eventsOf(w.ns))
+		Expect(jobLogs(job)).To(ContainSubstring("permission denied"))
+	})
+})
