@@ -123,6 +123,9 @@ func startManager() func() {
 		}),
 		// The suite starts managers again in one process, as a restart.
 		Controller: config.Controller{SkipNameValidation: ptr(true)},
+		// A manager stopped by a spec may be in the middle of a flush or a
+		// hint (up to 10 s each here) while other suites load the machine.
+		GracefulShutdownTimeout: ptr(2 * time.Minute),
 	})
 	Expect(err).NotTo(HaveOccurred())
 	mctx, mcancel := context.WithCancel(ctx)
