@@ -84,7 +84,7 @@ func (e *Engine) commitOnce() error {
 		}
 		e.pendingFree = append(e.pendingFree, freeing...)
 	} else {
-		e.free = append(e.free, freeing...)
+		e.reuseLocked(freeing)
 	}
 	e.commitErr = err
 	e.commitDone = seq

@@ -27,12 +27,15 @@ type Stats struct {
 	// text of the latest one.
 	WriteBackErrors    int64
 	LastWriteBackError string
+	// PinnedSlots counts the slots that readers of ReadSpans hold.
+	PinnedSlots int64
 }
 
 // counters are the monotonic parts of Stats, guarded by Engine.mu.
 type counters struct {
 	hits, misses, bytesRead, bytesWritten  int64
 	copyUp, writeBack, evictions, wbErrors int64
+	yields                                 int64 // write-back pauses for jobs' I/O
 	lastWBErr                              error
 }
 
@@ -46,7 +49,7 @@ func (e *Engine) Stats() Stats {
 		CopyUpBytes: e.st.copyUp, WriteBackBytes: e.st.writeBack, Evictions: e.st.evictions,
 		CachedBytes: e.used * e.es, DirtyBytes: e.dirtyBytes, Capacity: e.slab.Slots() * e.es,
 		DirtyExtents: int64(e.dirty.n), WindowBytes: e.window.sum(now), WindowLimit: e.windowLimitLocked(),
-		ReadOnly: e.readOnlyLocked(), WriteBackErrors: e.st.wbErrors,
+		ReadOnly: e.readOnlyLocked(), WriteBackErrors: e.st.wbErrors, PinnedSlots: int64(len(e.pins)),
 	}
 	if e.st.lastWBErr != nil {
 		s.LastWriteBackError = e.st.lastWBErr.Error()
