@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"syscall"
 	"time"
@@ -35,12 +36,22 @@ type Options struct {
 	LoadBalanced bool
 	// Node names the client's node; clients on one node use one server.
 	Node string
+	// RemoteReads makes the client read every extent through its server's
+	// socket, also from servers on this machine, whose slab files it
+	// otherwise reads itself.
+	RemoteReads bool
+	// Log receives the client's warnings; nil means slog.Default().
+	Log *slog.Logger
 }
 
 // FS is a namespace.FS over a striped set of cache servers.
 type FS struct {
 	layout  placement.Layout
 	servers []*wire.Client
+	// local has, for each server on this machine, its slab reader; nil
+	// for the others.
+	local []*localSlab
+	log   *slog.Logger
 	// indexes are the servers' indexes in the instance: 0..N-1 when
 	// striped, the one chosen server when load-balanced.
 	indexes      []int
@@ -89,8 +100,11 @@ func New(opts Options) (*FS, error) {
 	if opts.ExtentSize <= 0 {
 		opts.ExtentSize = placement.DefaultExtentSize
 	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
 	f := &FS{
-		total: len(opts.Servers), loadBalanced: opts.LoadBalanced,
+		total: len(opts.Servers), loadBalanced: opts.LoadBalanced, log: opts.Log,
 		files: map[string]*fileState{},
 		kick:  make(chan struct{}, 1), stop: make(chan struct{}), pusherDone: make(chan struct{}),
 	}
@@ -102,9 +116,15 @@ func New(opts Options) (*FS, error) {
 	}
 	f.layout = placement.Layout{Servers: len(f.indexes), ExtentSize: opts.ExtentSize}
 	for _, i := range f.indexes {
-		f.servers = append(f.servers, wire.NewClient(opts.Servers[i], wire.ClientOptions{
+		addr := opts.Servers[i]
+		f.servers = append(f.servers, wire.NewClient(addr, wire.ClientOptions{
 			Secret: opts.Secret, Conns: opts.Conns, DialTimeout: opts.DialTimeout,
 		}))
+		var l *localSlab
+		if wire.IsLocal(addr) && !opts.RemoteReads {
+			l = newLocalSlab(addr, opts.Secret, opts.DialTimeout)
+		}
+		f.local = append(f.local, l)
 	}
 	go f.pusher()
 	return f, nil
@@ -138,6 +158,11 @@ func (f *FS) Close() error {
 	err := f.pushAll(ctx)
 	for _, s := range f.servers {
 		_ = s.Close()
+	}
+	for _, l := range f.local {
+		if l != nil {
+			l.close()
+		}
 	}
 	return err
 }

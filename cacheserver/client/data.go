@@ -73,27 +73,55 @@ func (f *FS) size(ctx context.Context, path string) (int64, error) {
 // ReadAt reads from the servers that hold the extents of the range, in
 // parallel, up to the size of the file.
 func (f *FS) ReadAt(ctx context.Context, path string, p []byte, off int64) (int, error) {
+	n, _, err := f.read(ctx, path, p, off, false)
+	return n, err
+}
+
+// ReadAtFile reads like ReadAt, except that when the whole range lies in
+// one piece of the slab file of a server on this machine, it leaves the
+// bytes there and returns where they are, pinned until the FileData is
+// released, so that the caller can move them without a copy (splice).
+func (f *FS) ReadAtFile(ctx context.Context, path string, p []byte, off int64) (int, *namespace.FileData, error) {
+	return f.read(ctx, path, p, off, true)
+}
+
+// localReadMin is the smallest piece read from a local server's slab: a
+// smaller one costs less copied through the socket than a pin and its
+// release.
+const localReadMin = 32 << 10
+
+func (f *FS) read(ctx context.Context, path string, p []byte, off int64, direct bool) (int, *namespace.FileData, error) {
 	size, err := f.size(ctx, path)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if off < 0 {
-		return 0, syscall.EINVAL
+		return 0, nil, syscall.EINVAL
 	}
 	if off >= size {
-		return 0, io.EOF
+		return 0, nil, io.EOF
 	}
 	n := int(min(int64(len(p)), size-off))
-	err = f.pieces(ctx, path, off, n, func(pc placement.Piece) error {
-		return f.readPiece(ctx, path, pc, p[pc.Start:pc.End])
+	pcs := f.layout.Split(path, off, n)
+	var fd *namespace.FileData
+	err = eachPiece(pcs, func(pc placement.Piece) error {
+		dst := p[pc.Start:pc.End]
+		if l := f.local[pc.Server]; l.usable() && len(dst) >= localReadMin {
+			d, err := f.readLocal(ctx, l, path, pc, dst, direct && len(pcs) == 1)
+			if d != nil {
+				fd = d // only for a lone piece, read without a goroutine
+			}
+			return err
+		}
+		return f.readPiece(ctx, path, pc, dst)
 	})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if n < len(p) {
-		return n, io.EOF
+		return n, fd, io.EOF
 	}
-	return n, nil
+	return n, fd, nil
 }
 
 // readPiece reads one piece; what the server does not return, inside the

@@ -129,15 +129,56 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	return ci, h, fuseFlags, 0
 }
 
+// FileReader is implemented by a namespace.FS that can leave the bytes of
+// a read in a file, such as the slab file of a cache server on this
+// machine. The mount then splices them to the kernel without copying them.
+type FileReader interface {
+	// ReadAtFile reads like ReadAt, except that it may return, instead of
+	// filling p, where the bytes are.
+	ReadAtFile(ctx context.Context, path string, p []byte, off int64) (int, *namespace.FileData, error)
+}
+
 // Read reads from an open file.
 func (n *node) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	h := f.(*handle)
+	if fr, ok := n.m.fsys.(FileReader); ok {
+		got, fd, err := fr.ReadAtFile(h.as, n.path(), dest, off)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, errno(err)
+		}
+		if fd != nil {
+			return &fileResult{fd}, 0
+		}
+		return fuse.ReadResultData(dest[:got]), 0
+	}
 	got, err := n.m.fsys.ReadAt(h.as, n.path(), dest, off)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, errno(err)
 	}
 	return fuse.ReadResultData(dest[:got]), 0
 }
+
+// fileResult is a read reply whose bytes the server splices from a file
+// into the kernel's pipe, releasing them once sent.
+type fileResult struct{ *namespace.FileData }
+
+// Seekable lets go-fuse splice the bytes.
+func (r *fileResult) Seekable() (uintptr, int64, int) { return r.Fd, r.Off, r.Len }
+
+// Size returns the length of the reply.
+func (r *fileResult) Size() int { return r.Len }
+
+// Bytes reads the bytes into buf, where splicing is not possible.
+func (r *fileResult) Bytes(buf []byte) ([]byte, fuse.Status) {
+	n, err := syscall.Pread(int(r.Fd), buf[:min(len(buf), r.Len)], r.Off)
+	if err != nil {
+		return nil, fuse.ToStatus(err)
+	}
+	return buf[:n], fuse.OK
+}
+
+// Done releases the bytes.
+func (r *fileResult) Done() { r.Release() }
 
 // Write writes to an open file.
 func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {

@@ -159,3 +159,14 @@ func Errno(err error) syscall.Errno {
 	}
 	return syscall.EIO
 }
+
+// FileData is the result of a read that left its bytes in a file rather
+// than in the caller's buffer: Len bytes at offset Off of the open file
+// with descriptor Fd. They stay there until Release is called, which the
+// reader must do once it has read them.
+type FileData struct {
+	Fd      uintptr
+	Off     int64
+	Len     int
+	Release func()
+}

@@ -25,6 +25,9 @@ var dataHandlers = map[wire.Op]handlerFunc{
 	wire.OpSync:         pathOnly((Cache).Sync),
 	wire.OpStatFS:       (*Server).statFS,
 	wire.OpInfo:         (*Server).info,
+	wire.OpSlabFile:     (*Server).slabFile,
+	wire.OpReadSpans:    (*Server).readSpans,
+	wire.OpUnpin:        (*Server).unpin,
 }
 
 func (s *Server) info(_ context.Context, _ *wire.Request, resp *wire.Response) error {

@@ -33,6 +33,15 @@ func startEngineServers(t testing.TB, backingDir string, n int) (data, ctl []str
 // startWrapped starts n servers with real engines, each seen through wrap.
 func startWrapped(t testing.TB, backingDir string, n int, wrap func(i int, c server.Cache) server.Cache) (data, ctl []string) {
 	t.Helper()
+	data, ctl, _ = startOn(t, "tcp", backingDir, n, wrap)
+	return data, ctl
+}
+
+// startOn starts n servers with real engines, each seen through wrap, that
+// serve the data path on network ("tcp" or "unix"), and returns their
+// addresses and engines.
+func startOn(t testing.TB, network, backingDir string, n int, wrap func(i int, c server.Cache) server.Cache) (data, ctl []string, engines []*engine.Engine) {
+	t.Helper()
 	for i := range n {
 		dir, err := server.ClaimCacheDir(filepath.Join(t.TempDir(), "cache"), server.Identity{Instance: "t", Index: i, Servers: n, ExtentSize: 1 << 16})
 		if err != nil {
@@ -49,7 +58,14 @@ func startWrapped(t testing.TB, backingDir string, n int, wrap func(i int, c ser
 		}
 		s := server.New(server.Config{Cache: wrap(i, server.EngineCache(e, tun)), NS: ns, Cred: ident.Process(),
 			Info: control.ServerInfo{Instance: "t", Index: i, Servers: n, ExtentSize: 1 << 16}, Log: slog.New(slog.DiscardHandler)})
-		dl, _ := net.Listen("tcp", "127.0.0.1:0")
+		addr := "127.0.0.1:0"
+		if network == "unix" {
+			addr = filepath.Join(t.TempDir(), "data.sock")
+		}
+		dl, err := net.Listen(network, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
 		cl, _ := net.Listen("tcp", "127.0.0.1:0")
 		done := make(chan error, 1)
 		go func() { done <- s.Serve(dl, cl) }()
@@ -62,8 +78,9 @@ func startWrapped(t testing.TB, backingDir string, n int, wrap func(i int, c ser
 			ns.Close()
 		})
 		data, ctl = append(data, dl.Addr().String()), append(ctl, cl.Addr().String())
+		engines = append(engines, e)
 	}
-	return data, ctl
+	return data, ctl, engines
 }
 
 // TestEngineServersWriteBack writes a striped file through servers with

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -74,6 +75,10 @@ type Server struct {
 	serving  atomic.Bool
 	sizes    sizeHints
 	flushes  flushTimes
+
+	slabOnce sync.Once
+	slab     SlabID
+	slabErr  error
 }
 
 // New returns a server for cfg.
@@ -82,7 +87,7 @@ func New(cfg Config) *Server {
 		cfg.Log = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: cfg.Log}
-	s.wire = wire.Server{Handler: s, Secret: cfg.Secret, Log: cfg.Log}
+	s.wire = wire.Server{Handler: s, Secret: cfg.Secret, Log: cfg.Log, OnConn: s.onConn}
 	mux := http.NewServeMux()
 	mux.Handle("/", control.NewHandler(s, cfg.Log))
 	mux.HandleFunc("GET /metrics", s.serveMetrics)

@@ -91,6 +91,22 @@ const (
 	// even when the file lost its write permission after the open; the
 	// client then trims every server and finishes with OpTruncate.
 	OpTruncateOpen
+	// OpSlabFile () answers, to a client on a Unix socket only, a read-only
+	// descriptor of the server's slab file, attached to the reply
+	// (SCM_RIGHTS), so that the client can read cached extents itself.
+	OpSlabFile
+	// OpReadSpans (path, off i64, len u32) reads like OpRead but answers
+	// where the bytes are in the slab file instead of the bytes: a bool that
+	// is true at the end of the file the server knows, a bool that is true
+	// when the bytes came inline in the data section after all (data the
+	// slab does not serve), and otherwise a pin id (u64), a count (u32) and
+	// that many spans (slab offset i64, or -1 for zeros; length u32). The
+	// pinned slots keep their data until OpUnpin releases the pin, or the
+	// connection closes: the client must read them before either.
+	OpReadSpans
+	// OpUnpin (count u32, that many pin ids u64) releases pins of
+	// OpReadSpans replies on the same connection.
+	OpUnpin
 )
 
 // Attr appends a.

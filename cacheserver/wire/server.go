@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -22,6 +23,9 @@ type Request struct {
 	Args *Decoder
 	// Data is the data section. It is valid only until the handler returns.
 	Data []byte
+	// Local is true when the client is on this machine, connected over a
+	// Unix domain socket, and may be sent descriptors (Response.File).
+	Local bool
 }
 
 // Response is what a Handler answers.
@@ -33,7 +37,11 @@ type Response struct {
 	// Err, when not nil, is sent as its errno (EIO if it carries none) and
 	// Meta and Data are dropped.
 	Err error
-	buf []byte
+	// File, when not nil, is passed to a Local client with the response
+	// (SCM_RIGHTS), which then carries no data section. The server closes
+	// it once sent.
+	File *os.File
+	buf  []byte
 }
 
 // Buffer returns a scratch buffer of n bytes that stays valid until the
@@ -65,6 +73,12 @@ type Server struct {
 	// InFlight bounds the requests served at once per connection; 0 means 64.
 	InFlight int
 	Log      *slog.Logger
+	// OnConn, if set, is called when a client has connected and passed the
+	// handshake. The context it returns is the one the connection's
+	// requests are served with, and end is called once the connection has
+	// closed and its last request has returned: a handler keeps state of
+	// one connection, such as resources the client holds, in the context.
+	OnConn func(ctx context.Context) (cctx context.Context, end func())
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -156,6 +170,11 @@ func (s *Server) serveConn(c net.Conn) {
 	_ = c.SetDeadline(time.Time{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if s.OnConn != nil {
+		var end func()
+		ctx, end = s.OnConn(ctx)
+		defer end()
+	}
 	inFlight := s.InFlight
 	if inFlight <= 0 {
 		inFlight = 64

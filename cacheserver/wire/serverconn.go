@@ -22,8 +22,10 @@ type serverConn struct {
 	work chan request
 	// workers counts the worker goroutines; only the read loop uses it.
 	workers int
-	quit    chan struct{}
-	wg      sync.WaitGroup
+	// local is true on a Unix domain socket.
+	local bool
+	quit  chan struct{}
+	wg    sync.WaitGroup
 }
 
 // request is a request read off the connection, not yet served.
@@ -33,9 +35,10 @@ type request struct {
 }
 
 func newServerConn(s *Server, nc net.Conn, inFlight int) *serverConn {
+	_, local := nc.(*net.UnixConn)
 	return &serverConn{
 		s: s, nc: nc, w: newFrameWriter(nc), sem: make(chan struct{}, inFlight),
-		work: make(chan request), quit: make(chan struct{}),
+		work: make(chan request), quit: make(chan struct{}), local: local,
 	}
 }
 
@@ -99,7 +102,7 @@ func (sc *serverConn) stop() {
 
 func (sc *serverConn) serve(ctx context.Context, r request) {
 	d := NewDecoder(r.meta)
-	req := &Request{Op: Op(r.h.code), Cred: d.Cred(), Args: d, Data: r.data}
+	req := &Request{Op: Op(r.h.code), Cred: d.Cred(), Args: d, Data: r.data, Local: sc.local}
 	resp := &Response{}
 	if d.Err() != nil {
 		resp.Err = d.Err()
@@ -123,5 +126,15 @@ func (sc *serverConn) reply(id uint64, resp *Response) {
 		h.meta, h.dat = uint32(len(meta)), uint32(len(data))
 	}
 	// Errors surface in the read loop, which sees the connection die.
+	if resp.File != nil {
+		defer resp.File.Close()
+		if resp.Err == nil {
+			h.dat = 0
+			if err := sc.w.writeFrameFile(h, meta, resp.File); err != nil {
+				_ = sc.nc.Close()
+			}
+			return
+		}
+	}
 	_ = sc.w.writeFrame(h, meta, data)
 }

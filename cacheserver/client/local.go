@@ -1,0 +1,251 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+	"github.com/burstcache/burstcache/cacheserver/placement"
+	"github.com/burstcache/burstcache/cacheserver/wire"
+)
+
+// localSlab reads the cached extents of a server on this machine from the
+// server's slab file, instead of having them copied through the socket: the
+// server answers where the bytes are and pins them (wire.OpReadSpans), and
+// the client reads them itself and releases the pin.
+type localSlab struct {
+	addr   string
+	secret []byte
+	// srv has one connection: pins belong to the connection that made
+	// them, and OpUnpin must travel on it.
+	srv *wire.Client
+
+	mu   sync.Mutex
+	off  bool // the server cannot hand out its slab: read through it
+	file *os.File
+	id   slabID
+	// old keeps descriptors of slab files replaced after a server restart
+	// open, so that their numbers, which reads in flight may still use, are
+	// not reused for other files.
+	old []*os.File
+
+	unpins unpinner
+}
+
+// slabID identifies a slab file by device and inode.
+type slabID struct{ dev, ino uint64 }
+
+func newLocalSlab(addr string, secret []byte, timeout time.Duration) *localSlab {
+	l := &localSlab{addr: addr, secret: secret}
+	l.srv = wire.NewClient(addr, wire.ClientOptions{Secret: secret, Conns: 1, DialTimeout: timeout})
+	l.unpins.send = l.sendUnpins
+	return l
+}
+
+// usable reports whether reads should ask the server for spans.
+func (l *localSlab) usable() bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.off
+}
+
+// disable makes reads go through the server from now on.
+func (l *localSlab) disable() {
+	l.mu.Lock()
+	l.off = true
+	l.mu.Unlock()
+}
+
+// slab returns an open descriptor of the slab file id, asking the server
+// for one if the descriptor held is of another file (the server restarted
+// over a new cache directory) or there is none yet.
+func (l *localSlab) slab(ctx context.Context, id slabID) (*os.File, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.file != nil && l.id == id {
+		return l.file, nil
+	}
+	f, _, err := wire.FetchFile(ctx, l.addr, l.secret, ident.Process(), wire.OpSlabFile, nil)
+	if err != nil {
+		return nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	if got := (slabID{st.Dev, st.Ino}); got != id {
+		_ = f.Close()
+		return nil, fmt.Errorf("slab of %s changed while it was fetched: %w", l.addr, syscall.ESTALE)
+	}
+	if l.file != nil {
+		l.old = append(l.old, l.file)
+	}
+	l.file, l.id = f, id
+	return f, nil
+}
+
+func (l *localSlab) close() {
+	_ = l.srv.Close()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range append(l.old, l.file) {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+	l.file, l.old = nil, nil
+}
+
+func (l *localSlab) sendUnpins(ids []uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	args := (&wire.Encoder{}).Uint32(uint32(len(ids)))
+	for _, id := range ids {
+		args.Uint64(id)
+	}
+	// A lost connection released its pins on the server already.
+	_, _ = l.srv.Do(ctx, &wire.Call{Op: wire.OpUnpin, Cred: ident.Process(), Args: args.Bytes()})
+}
+
+// unpinner batches pin releases: while one OpUnpin is in flight, the
+// releases that come meanwhile wait and go together in the next.
+type unpinner struct {
+	send    func([]uint64)
+	mu      sync.Mutex
+	ids     []uint64
+	running bool
+}
+
+func (u *unpinner) add(id uint64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.ids = append(u.ids, id)
+	if !u.running {
+		u.running = true
+		go u.loop()
+	}
+}
+
+func (u *unpinner) loop() {
+	for {
+		u.mu.Lock()
+		ids := u.ids
+		u.ids = nil
+		if len(ids) == 0 {
+			u.running = false
+			u.mu.Unlock()
+			return
+		}
+		u.mu.Unlock()
+		u.send(ids)
+	}
+}
+
+// span is a piece of a read in the slab file; off < 0 means zeros.
+type span struct {
+	off int64
+	n   int
+}
+
+// spansReply is a decoded OpReadSpans reply.
+type spansReply struct {
+	inline bool
+	n      int // inline bytes
+	id     slabID
+	pin    uint64
+	spans  []span
+}
+
+func decodeSpans(rep wire.Reply) (spansReply, error) {
+	d := wire.NewDecoder(rep.Meta)
+	var r spansReply
+	_ = d.Bool() // end of file: the client knows the size
+	if r.inline = d.Bool(); r.inline {
+		r.n = rep.N
+		return r, d.Err()
+	}
+	r.id = slabID{d.Uint64(), d.Uint64()}
+	r.pin = d.Uint64()
+	for range d.Uint32() {
+		r.spans = append(r.spans, span{off: d.Int64(), n: int(d.Uint32())})
+		if d.Err() != nil {
+			break
+		}
+	}
+	return r, d.Err()
+}
+
+// readLocal reads piece pc of path, held by the local server of l, into
+// dst; with direct set it may instead return where the bytes are in the
+// slab, pinned until the returned FileData is released.
+func (f *FS) readLocal(ctx context.Context, l *localSlab, path string, pc placement.Piece, dst []byte, direct bool) (*namespace.FileData, error) {
+	args := pathArgs(path).Int64(pc.Off).Uint32(uint32(len(dst)))
+	rep, err := l.srv.Do(ctx, &wire.Call{Op: wire.OpReadSpans, Cred: cred(ctx), Args: args.Bytes(), Dst: dst})
+	if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EOPNOTSUPP) {
+		l.disable()
+		return nil, f.readPiece(ctx, path, pc, dst)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r, err := decodeSpans(rep)
+	if err != nil || r.inline {
+		clear(dst[r.n:])
+		return nil, err
+	}
+	release := func() {
+		if r.pin != 0 {
+			l.unpins.add(r.pin)
+		}
+	}
+	file, err := l.slab(ctx, r.id)
+	if err != nil {
+		release()
+		f.logSlabError(l, err)
+		return nil, f.readPiece(ctx, path, pc, dst)
+	}
+	if direct && len(r.spans) == 1 && r.spans[0].off >= 0 && r.spans[0].n == len(dst) {
+		return &namespace.FileData{Fd: file.Fd(), Off: r.spans[0].off, Len: len(dst), Release: release}, nil
+	}
+	defer release()
+	return nil, readSpans(file, r.spans, dst)
+}
+
+// readSpans copies spans of file into dst; what they do not cover, inside
+// the size the client knows, is a hole.
+func readSpans(file *os.File, spans []span, dst []byte) error {
+	n := 0
+	for _, s := range spans {
+		if s.n > len(dst)-n {
+			return fmt.Errorf("%w: spans past the read", wire.ErrProtocol)
+		}
+		if s.off < 0 {
+			clear(dst[n : n+s.n])
+		} else if _, err := file.ReadAt(dst[n:n+s.n], s.off); err != nil {
+			return fmt.Errorf("reading the slab: %w", err)
+		}
+		n += s.n
+	}
+	clear(dst[n:])
+	return nil
+}
+
+// logSlabError stops local reads from a server whose slab cannot be
+// opened; they go through the server from then on.
+func (f *FS) logSlabError(l *localSlab, err error) {
+	if errors.Is(err, syscall.ESTALE) {
+		return
+	}
+	l.disable()
+	f.log.Warn("Reading cached data through the server: its slab file cannot be opened", "server", l.addr, "err", err)
+}

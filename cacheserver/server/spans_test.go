@@ -1,0 +1,174 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/client"
+	"github.com/burstcache/burstcache/cacheserver/engine"
+	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/server"
+	"github.com/burstcache/burstcache/cacheserver/wire"
+)
+
+func same(_ int, c server.Cache) server.Cache { return c }
+
+// pinned sums the slots local readers hold on engines.
+func pinned(engines []*engine.Engine) int64 {
+	var n int64
+	for _, e := range engines {
+		n += e.Stats().PinnedSlots
+	}
+	return n
+}
+
+func waitUnpinned(t *testing.T, engines []*engine.Engine) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for pinned(engines) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d slots still pinned after 10s", pinned(engines))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestLocalReadsComeFromTheSlab reads a file through servers on Unix
+// sockets, whose slab files the client reads itself, and through the same
+// servers over their sockets, and checks both against the data.
+func TestLocalReadsComeFromTheSlab(t *testing.T) {
+	const es = 1 << 16
+	backingDir := t.TempDir()
+	data, _, engines := startOn(t, "unix", backingDir, 2, same)
+	ctx := context.Background()
+	local, err := client.New(client.Options{Servers: data, ExtentSize: es})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	remote, err := client.New(client.Options{Servers: data, ExtentSize: es, RemoteReads: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remote.Close()
+
+	want := make([]byte, 5*es+777)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range want {
+		want[i] = byte(rng.Uint32())
+	}
+	if _, err := local.Create(ctx, "f", syscall.O_RDWR, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := local.WriteAt(ctx, "f", want, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := local.Flush(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+
+	// An aligned extent comes back as a place in the slab, pinned.
+	buf := make([]byte, es)
+	n, fd, err := local.ReadAtFile(ctx, "f", buf, es)
+	if err != nil || n != es || fd == nil {
+		t.Fatalf("ReadAtFile of extent 1 = %d, %v, %v; want a slab range", n, fd, err)
+	}
+	got := make([]byte, fd.Len)
+	if _, err := syscall.Pread(int(fd.Fd), got, fd.Off); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want[es:2*es]) {
+		t.Fatal("the slab range does not hold extent 1")
+	}
+	if pinned(engines) != 1 {
+		t.Fatalf("%d slots pinned while the range is read, want 1", pinned(engines))
+	}
+	fd.Release()
+	waitUnpinned(t, engines)
+
+	for _, c := range []*client.FS{local, remote} {
+		for range 100 {
+			off := rng.Int64N(int64(len(want)) + 10)
+			p := make([]byte, rng.IntN(3*es)+1)
+			n, err := c.ReadAt(ctx, "f", p, off)
+			if err != nil && !errors.Is(err, io.EOF) {
+				t.Fatalf("ReadAt(%d, %d): %v", off, len(p), err)
+			}
+			end := min(off+int64(len(p)), int64(len(want)))
+			if off < end && !bytes.Equal(p[:n], want[off:end]) {
+				t.Fatalf("ReadAt(%d, %d) returned wrong bytes", off, len(p))
+			}
+		}
+	}
+	waitUnpinned(t, engines)
+}
+
+// TestPinsOfAClosedConnectionAreReleased proves that a client that goes
+// away without releasing its pins does not hold the cache's slots.
+func TestPinsOfAClosedConnectionAreReleased(t *testing.T) {
+	const es = 1 << 16
+	backingDir := t.TempDir()
+	data, _, engines := startOn(t, "unix", backingDir, 1, same)
+	writeBackingFile(t, backingDir, "f", bytes.Repeat([]byte("x"), 3*es))
+	ctx := context.Background()
+	c := wire.NewClient(data[0], wire.ClientOptions{Conns: 1})
+	for i := range int64(3) {
+		args := (&wire.Encoder{}).String("f").Int64(i * es).Uint32(es)
+		if _, err := c.Do(ctx, &wire.Call{Op: wire.OpReadSpans, Cred: ident.Process(), Args: args.Bytes()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := pinned(engines); got != 3 {
+		t.Fatalf("%d slots pinned, want 3", got)
+	}
+	c.Close()
+	waitUnpinned(t, engines)
+}
+
+// TestSlabFileOnlyOverUnixSockets checks that a server hands out its slab
+// descriptor to a client on a Unix socket, and refuses spans over TCP.
+func TestSlabFileOnlyOverUnixSockets(t *testing.T) {
+	backingDir := t.TempDir()
+	unix, _, engines := startOn(t, "unix", backingDir, 1, same)
+	f, _, err := wire.FetchFile(context.Background(), unix[0], nil, ident.Process(), wire.OpSlabFile, nil)
+	if err != nil {
+		t.Fatalf("FetchFile over a Unix socket: %v", err)
+	}
+	defer f.Close()
+	var st, want syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Stat(engines[0].SlabFile(), &want); err != nil {
+		t.Fatal(err)
+	}
+	if st.Ino != want.Ino || st.Dev != want.Dev {
+		t.Fatal("the descriptor is not of the slab file")
+	}
+
+	tcp, _ := startEngineServers(t, backingDir, 1)
+	if _, _, err := wire.FetchFile(context.Background(), tcp[0], nil, ident.Process(), wire.OpSlabFile, nil); !errors.Is(err, wire.ErrNotLocal) {
+		t.Fatalf("FetchFile over TCP: %v, want ErrNotLocal", err)
+	}
+	c := wire.NewClient(tcp[0], wire.ClientOptions{})
+	defer c.Close()
+	args := (&wire.Encoder{}).String("f").Int64(0).Uint32(10)
+	if _, err := c.Do(context.Background(), &wire.Call{Op: wire.OpReadSpans, Cred: ident.Process(), Args: args.Bytes()}); !errors.Is(err, syscall.EOPNOTSUPP) {
+		t.Fatalf("OpReadSpans over TCP: %v, want EOPNOTSUPP", err)
+	}
+}
+
+func writeBackingFile(t *testing.T, dir, name string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
