@@ -30,9 +30,11 @@ type Engine struct {
 	files map[string]*file
 	nfile int64 // files with a record
 
-	free        []int32 // slots no durable index entry refers to
-	pendingFree []int32 // slots freed in memory, still named by the index
-	used        int64   // slots referenced by extents
+	free        []int32            // slots no durable index entry refers to
+	pendingFree []int32            // slots freed in memory, still named by the index
+	pins        map[int32]int32    // slots ReadSpans handed out, with their pin counts
+	pinnedFree  map[int32]struct{} // retired slots that wait for their pins
+	used        int64              // slots referenced by extents
 	clean       xlist
 	dirty       xlist
 	dirtyBytes  int64
@@ -45,6 +47,9 @@ type Engine struct {
 	commitErr     error
 	commitKick    chan struct{}
 
+	// lastIO is when the latest read or write of a job came in; background
+	// write-back yields to jobs that do I/O (see yieldToJobs).
+	lastIO       time.Time
 	wbActive     bool
 	flushAll     int
 	spaceWaiters int

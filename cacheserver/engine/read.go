@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
 )
@@ -41,6 +42,7 @@ func (e *Engine) ReadAt(ctx context.Context, path string, p []byte, off int64) (
 	}
 	e.mu.Lock()
 	e.st.bytesRead += int64(n)
+	e.lastIO = time.Now()
 	e.mu.Unlock()
 	if err == nil && n < len(p) {
 		err = io.EOF

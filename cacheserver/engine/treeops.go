@@ -117,13 +117,15 @@ func (e *Engine) flushAndDrop(ctx context.Context, p string) error {
 }
 
 // FlushPath writes back the dirty extents of a path or of every file under
-// a directory, blocking until they are clean.
+// a directory, blocking until they are clean. It is a hint, not something a
+// job's call waits for: while jobs do I/O, it yields to them as background
+// write-back does.
 func (e *Engine) FlushPath(ctx context.Context, pathOrDir string) error {
 	if err := e.enter(); err != nil {
 		return err
 	}
 	defer e.leave()
-	return e.flushTree(ctx, pathOrDir)
+	return e.flushTreeYielding(ctx, pathOrDir, true)
 }
 
 // EvictPath writes back, then drops the extents of a path or tree.
@@ -181,6 +183,12 @@ func (e *Engine) dropTree(dir string, records bool) int {
 // flushTree writes back, on the calling goroutine, every dirty extent under
 // dir, retrying failures with backoff until flushGiveUp in a row.
 func (e *Engine) flushTree(ctx context.Context, dir string) error {
+	return e.flushTreeYielding(ctx, dir, false)
+}
+
+// flushTreeYielding is flushTree; with yield set, the write-back yields to
+// jobs' I/O (see yieldToJobs), for flushes nobody blocks on.
+func (e *Engine) flushTreeYielding(ctx context.Context, dir string, yield bool) error {
 	failures := 0
 	for {
 		xs, busy := e.dirtyUnder(dir)
@@ -193,7 +201,12 @@ func (e *Engine) flushTree(ctx context.Context, dir string) error {
 				continue
 			}
 			claimed++
-			if err := e.writeBack(x); err != nil {
+			start := time.Now()
+			err := e.writeBack(x)
+			if yield {
+				e.yieldToJobs(time.Since(start))
+			}
+			if err != nil {
 				if failures++; failures >= flushGiveUp {
 					return fmt.Errorf("flushing %s: %w", dir, e.dirtyLeft(err))
 				}

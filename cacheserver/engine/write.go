@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/ident"
 )
@@ -48,6 +49,7 @@ func (e *Engine) WriteAt(ctx context.Context, path string, p []byte, off int64) 
 	}
 	e.mu.Lock()
 	e.st.bytesWritten += int64(n)
+	e.lastIO = time.Now()
 	e.mu.Unlock()
 	return n, nil
 }

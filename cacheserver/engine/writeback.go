@@ -47,8 +47,36 @@ func (e *Engine) worker(id int) {
 		e.mu.Unlock()
 		// A failure is counted in Stats and the extent stays dirty, to be
 		// retried with backoff.
+		start := time.Now()
 		_ = e.writeBack(x)
+		e.yieldToJobs(time.Since(start))
 		e.mu.Lock()
+	}
+}
+
+// jobIOWindow is how recent a job's read or write must be for background
+// write-back to yield to it.
+const jobIOWindow = 100 * time.Millisecond
+
+// yieldToJobs pauses write-back that nothing urgent waits for, after an
+// extent that took spent, while jobs read or write: for twice spent, so
+// that write-back takes about a third of the device and CPU time it would
+// take alone and the job keeps the rest. Write-back past the dirty high
+// watermark, or with writers waiting for space, does not pause: the jobs
+// themselves wait for it then.
+func (e *Engine) yieldToJobs(spent time.Duration) {
+	e.mu.Lock()
+	pause := !e.wbActive && e.spaceWaiters == 0 && !e.closed && time.Since(e.lastIO) < jobIOWindow
+	if pause {
+		e.st.yields++
+	}
+	e.mu.Unlock()
+	if !pause {
+		return
+	}
+	select {
+	case <-time.After(2 * spent):
+	case <-e.stop:
 	}
 }
 
