@@ -183,9 +183,11 @@ func (f *FS) WriteAt(ctx context.Context, path string, p []byte, off int64) (int
 		}()
 	}
 	err := eachPiece(pcs, func(pc placement.Piece) error {
-		args := pathArgs(path).Int64(pc.Off)
-		_, err := f.call(ctx, pc.Server, wire.OpWrite, args, p[pc.Start:pc.End], nil)
-		return err
+		data := p[pc.Start:pc.End]
+		if l := f.local[pc.Server]; l.usable() && len(data) >= localWriteMin {
+			return f.writeLocal(ctx, l, path, pc, data)
+		}
+		return f.writePiece(ctx, path, pc, data)
 	})
 	if announce != nil {
 		err = firstErrno([]error{err, <-announce})
@@ -195,6 +197,12 @@ func (f *FS) WriteAt(ctx context.Context, path string, p []byte, off int64) (int
 	}
 	f.grew(path, end)
 	return len(p), nil
+}
+
+// writePiece sends one piece to its server.
+func (f *FS) writePiece(ctx context.Context, path string, pc placement.Piece, data []byte) error {
+	_, err := f.call(ctx, pc.Server, wire.OpWrite, pathArgs(path).Int64(pc.Off), data, nil)
+	return err
 }
 
 // holdsEnd reports whether the last of pcs, which ends the write, goes to the

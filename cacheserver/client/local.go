@@ -240,6 +240,52 @@ func readSpans(file *os.File, spans []span, dst []byte) error {
 	return nil
 }
 
+// localWriteMin is the smallest piece written into a local server's slab:
+// a smaller one costs less copied through the socket than the second round
+// trip of a write into the slab.
+const localWriteMin = 32 << 10
+
+// writeLocal writes piece pc of path, held by the local server of l, into
+// the server's slab file: the server prepares the slot and locks the
+// extent, the client writes the bytes, and the server commits the write.
+// A write the server cannot take that way goes through the socket.
+func (f *FS) writeLocal(ctx context.Context, l *localSlab, path string, pc placement.Piece, data []byte) error {
+	// A write begun must end: neither call is given up halfway, or the
+	// extent would stay locked until the connection closes.
+	wctx := context.WithoutCancel(ctx)
+	args := pathArgs(path).Int64(pc.Off).Uint32(uint32(len(data)))
+	rep, err := l.srv.Do(wctx, &wire.Call{Op: wire.OpWriteBegin, Cred: cred(ctx), Args: args.Bytes()})
+	if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EOPNOTSUPP) {
+		l.disable()
+		return f.writePiece(ctx, path, pc, data)
+	}
+	if err != nil {
+		return err
+	}
+	d := wire.NewDecoder(rep.Meta)
+	if !d.Bool() {
+		return f.writePiece(ctx, path, pc, data)
+	}
+	id, tx, off := slabID{d.Uint64(), d.Uint64()}, d.Uint64(), d.Int64()
+	if err := d.Err(); err != nil {
+		return err
+	}
+	file, werr := l.slab(wctx, id)
+	if werr == nil {
+		_, werr = file.WriteAt(data, off)
+	} else {
+		f.logSlabError(l, werr)
+	}
+	commit := (&wire.Encoder{}).Uint64(tx).Bool(werr == nil)
+	if _, err := l.srv.Do(wctx, &wire.Call{Op: wire.OpWriteCommit, Cred: cred(ctx), Args: commit.Bytes()}); err != nil {
+		return err
+	}
+	if werr != nil {
+		return f.writePiece(ctx, path, pc, data)
+	}
+	return nil
+}
+
 // logSlabError stops local reads from a server whose slab cannot be
 // opened; they go through the server from then on.
 func (f *FS) logSlabError(l *localSlab, err error) {

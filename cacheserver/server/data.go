@@ -28,6 +28,8 @@ var dataHandlers = map[wire.Op]handlerFunc{
 	wire.OpSlabFile:     (*Server).slabFile,
 	wire.OpReadSpans:    (*Server).readSpans,
 	wire.OpUnpin:        (*Server).unpin,
+	wire.OpWriteBegin:   (*Server).writeBegin,
+	wire.OpWriteCommit:  (*Server).writeCommit,
 }
 
 func (s *Server) info(_ context.Context, _ *wire.Request, resp *wire.Response) error {

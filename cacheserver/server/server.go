@@ -87,7 +87,7 @@ func New(cfg Config) *Server {
 		cfg.Log = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: cfg.Log}
-	s.wire = wire.Server{Handler: s, Secret: cfg.Secret, Log: cfg.Log, OnConn: s.onConn}
+	s.wire = wire.Server{Handler: s, Secret: cfg.Secret, Log: cfg.Log, OnConn: s.onConn, Inline: inlineOps}
 	mux := http.NewServeMux()
 	mux.Handle("/", control.NewHandler(s, cfg.Log))
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
@@ -185,7 +185,7 @@ var mutating = map[wire.Op]bool{
 	wire.OpSetAttr: true, wire.OpTruncate: true, wire.OpMkdir: true, wire.OpMknod: true,
 	wire.OpRmdir: true, wire.OpUnlink: true, wire.OpRename: true, wire.OpSymlink: true,
 	wire.OpLink: true, wire.OpCreate: true, wire.OpSetxattr: true, wire.OpRemovexattr: true,
-	wire.OpClearSetid: true, wire.OpMayUnlink: true, wire.OpTruncateOpen: true,
+	wire.OpClearSetid: true, wire.OpMayUnlink: true, wire.OpTruncateOpen: true, wire.OpWriteBegin: true,
 }
 
 func init() {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -13,76 +14,89 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/wire"
 )
 
-// SpanReader is a Cache that lets clients on its machine read cached data
-// from its slab file themselves; the engine is one.
+// SpanReader is a Cache that lets clients on its machine read and write
+// cached data in its slab file themselves; the engine is one.
 type SpanReader interface {
 	ReadSpans(ctx context.Context, path string, off int64, n int) ([]engine.Span, *engine.Pin, error)
+	BeginWrite(ctx context.Context, path string, off int64, n int) (*engine.WriteTx, error)
 	SlabFile() string
 }
 
-// maxPins bounds the pins one connection holds; past it reads come inline,
-// so that a client that does not release its pins cannot hold the cache.
-const maxPins = 1024
+// maxHolds bounds the pins and writes one connection holds open; past it
+// reads and writes go inline, so that a client that does not end them
+// cannot hold the cache.
+const maxHolds = 1024
 
-// pinTable holds the pins of one connection, released when it closes.
-type pinTable struct {
-	mu   sync.Mutex
-	next uint64
-	pins map[uint64]*engine.Pin
+// holdTable holds what the client of one connection holds open: pins of
+// slots it reads and writes it puts into the slab. Each is ended with true
+// when the client says it is done, and with false when the connection
+// closes first.
+type holdTable struct {
+	mu    sync.Mutex
+	next  uint64
+	holds map[uint64]func(done bool)
 }
 
-type pinTableKey struct{}
+type holdTableKey struct{}
 
-// onConn gives every data-path connection its pin table.
+// onConn gives every data-path connection its hold table.
 func (s *Server) onConn(ctx context.Context) (context.Context, func()) {
-	t := &pinTable{pins: map[uint64]*engine.Pin{}}
-	return context.WithValue(ctx, pinTableKey{}, t), t.releaseAll
+	t := &holdTable{holds: map[uint64]func(bool){}}
+	return context.WithValue(ctx, holdTableKey{}, t), t.endAll
 }
 
-func pinsOf(ctx context.Context) *pinTable {
-	t, _ := ctx.Value(pinTableKey{}).(*pinTable)
+func holdsOf(ctx context.Context) *holdTable {
+	t, _ := ctx.Value(holdTableKey{}).(*holdTable)
 	return t
 }
 
-// add keeps p and returns its id, or false when the table is full.
-func (t *pinTable) add(p *engine.Pin) (uint64, bool) {
+// add keeps end and returns its id, or false when the table is full.
+func (t *holdTable) add(end func(done bool)) (uint64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.pins) >= maxPins {
+	if len(t.holds) >= maxHolds {
 		return 0, false
 	}
 	t.next++
-	t.pins[t.next] = p
+	t.holds[t.next] = end
 	return t.next, true
 }
 
-func (t *pinTable) release(id uint64) {
+// end ends hold id, and reports whether the connection held it.
+func (t *holdTable) end(id uint64, done bool) bool {
 	t.mu.Lock()
-	p := t.pins[id]
-	delete(t.pins, id)
+	end, ok := t.holds[id]
+	delete(t.holds, id)
 	t.mu.Unlock()
-	p.Release()
+	if ok {
+		end(done)
+	}
+	return ok
 }
 
-func (t *pinTable) releaseAll() {
+func (t *holdTable) endAll() {
 	t.mu.Lock()
-	pins := t.pins
-	t.pins = map[uint64]*engine.Pin{}
+	holds := t.holds
+	t.holds = map[uint64]func(bool){}
 	t.mu.Unlock()
-	for _, p := range pins {
-		p.Release()
+	for _, end := range holds {
+		end(false)
 	}
 }
 
-// slabFile hands a local client a read-only descriptor of the slab file.
-// The client holds the data path's secret, so it may read every cached byte
-// through OpRead already; the descriptor gives it nothing more.
+// inlineOps end what a request in flight may wait for: they are served on
+// the connection's read loop, never queued behind the requests in flight.
+func inlineOps(op wire.Op) bool { return op == wire.OpUnpin || op == wire.OpWriteCommit }
+
+// slabFile hands a local client a descriptor of the slab file. The client
+// holds the data path's secret, so it may read and write every cached file
+// through OpRead and OpWrite already; the descriptor gives it nothing more.
 func (s *Server) slabFile(_ context.Context, req *wire.Request, resp *wire.Response) error {
 	sr, ok := s.cfg.Cache.(SpanReader)
 	if !ok || !req.Local {
 		return wire.ErrNotLocal
 	}
-	f, err := os.Open(sr.SlabFile())
+	f, err := os.OpenFile(sr.SlabFile(), os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
@@ -94,7 +108,7 @@ func (s *Server) slabFile(_ context.Context, req *wire.Request, resp *wire.Respo
 // bytes themselves when the slab does not serve them.
 func (s *Server) readSpans(ctx context.Context, req *wire.Request, resp *wire.Response) error {
 	sr, ok := s.cfg.Cache.(SpanReader)
-	t := pinsOf(ctx)
+	t := holdsOf(ctx)
 	if !ok || !req.Local || t == nil {
 		return wire.ErrNotLocal
 	}
@@ -116,14 +130,14 @@ func (s *Server) readSpans(ctx context.Context, req *wire.Request, resp *wire.Re
 	}
 	var id uint64
 	if pin != nil {
-		if id, ok = t.add(pin); !ok {
+		if id, ok = t.add(func(bool) { pin.Release() }); !ok {
 			pin.Release()
 			return s.readInline(ctx, p, off, n, resp)
 		}
 	}
 	slab, err := s.slabID(sr)
 	if err != nil {
-		t.release(id)
+		t.end(id, false)
 		return err
 	}
 	resp.Meta.Bool(eof).Bool(false).Uint64(slab.Dev).Uint64(slab.Ino).Uint64(id).Uint32(uint32(len(spans)))
@@ -163,7 +177,7 @@ func (s *Server) readInline(ctx context.Context, p string, off int64, n int, res
 
 // unpin releases pins of this connection.
 func (s *Server) unpin(ctx context.Context, req *wire.Request, _ *wire.Response) error {
-	t := pinsOf(ctx)
+	t := holdsOf(ctx)
 	if t == nil {
 		return wire.ErrNotLocal
 	}
@@ -172,7 +186,61 @@ func (s *Server) unpin(ctx context.Context, req *wire.Request, _ *wire.Response)
 		if req.Args.Err() != nil {
 			break
 		}
-		t.release(id)
+		t.end(id, true)
+	}
+	return nil
+}
+
+// writeBegin prepares a write that the client puts into the slab itself,
+// or answers false when the write must come by OpWrite.
+func (s *Server) writeBegin(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	sr, ok := s.cfg.Cache.(SpanReader)
+	t := holdsOf(ctx)
+	if !ok || !req.Local || t == nil {
+		return wire.ErrNotLocal
+	}
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	if s.draining.Load() {
+		return errDraining
+	}
+	off, n := req.Args.Int64(), int(req.Args.Uint32())
+	slab, err := s.slabID(sr)
+	if err != nil {
+		return err
+	}
+	tx, err := sr.BeginWrite(ctx, p, off, n)
+	if errors.Is(err, engine.ErrNoSpans) {
+		resp.Meta.Bool(false)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	id, ok := t.add(tx.Commit)
+	if !ok {
+		tx.Commit(false)
+		resp.Meta.Bool(false)
+		return nil
+	}
+	resp.Meta.Bool(true).Uint64(slab.Dev).Uint64(slab.Ino).Uint64(id).Int64(tx.Off)
+	return nil
+}
+
+// writeCommit ends a write of writeBegin.
+func (s *Server) writeCommit(ctx context.Context, req *wire.Request, _ *wire.Response) error {
+	t := holdsOf(ctx)
+	if t == nil {
+		return wire.ErrNotLocal
+	}
+	id, wrote := req.Args.Uint64(), req.Args.Bool()
+	if err := req.Args.Err(); err != nil {
+		return err
+	}
+	if !t.end(id, wrote) {
+		return fmt.Errorf("no write %d on this connection: %w", id, syscall.EINVAL)
 	}
 	return nil
 }

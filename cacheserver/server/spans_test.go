@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/client"
+	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/cacheserver/engine"
 	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/server"
@@ -170,5 +171,77 @@ func writeBackingFile(t *testing.T, dir, name string, data []byte) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLocalWritesGoIntoTheSlab writes the way a local mount does: the
+// server prepares the slot, the client writes it, the server commits. A
+// write whose connection closes before the commit is cancelled and its
+// extent unlocked.
+func TestLocalWritesGoIntoTheSlab(t *testing.T) {
+	const es = 1 << 16
+	backingDir := t.TempDir()
+	data, ctl, _ := startOn(t, "unix", backingDir, 1, same)
+	ctx := context.Background()
+	slab, _, err := wire.FetchFile(ctx, data[0], nil, ident.Process(), wire.OpSlabFile, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slab.Close()
+	begin := func(c *wire.Client, off int64) (tx uint64, slabOff int64) {
+		t.Helper()
+		args := (&wire.Encoder{}).String("f").Int64(off).Uint32(es)
+		rep, err := c.Do(ctx, &wire.Call{Op: wire.OpWriteBegin, Cred: ident.Process(), Args: args.Bytes()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := wire.NewDecoder(rep.Meta)
+		if !d.Bool() {
+			t.Fatal("the server refused a whole-extent write into the slab")
+		}
+		d.Uint64()
+		d.Uint64()
+		return d.Uint64(), d.Int64()
+	}
+	c := wire.NewClient(data[0], wire.ClientOptions{Conns: 1})
+	defer c.Close()
+	want := bytes.Repeat([]byte("slab"), es/4)
+	tx, off := begin(c, 0)
+	if _, err := slab.WriteAt(want, off); err != nil {
+		t.Fatal(err)
+	}
+	commit := (&wire.Encoder{}).Uint64(tx).Bool(true)
+	if _, err := c.Do(ctx, &wire.Call{Op: wire.OpWriteCommit, Cred: ident.Process(), Args: commit.Bytes()}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A write left open by a client that goes away.
+	gone := wire.NewClient(data[0], wire.ClientOptions{Conns: 1})
+	_, off = begin(gone, es)
+	if _, err := slab.WriteAt(bytes.Repeat([]byte("lost"), es/4), off); err != nil {
+		t.Fatal(err)
+	}
+	gone.Close()
+
+	fs, err := client.New(client.Options{Servers: data, ExtentSize: es, RemoteReads: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tail := bytes.Repeat([]byte("tail"), 8)
+	if _, err := fs.WriteAt(wctx, "f", tail, es); err != nil {
+		t.Fatalf("writing where a cancelled write was: %v", err)
+	}
+	if _, err := control.NewClient(ctl[0], nil).Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(backingDir, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, append(append([]byte{}, want...), tail...)) {
+		t.Fatalf("backing file has %d bytes, want the committed extent and the tail only", len(got))
 	}
 }

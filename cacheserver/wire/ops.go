@@ -107,6 +107,18 @@ const (
 	// OpUnpin (count u32, that many pin ids u64) releases pins of
 	// OpReadSpans replies on the same connection.
 	OpUnpin
+	// OpWriteBegin (path, off i64, len u32) prepares a write that a client
+	// on a Unix socket puts into the slab file itself. It answers a bool:
+	// false when the write must go by OpWrite instead, true followed by the
+	// slab file's device and inode (u64 each), a write id (u64) and the
+	// slab offset to write the bytes at (i64). The extent stays locked until
+	// OpWriteCommit, or until the connection closes, which cancels the
+	// write.
+	OpWriteBegin
+	// OpWriteCommit (write id u64, wrote bool) ends a write of OpWriteBegin
+	// on the same connection: with wrote, the bytes are in the slab and the
+	// write takes effect; without, it is cancelled.
+	OpWriteCommit
 )
 
 // Attr appends a.

@@ -79,6 +79,11 @@ type Server struct {
 	// closed and its last request has returned: a handler keeps state of
 	// one connection, such as resources the client holds, in the context.
 	OnConn func(ctx context.Context) (cctx context.Context, end func())
+	// Inline, if set, reports operations that are served on the
+	// connection's read loop itself, outside the bound on requests in
+	// flight: quick ones that never wait, which requests in flight may
+	// wait for (the end of something an earlier request started).
+	Inline func(op Op) bool
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}

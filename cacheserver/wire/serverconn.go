@@ -57,7 +57,12 @@ func (sc *serverConn) readLoop(ctx context.Context, r *bufio.Reader) error {
 		if err := readFull(r, sc.nc, data); err != nil {
 			return err
 		}
-		sc.dispatch(ctx, request{h: h, meta: meta, data: data})
+		req := request{h: h, meta: meta, data: data}
+		if sc.s.Inline != nil && sc.s.Inline(Op(h.code)) {
+			sc.serve(ctx, req)
+			continue
+		}
+		sc.dispatch(ctx, req)
 	}
 }
 
