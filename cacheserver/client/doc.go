@@ -5,6 +5,14 @@
 // servers that placement assigns them, in parallel. Metadata operations go
 // to the path's metadata server.
 //
+// A server on this machine, reached over a Unix socket, lends the client its
+// slab file: reads of 32 KiB and more come back as pinned places in the
+// slab that the client reads itself (or splices to the kernel, see
+// ReadAtFile), and writes of 32 KiB and more that the slab can take without
+// a read go into the slab between OpWriteBegin and OpWriteCommit (see
+// package wire). Each such server has a connection of its own for this,
+// since pins and open writes belong to the connection that made them.
+//
 // Sizes follow close-to-open consistency, as NFS gives: a client learns a
 // file's size when it opens it or asks for its attributes, and remembers how
 // far its own writes extended the file. A write that extends a file

@@ -55,6 +55,14 @@
 //     has one name left. A file that was cached before it got a second
 //     name outside the cache keeps its cached data until dropped; a link
 //     made through a mount writes back and drops the data first.
+//   - Local readers and writers: a process on this machine may read and
+//     write the slab file itself. ReadSpans answers where the bytes of a
+//     read are and pins their slots: a slot retired while pinned (evicted,
+//     dropped, replaced by copy-on-write) is reused only after the pin is
+//     released. BeginWrite prepares the slot of a write that needs no read
+//     (into a dirty extent, over a whole extent, or where the backing file
+//     has no data), and holds the extent locked until WriteTx.Commit, which
+//     applies the write as WriteAt would, or cancels it.
 //   - Limits: MaxFileSize (ErrFileTooLarge), MaxFiles (ErrTooManyFiles on
 //     the first write to a new file past the limit), and the write window:
 //     bytes written to the SSD (writes and copy-ups, as written to the slab)
