@@ -245,3 +245,36 @@ func TestLocalWritesGoIntoTheSlab(t *testing.T) {
 		t.Fatalf("backing file has %d bytes, want the committed extent and the tail only", len(got))
 	}
 }
+
+// plainCache hides that the engine can lend its slab.
+type plainCache struct{ server.Cache }
+
+// TestLocalClientFallsBackWithoutASlab checks that a client on a Unix
+// socket reads and writes through the socket when the server's cache does
+// not lend its slab file.
+func TestLocalClientFallsBackWithoutASlab(t *testing.T) {
+	const es = 1 << 16
+	backingDir := t.TempDir()
+	data, _, engines := startOn(t, "unix", backingDir, 2, func(_ int, c server.Cache) server.Cache { return plainCache{c} })
+	ctx := context.Background()
+	c, err := client.New(client.Options{Servers: data, ExtentSize: es})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	want := bytes.Repeat([]byte("0123456789abcdef"), 3*es/16)
+	if _, err := c.Create(ctx, "f", syscall.O_RDWR, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WriteAt(ctx, "f", want, 0); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(want))
+	n, fd, err := c.ReadAtFile(ctx, "f", got, 0)
+	if err != nil && !errors.Is(err, io.EOF) || fd != nil || !bytes.Equal(got[:n], want) {
+		t.Fatalf("ReadAtFile = %d, %v, %v; want the bytes in the buffer", n, fd, err)
+	}
+	if pinned(engines) != 0 {
+		t.Fatal("slots pinned by a server that does not lend its slab")
+	}
+}
