@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,6 +53,19 @@ var _ = Describe("Teardown", func() {
 			return c.Reason
 		}
 	}
+
+	It("refuses to delete the namespace of an instance, whose servers would go before its data is written back", func() {
+		w := newWorld()
+		inst, data := ready(w, nil)
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}
+		err := k8sClient.Delete(ctx, ns)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "deleting the namespace: %v", err)
+		Expect(err.Error()).To(ContainSubstring(inst.Name))
+		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
+		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
+		Expect(os.ReadFile(outFile(w))).To(Equal(data))
+		Expect(k8sClient.Delete(ctx, ns)).To(Succeed())
+	})
 
 	It("holds the instance while a pod mounts it and a server has dirty data, and lets go after the flush", func() {
 		w := newWorld()
