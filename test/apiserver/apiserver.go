@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -36,7 +37,10 @@ func Start(o Options) (*envtest.Environment, *rest.Config, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
-		return nil, nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", env.BinaryAssetsDirectory, err)
+		// Etcd or the apiserver may be running when a later step (installing
+		// the CRDs) failed; they must not outlive the caller.
+		return nil, nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w",
+			env.BinaryAssetsDirectory, errors.Join(err, env.Stop()))
 	}
 	return env, cfg, nil
 }
