@@ -2,13 +2,9 @@ package controllers_test
 
 import (
 	"context"
-	"crypto/tls"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -29,7 +25,9 @@ import (
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 	"github.com/burstcache/burstcache/controllers"
 	"github.com/burstcache/burstcache/controllers/cacheinstance"
+	"github.com/burstcache/burstcache/test/apiserver"
 	"github.com/burstcache/burstcache/test/kubelet"
+	"github.com/burstcache/burstcache/test/repo"
 )
 
 // The suite runs the whole operator, controllers and webhooks, in a manager
@@ -62,34 +60,20 @@ var _ = BeforeSuite(func() {
 	ctx, cancel = context.WithCancel(context.Background())
 	ctrl.SetLogger(GinkgoLogr)
 	var err error
-	repoRoot, err = findRepoRoot()
+	repoRoot, err = repo.Root()
 	Expect(err).NotTo(HaveOccurred())
-	assets := filepath.Join(repoRoot, "bin", "k8s")
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
-		assets = dir
-	}
-	Expect(filepath.Join(assets, "kube-apiserver")).To(BeAnExistingFile(), "run `make envtest` to build kube-apiserver and etcd")
-	Expect(os.Setenv("KUBEBUILDER_ASSETS", assets)).To(Succeed())
 	bin = serverBinary()
 
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(cachev1alpha1.AddToScheme(scheme)).To(Succeed())
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(repoRoot, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join(repoRoot, "config", "webhook", "manifests.yaml")},
-		},
-	}
-	cfg, err = testEnv.Start()
+	testEnv, cfg, err = apiserver.Start(apiserver.Options{CRDs: true, Webhooks: true})
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 
 	kl = kubelet.New(GinkgoT().TempDir(), bin, k8sClient)
 	createNodes("node-a", "node-b", "node-c")
-	stopKCM = startControllerManager(assets)
+	stopKCM = startControllerManager(testEnv.BinaryAssetsDirectory)
 	stopMgr = startManager()
 })
 
@@ -143,22 +127,11 @@ func startManager() func() {
 		defer close(done)
 		Expect(mgr.Start(mctx)).To(Succeed())
 	}()
-	waitForWebhooks(wo)
+	Expect(apiserver.WaitForWebhooks(ctx, wo)).To(Succeed())
 	return func() {
 		mcancel()
 		Eventually(done, 30*time.Second).Should(BeClosed())
 	}
-}
-
-func waitForWebhooks(wo envtest.WebhookInstallOptions) {
-	addr := net.JoinHostPort(wo.LocalServingHost, strconv.Itoa(wo.LocalServingPort))
-	Eventually(func() error {
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a local readiness probe
-		if err != nil {
-			return err
-		}
-		return conn.Close()
-	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 }
 
 // serverBinary returns $BURSTCACHE_BIN, or builds the binary.
@@ -192,24 +165,6 @@ func createNodes(names ...string) {
 		// controller, which envtest lacks, lifts it once the kubelet reports.
 		node.Spec.Taints = nil
 		Expect(k8sClient.Update(ctx, node)).To(Succeed())
-	}
-}
-
-// findRepoRoot walks up from the package directory to go.mod.
-func findRepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above %s", dir)
-		}
-		dir = parent
 	}
 }
 
