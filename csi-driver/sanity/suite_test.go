@@ -2,13 +2,9 @@ package sanity_test
 
 import (
 	"context"
-	"crypto/tls"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -28,7 +24,9 @@ import (
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 	"github.com/burstcache/burstcache/controllers"
 	"github.com/burstcache/burstcache/controllers/cacheinstance"
+	"github.com/burstcache/burstcache/test/apiserver"
 	"github.com/burstcache/burstcache/test/kubelet"
+	"github.com/burstcache/burstcache/test/repo"
 )
 
 // The suite runs the operator, controllers and webhooks, in a manager
@@ -55,26 +53,13 @@ func TestSanity(t *testing.T) {
 var _ = BeforeSuite(func() {
 	ctx, cancel = context.WithCancel(context.Background())
 	ctrl.SetLogger(GinkgoLogr)
-	root, err := findRepoRoot()
+	root, err := repo.Root()
 	Expect(err).NotTo(HaveOccurred())
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(root, "bin", "k8s")
-	}
-	Expect(filepath.Join(assets, "kube-apiserver")).To(BeAnExistingFile(), "run `make envtest` to build kube-apiserver and etcd")
 	bin = burstcacheBinary(root)
 
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(cachev1alpha1.AddToScheme(scheme)).To(Succeed())
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")},
-		},
-	}
-	cfg, err = testEnv.Start()
+	testEnv, cfg, err = apiserver.Start(apiserver.Options{CRDs: true, Webhooks: true})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(testEnv.Stop()).To(Succeed()) })
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
@@ -121,18 +106,7 @@ func startManager() {
 		Expect(mgr.Start(mctx)).To(Succeed())
 	}()
 	DeferCleanup(func() { mcancel(); Eventually(done, 30*time.Second).Should(BeClosed()) })
-	waitForWebhooks(wo)
-}
-
-func waitForWebhooks(wo envtest.WebhookInstallOptions) {
-	addr := net.JoinHostPort(wo.LocalServingHost, strconv.Itoa(wo.LocalServingPort))
-	Eventually(func() error {
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a local readiness probe
-		if err != nil {
-			return err
-		}
-		return conn.Close()
-	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	Expect(apiserver.WaitForWebhooks(ctx, wo)).To(Succeed())
 }
 
 // createNodes adds ready SSD nodes.
@@ -167,22 +141,4 @@ func burstcacheBinary(root string) string {
 	Expect(err).NotTo(HaveOccurred())
 	Expect(os.WriteFile(out, data, 0o755)).To(Succeed())
 	return out
-}
-
-// findRepoRoot walks up from the package directory to go.mod.
-func findRepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above %s", dir)
-		}
-		dir = parent
-	}
 }
