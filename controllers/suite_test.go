@@ -2,16 +2,11 @@ package controllers_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -62,7 +57,7 @@ var _ = BeforeSuite(func() {
 	var err error
 	repoRoot, err = repo.Root()
 	Expect(err).NotTo(HaveOccurred())
-	bin = serverBinary()
+	bin = kubelet.Binary(repoRoot)
 
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(cachev1alpha1.AddToScheme(scheme)).To(Succeed())
@@ -72,7 +67,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 
 	kl = kubelet.New(GinkgoT().TempDir(), bin, k8sClient)
-	createNodes("node-a", "node-b", "node-c")
+	kl.RegisterNodes(ctx, "node-a", "node-b", "node-c")
 	stopKCM = startControllerManager(testEnv.BinaryAssetsDirectory)
 	stopMgr = startManager()
 })
@@ -131,40 +126,6 @@ func startManager() func() {
 	return func() {
 		mcancel()
 		Eventually(done, 30*time.Second).Should(BeClosed())
-	}
-}
-
-// serverBinary returns $BURSTCACHE_BIN, or builds the binary.
-func serverBinary() string {
-	dir := GinkgoT().TempDir()
-	// Server processes run as the instances' runAs identities.
-	Expect(os.Chmod(dir, 0o755)).To(Succeed())
-	out := filepath.Join(dir, "burstcache")
-	src := os.Getenv("BURSTCACHE_BIN")
-	if src == "" {
-		build := exec.Command("go", "build", "-o", out, "./cmd/burstcache")
-		build.Dir = repoRoot
-		b, err := build.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), "building burstcache: %s", b)
-		return out
-	}
-	data, err := os.ReadFile(src)
-	Expect(err).NotTo(HaveOccurred())
-	Expect(os.WriteFile(out, data, 0o755)).To(Succeed())
-	return out
-}
-
-// createNodes adds ready SSD nodes.
-func createNodes(names ...string) {
-	for _, n := range names {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{
-			"node.burstcache.io/nvme": "true", corev1.LabelHostname: n,
-		}}}
-		Expect(k8sClient.Create(ctx, node)).To(Succeed())
-		// The API server taints new nodes not-ready; the node lifecycle
-		// controller, which envtest lacks, lifts it once the kubelet reports.
-		node.Spec.Taints = nil
-		Expect(k8sClient.Update(ctx, node)).To(Succeed())
 	}
 }
 

@@ -2,16 +2,11 @@ package sanity_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -55,7 +50,7 @@ var _ = BeforeSuite(func() {
 	ctrl.SetLogger(GinkgoLogr)
 	root, err := repo.Root()
 	Expect(err).NotTo(HaveOccurred())
-	bin = burstcacheBinary(root)
+	bin = kubelet.Binary(root)
 
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(cachev1alpha1.AddToScheme(scheme)).To(Succeed())
@@ -70,7 +65,7 @@ var _ = BeforeSuite(func() {
 	kdone := make(chan struct{})
 	go func() { defer close(kdone); kl.Run(kctx, 100*time.Millisecond) }()
 	DeferCleanup(func() { kcancel(); <-kdone; kl.StopAll() })
-	createNodes("node-a", "node-b", "node-c")
+	kl.RegisterNodes(ctx, "node-a", "node-b", "node-c")
 	startManager()
 })
 
@@ -107,38 +102,4 @@ func startManager() {
 	}()
 	DeferCleanup(func() { mcancel(); Eventually(done, 30*time.Second).Should(BeClosed()) })
 	Expect(apiserver.WaitForWebhooks(ctx, wo)).To(Succeed())
-}
-
-// createNodes adds ready SSD nodes.
-func createNodes(names ...string) {
-	for _, n := range names {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{
-			"node.burstcache.io/nvme": "true", corev1.LabelHostname: n,
-		}}}
-		Expect(k8sClient.Create(ctx, node)).To(Succeed())
-		// The API server taints new nodes not-ready; the node lifecycle
-		// controller, which envtest lacks, lifts it once the kubelet reports.
-		node.Spec.Taints = nil
-		Expect(k8sClient.Update(ctx, node)).To(Succeed())
-	}
-}
-
-// burstcacheBinary returns a copy of $BURSTCACHE_BIN, or builds the binary,
-// in a directory the servers' users can reach.
-func burstcacheBinary(root string) string {
-	dir := GinkgoT().TempDir()
-	Expect(os.Chmod(dir, 0o755)).To(Succeed())
-	out := filepath.Join(dir, "burstcache")
-	src := os.Getenv("BURSTCACHE_BIN")
-	if src == "" {
-		build := exec.Command("go", "build", "-o", out, "./cmd/burstcache")
-		build.Dir = root
-		b, err := build.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), "building burstcache: %s", b)
-		return out
-	}
-	data, err := os.ReadFile(src)
-	Expect(err).NotTo(HaveOccurred())
-	Expect(os.WriteFile(out, data, 0o755)).To(Succeed())
-	return out
 }
