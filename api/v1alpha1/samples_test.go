@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/test/repo"
 )
 
 var _ = Describe("The samples in config/samples", func() {
@@ -19,7 +20,9 @@ var _ = Describe("The samples in config/samples", func() {
 	// sample that is not listed there is not shipped and a listed file that
 	// is missing fails here.
 	It("are all accepted by the API server, with no unknown fields", func() {
-		dir := filepath.Join(repoRoot, "config", "samples")
+		root, err := repo.Root()
+		Expect(err).NotTo(HaveOccurred())
+		dir := filepath.Join(root, "config", "samples")
 		var kustomization struct {
 			Resources []string `json:"resources"`
 		}

@@ -114,31 +114,50 @@ func checkWords(e *Engine, mine map[int]uint64) error {
 }
 
 // TestConcurrentMissesCopyUpOnce proves that concurrent readers of the same
-// missing extent share a single copy-up, by counting backing reads.
+// missing extent share a single copy-up, by counting backing reads. The
+// backing reads wait at a gate until every reader is waiting for a copy-up
+// in flight, so the readers overlap the copy-ups however the machine
+// schedules them.
 func TestConcurrentMissesCopyUpOnce(t *testing.T) {
-	r := newRig(t, 1<<16, 8, nil)
-	data := bytes.Repeat([]byte("0123456789abcdef"), 4*4096) // 4 extents
+	const es, extents, readers = 1 << 16, 4, 32
+	var g *gate
+	r := newRig(t, es, 8, func(c *Config) { g = newGate(c.Backing, es); c.Backing = g })
+	// A failed test must not leave readers at the gate: closing the engine
+	// waits for them.
+	t.Cleanup(g.release)
+	data := bytes.Repeat([]byte("0123456789abcdef"), extents*es/16)
 	r.writeBacking("big", data)
-	r.faulty.SetLatency("ReadAt", 30*time.Millisecond)
 	var wg sync.WaitGroup
-	for i := range 32 {
+	read := func(i int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			b := make([]byte, 100)
-			off := int64(i%4)*(1<<16) + 7
+			off := int64(i%extents)*es + 7
 			if _, err := r.e.ReadAt(context.Background(), "big", b, off); err != nil || !bytes.Equal(b, data[off:off+100]) {
 				t.Errorf("read at %d: %v", off, err)
 			}
 		}()
 	}
-	wg.Wait()
-	if got := r.faulty.Calls("ReadAt"); got != 4 {
-		t.Fatalf("backing reads = %d, want 4 (one per extent)", got)
+	// One reader per extent first: with at most these four readers and two
+	// read-aheads taking slots, no copy-up can evict another. Once a read of
+	// every extent waits at the gate, every extent has its placeholder.
+	for i := range extents {
+		read(i)
 	}
-	// Each extent is one miss; every read not served by its own copy-up is
-	// a hit (read-ahead may copy up an extent before any reader asks).
-	if s := r.e.Stats(); s.Misses != 4 || s.Hits < 28 {
-		t.Fatalf("misses, hits = %d, %d; want 4, at least 28", s.Misses, s.Hits)
+	waitFor(t, func() bool { return g.waiting() == extents })
+	for i := extents; i < readers; i++ {
+		read(i)
+	}
+	waitFor(t, func() bool { return parkedReaders() >= readers })
+	g.release()
+	wg.Wait()
+	if got := r.faulty.Calls("ReadAt"); got != extents {
+		t.Fatalf("backing reads = %d, want %d (one per extent)", got, extents)
+	}
+	// Each extent is one miss; every reader that came after the first four
+	// found its extent being copied up, and is a hit.
+	if s := r.e.Stats(); s.Misses != extents || s.Hits < readers-extents {
+		t.Fatalf("misses, hits = %d, %d; want %d, at least %d", s.Misses, s.Hits, extents, readers-extents)
 	}
 }

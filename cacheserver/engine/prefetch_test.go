@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
 )
@@ -61,10 +60,14 @@ func TestPrefetchFollowsTheStride(t *testing.T) {
 			t.Fatalf("read extent %d: %v", idx, err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !slices.Contains(log.extents(), 9) && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	// The reads start the read-ahead before they return, and it holds the
+	// engine active until it ends: once nothing is active, every backing
+	// read the two reads caused is in the log, however slowly it ran.
+	waitFor(t, func() bool {
+		r.e.mu.Lock()
+		defer r.e.mu.Unlock()
+		return r.e.active == 0
+	})
 	got := log.extents()
 	for _, idx := range got {
 		if idx%stride != 0 {

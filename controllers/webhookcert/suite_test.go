@@ -2,8 +2,6 @@ package webhookcert_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -15,6 +13,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/burstcache/burstcache/test/apiserver"
 )
 
 // The suite runs the Provisioner against a real kube-apiserver and etcd
@@ -38,14 +38,9 @@ func TestWebhookCert(t *testing.T) {
 var _ = BeforeSuite(func() {
 	ctx, cancel = context.WithCancel(context.Background())
 	ctrl.SetLogger(GinkgoLogr)
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join("..", "..", "bin", "k8s")
-	}
-	Expect(filepath.Join(assets, "kube-apiserver")).To(BeAnExistingFile(), "run `make envtest` to build kube-apiserver and etcd")
-	testEnv = &envtest.Environment{BinaryAssetsDirectory: assets}
-	cfg, err := testEnv.Start()
+	env, cfg, err := apiserver.Start(apiserver.Options{})
 	Expect(err).NotTo(HaveOccurred())
+	testEnv = env
 	scheme := runtime.NewScheme()
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})

@@ -24,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/test/apiserver"
+	"github.com/burstcache/burstcache/test/repo"
 )
 
 // The suite drives the node service through its gRPC socket, with real
@@ -74,10 +76,10 @@ var _ = BeforeSuite(func() {
 	Expect("/dev/fuse").To(BeAnExistingFile())
 	ctx, cancel = context.WithCancel(context.Background())
 	ctrl.SetLogger(GinkgoLogr)
-	root, err := findRepoRoot()
+	root, err := repo.Root()
 	Expect(err).NotTo(HaveOccurred())
 	bin = burstcacheBinary(root)
-	startAPIServer(root)
+	startAPIServer()
 	backing = GinkgoT().TempDir()
 	servers = startServers(2, backing, GinkgoT().TempDir())
 	createPool()
@@ -97,20 +99,12 @@ var _ = AfterSuite(func() {
 	}
 })
 
-func startAPIServer(root string) {
-	assets := filepath.Join(root, "bin", "k8s")
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
-		assets = dir
-	}
-	Expect(filepath.Join(assets, "kube-apiserver")).To(BeAnExistingFile(), "run `make envtest` to build kube-apiserver and etcd")
-	Expect(os.Setenv("KUBEBUILDER_ASSETS", assets)).To(Succeed())
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-	}
-	cfg, err := testEnv.Start()
+// startAPIServer starts kube-apiserver with the CRDs, and writes a
+// kubeconfig for the plugin processes.
+func startAPIServer() {
+	env, cfg, err := apiserver.Start(apiserver.Options{CRDs: true})
 	Expect(err).NotTo(HaveOccurred())
+	testEnv = env
 	scheme := runtime.NewScheme()
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(cachev1alpha1.AddToScheme(scheme)).To(Succeed())
@@ -212,24 +206,6 @@ func burstcacheBinary(root string) string {
 	b, err := build.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "building burstcache: %s", b)
 	return out
-}
-
-// findRepoRoot walks up from the package directory to go.mod.
-func findRepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above %s", dir)
-		}
-		dir = parent
-	}
 }
 
 func ptr[T any](v T) *T { return &v }

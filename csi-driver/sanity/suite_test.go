@@ -2,20 +2,11 @@ package sanity_test
 
 import (
 	"context"
-	"crypto/tls"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -28,7 +19,9 @@ import (
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 	"github.com/burstcache/burstcache/controllers"
 	"github.com/burstcache/burstcache/controllers/cacheinstance"
+	"github.com/burstcache/burstcache/test/apiserver"
 	"github.com/burstcache/burstcache/test/kubelet"
+	"github.com/burstcache/burstcache/test/repo"
 )
 
 // The suite runs the operator, controllers and webhooks, in a manager
@@ -55,26 +48,13 @@ func TestSanity(t *testing.T) {
 var _ = BeforeSuite(func() {
 	ctx, cancel = context.WithCancel(context.Background())
 	ctrl.SetLogger(GinkgoLogr)
-	root, err := findRepoRoot()
+	root, err := repo.Root()
 	Expect(err).NotTo(HaveOccurred())
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(root, "bin", "k8s")
-	}
-	Expect(filepath.Join(assets, "kube-apiserver")).To(BeAnExistingFile(), "run `make envtest` to build kube-apiserver and etcd")
-	bin = burstcacheBinary(root)
+	bin = kubelet.Binary(root)
 
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(cachev1alpha1.AddToScheme(scheme)).To(Succeed())
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")},
-		},
-	}
-	cfg, err = testEnv.Start()
+	testEnv, cfg, err = apiserver.Start(apiserver.Options{CRDs: true, Webhooks: true})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(testEnv.Stop()).To(Succeed()) })
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
@@ -85,7 +65,7 @@ var _ = BeforeSuite(func() {
 	kdone := make(chan struct{})
 	go func() { defer close(kdone); kl.Run(kctx, 100*time.Millisecond) }()
 	DeferCleanup(func() { kcancel(); <-kdone; kl.StopAll() })
-	createNodes("node-a", "node-b", "node-c")
+	kl.RegisterNodes(ctx, "node-a", "node-b", "node-c")
 	startManager()
 })
 
@@ -121,68 +101,5 @@ func startManager() {
 		Expect(mgr.Start(mctx)).To(Succeed())
 	}()
 	DeferCleanup(func() { mcancel(); Eventually(done, 30*time.Second).Should(BeClosed()) })
-	waitForWebhooks(wo)
-}
-
-func waitForWebhooks(wo envtest.WebhookInstallOptions) {
-	addr := net.JoinHostPort(wo.LocalServingHost, strconv.Itoa(wo.LocalServingPort))
-	Eventually(func() error {
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a local readiness probe
-		if err != nil {
-			return err
-		}
-		return conn.Close()
-	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
-}
-
-// createNodes adds ready SSD nodes.
-func createNodes(names ...string) {
-	for _, n := range names {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{
-			"node.burstcache.io/nvme": "true", corev1.LabelHostname: n,
-		}}}
-		Expect(k8sClient.Create(ctx, node)).To(Succeed())
-		// The API server taints new nodes not-ready; the node lifecycle
-		// controller, which envtest lacks, lifts it once the kubelet reports.
-		node.Spec.Taints = nil
-		Expect(k8sClient.Update(ctx, node)).To(Succeed())
-	}
-}
-
-// burstcacheBinary returns a copy of $BURSTCACHE_BIN, or builds the binary,
-// in a directory the servers' users can reach.
-func burstcacheBinary(root string) string {
-	dir := GinkgoT().TempDir()
-	Expect(os.Chmod(dir, 0o755)).To(Succeed())
-	out := filepath.Join(dir, "burstcache")
-	src := os.Getenv("BURSTCACHE_BIN")
-	if src == "" {
-		build := exec.Command("go", "build", "-o", out, "./cmd/burstcache")
-		build.Dir = root
-		b, err := build.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), "building burstcache: %s", b)
-		return out
-	}
-	data, err := os.ReadFile(src)
-	Expect(err).NotTo(HaveOccurred())
-	Expect(os.WriteFile(out, data, 0o755)).To(Succeed())
-	return out
-}
-
-// findRepoRoot walks up from the package directory to go.mod.
-func findRepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above %s", dir)
-		}
-		dir = parent
-	}
+	Expect(apiserver.WaitForWebhooks(ctx, wo)).To(Succeed())
 }

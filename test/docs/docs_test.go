@@ -2,13 +2,9 @@ package docs_test
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net"
-	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"testing"
 	"time"
 
@@ -22,13 +18,14 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 	"github.com/burstcache/burstcache/controllers"
+	"github.com/burstcache/burstcache/test/apiserver"
 	"github.com/burstcache/burstcache/test/docs"
+	"github.com/burstcache/burstcache/test/repo"
 )
 
 // notInstalled are API groups that documents show (jobs of other
@@ -42,7 +39,10 @@ var notInstalled = map[string]bool{
 }
 
 func TestDocumentedObjectsAreAccepted(t *testing.T) {
-	root := repoRoot(t)
+	root, err := repo.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
 	examples, err := docs.Examples(filepath.Join(root, "docs"))
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +50,7 @@ func TestDocumentedObjectsAreAccepted(t *testing.T) {
 	if len(examples) < 5 {
 		t.Fatalf("found %d objects in docs/*.md; the guides show more, so the extraction is broken", len(examples))
 	}
-	c := startOperator(t, root)
+	c := startOperator(t)
 	ctx := t.Context()
 	sort.SliceStable(examples, func(i, j int) bool { return rank(examples[i].Object) < rank(examples[j].Object) })
 	for _, ex := range examples {
@@ -201,7 +201,7 @@ func addPoolNode(t *testing.T, c client.Client, obj *unstructured.Unstructured) 
 // startOperator starts a kube-apiserver with the CRDs and webhooks, and the
 // operator's controllers and webhooks in a manager, as `burstcache manager`
 // runs them.
-func startOperator(t *testing.T, root string) client.Client {
+func startOperator(t *testing.T) client.Client {
 	t.Helper()
 	ctrl.SetLogger(logr.Discard())
 	scheme := runtime.NewScheme()
@@ -211,13 +211,7 @@ func startOperator(t *testing.T, root string) client.Client {
 	if err := cachev1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets(t, root),
-		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")}},
-	}
-	cfg, err := env.Start()
+	env, cfg, err := apiserver.Start(apiserver.Options{CRDs: true, Webhooks: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,53 +235,8 @@ func startOperator(t *testing.T, root string) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitForWebhooks(t, wo)
-	return c
-}
-
-// waitForWebhooks waits until the manager's webhook server accepts TLS
-// connections.
-func waitForWebhooks(t *testing.T, wo envtest.WebhookInstallOptions) {
-	t.Helper()
-	addr := net.JoinHostPort(wo.LocalServingHost, strconv.Itoa(wo.LocalServingPort))
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a local readiness probe
-		if err == nil {
-			_ = conn.Close()
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatal("the admission webhooks never answered")
-}
-
-func assets(t *testing.T, root string) string {
-	t.Helper()
-	dir := os.Getenv("KUBEBUILDER_ASSETS")
-	if dir == "" {
-		dir = filepath.Join(root, "bin", "k8s")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "kube-apiserver")); err != nil {
-		t.Fatalf("kube-apiserver not found in %s: run `make envtest`", dir)
-	}
-	return dir
-}
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
+	if err := apiserver.WaitForWebhooks(t.Context(), wo); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test's directory")
-		}
-		dir = parent
-	}
+	return c
 }

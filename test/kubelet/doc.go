@@ -7,5 +7,7 @@
 //
 // Suites start the servers of an instance when they choose (RunServers), or
 // let Run start every server pod as it appears and stop the processes of
-// pods that went away, as a cluster's kubelets would.
+// pods that went away, as a cluster's kubelets would. RegisterNodes creates
+// the ready nodes the pods are placed on, and Binary gives the burstcache
+// binary in a place the pods' users can run it from.
 package kubelet

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/test/apiserver"
 )
 
 // cluster is what a measurement runs against.
@@ -72,20 +73,9 @@ func startCluster(ctx context.Context, c config) (_ *cluster, err error) {
 }
 
 func (cl *cluster) startAPI(_ context.Context, c config) error {
-	root, err := repoRoot()
-	if err != nil {
+	var err error
+	if cl.env, cl.cfg, err = apiserver.Start(apiserver.Options{CRDs: true, Assets: c.assets}); err != nil {
 		return err
-	}
-	assets := c.assets
-	if assets == "" {
-		assets = filepath.Join(root, "bin", "k8s")
-	}
-	cl.env = &envtest.Environment{
-		CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}, ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-	}
-	if cl.cfg, err = cl.env.Start(); err != nil {
-		return fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
 	}
 	if cl.c, err = client.New(cl.cfg, client.Options{Scheme: scheme}); err != nil {
 		return err
@@ -258,20 +248,4 @@ func waitFor(timeout time.Duration, ok func() bool) error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	return fmt.Errorf("not done after %s", timeout)
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", errors.New("go.mod not found above the working directory")
-		}
-		dir = filepath.Dir(dir)
-	}
 }

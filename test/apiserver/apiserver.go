@@ -1,0 +1,91 @@
+package apiserver
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/burstcache/burstcache/test/repo"
+)
+
+// Options say what Start installs in the new apiserver.
+type Options struct {
+	// CRDs installs the CustomResourceDefinitions of config/crd/bases.
+	CRDs bool
+	// Webhooks installs the admission webhook configurations of
+	// config/webhook, pointing at the local address in the environment's
+	// WebhookInstallOptions, where the caller serves them.
+	Webhooks bool
+	// Assets is the directory holding kube-apiserver and etcd; empty means
+	// the one Assets finds.
+	Assets string
+}
+
+// Start starts etcd and kube-apiserver with what o asks for installed, and
+// returns the environment, which the caller must Stop, and a configuration
+// for clients of the apiserver. The environment's BinaryAssetsDirectory
+// says where the binaries came from, for callers that run more of them.
+func Start(o Options) (*envtest.Environment, *rest.Config, error) {
+	env, err := newEnvironment(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		// Etcd or the apiserver may be running when a later step (installing
+		// the CRDs) failed; they must not outlive the caller.
+		return nil, nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w",
+			env.BinaryAssetsDirectory, errors.Join(err, env.Stop()))
+	}
+	return env, cfg, nil
+}
+
+func newEnvironment(o Options) (*envtest.Environment, error) {
+	root, err := repo.Root()
+	if err != nil {
+		return nil, err
+	}
+	assets := o.Assets
+	if assets == "" {
+		if assets, err = Assets(root); err != nil {
+			return nil, err
+		}
+	}
+	// envtest reads KUBEBUILDER_ASSETS before BinaryAssetsDirectory, so a
+	// stale value must not win over the directory chosen here.
+	if err := os.Setenv("KUBEBUILDER_ASSETS", assets); err != nil {
+		return nil, fmt.Errorf("setting KUBEBUILDER_ASSETS: %w", err)
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	if o.CRDs {
+		env.CRDDirectoryPaths = []string{filepath.Join(root, "config", "crd", "bases")}
+		env.ErrorIfCRDPathMissing = true
+	}
+	if o.Webhooks {
+		env.WebhookInstallOptions.Paths = []string{filepath.Join(root, "config", "webhook", "manifests.yaml")}
+	}
+	return env, nil
+}
+
+// Assets returns the directory holding kube-apiserver and etcd:
+// KUBEBUILDER_ASSETS if it has them, else bin/k8s below root. It fails, with
+// directions, when neither has them.
+func Assets(root string) (string, error) {
+	var tried []string
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		tried = append(tried, dir)
+	}
+	tried = append(tried, filepath.Join(root, "bin", "k8s"))
+	for _, dir := range tried {
+		if fi, err := os.Stat(filepath.Join(dir, "kube-apiserver")); err == nil && !fi.IsDir() {
+			return dir, nil
+		}
+	}
+	return "", fmt.Errorf("no kube-apiserver in %s: run `make envtest` to build kube-apiserver and etcd",
+		strings.Join(tried, " or "))
+}
