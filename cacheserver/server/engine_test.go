@@ -33,13 +33,20 @@ func startEngineServers(t testing.TB, backingDir string, n int) (data, ctl []str
 // startWrapped starts n servers with real engines, each seen through wrap.
 func startWrapped(t testing.TB, backingDir string, n int, wrap func(i int, c server.Cache) server.Cache) (data, ctl []string) {
 	t.Helper()
+	return startOver(t, backingDir, n, wrap, func(s backing.Store) backing.Store { return s })
+}
+
+// startOver starts n servers with real engines over the backing store that
+// store makes of the backing directory, each engine seen through wrap.
+func startOver(t testing.TB, backingDir string, n int, wrap func(i int, c server.Cache) server.Cache, store func(backing.Store) backing.Store) (data, ctl []string) {
+	t.Helper()
 	for i := range n {
 		dir, err := server.ClaimCacheDir(filepath.Join(t.TempDir(), "cache"), server.Identity{Instance: "t", Index: i, Servers: n, ExtentSize: 1 << 16})
 		if err != nil {
 			t.Fatal(err)
 		}
 		tun := engine.Tunables{}
-		e, err := engine.Open(engine.Config{Dir: dir, Backing: backing.NewDir(backingDir), ExtentSize: 1 << 16, Capacity: 64 << 16, Tunables: tun, Logger: slog.New(slog.DiscardHandler)})
+		e, err := engine.Open(engine.Config{Dir: dir, Backing: store(backing.NewDir(backingDir)), ExtentSize: 1 << 16, Capacity: 64 << 16, Tunables: tun, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -74,6 +74,7 @@ type Server struct {
 	serving  atomic.Bool
 	sizes    sizeHints
 	flushes  flushTimes
+	preloads preloadTally
 }
 
 // New returns a server for cfg.
