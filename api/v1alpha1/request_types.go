@@ -100,12 +100,12 @@ type RequestStatus struct {
 	BytesRemaining int64 `json:"bytesRemaining,omitempty"`
 
 	// bytesDone is how much a preload has copied up so far, summed over
-	// the servers, while it runs.
+	// the servers; once it succeeded, all it copied up.
 	// +optional
 	BytesDone int64 `json:"bytesDone,omitempty"`
 
 	// bytesTotal is how much a preload copies up in all, summed over the
-	// servers, while it runs; 0 until the servers have walked the path.
+	// servers; 0 until the servers have walked the path.
 	// +optional
 	BytesTotal int64 `json:"bytesTotal,omitempty"`
 

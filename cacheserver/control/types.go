@@ -97,6 +97,13 @@ type FlushResult struct {
 	Error string `json:"error,omitempty"`
 }
 
+// PreloadResult is the answer to Preload.
+type PreloadResult struct {
+	// Bytes is how many bytes of the path the server holds, all of them
+	// now in its cache: the server's share of the path's extents.
+	Bytes int64 `json:"bytes"`
+}
+
 // PathRequest names a path relative to the root of the backing store.
 type PathRequest struct {
 	Path string `json:"path"`

@@ -163,7 +163,7 @@ func TestPreloadReadsOnlyOwnExtents(t *testing.T) {
 	}
 	ctx := context.Background()
 	for i, addr := range ctl {
-		if err := control.NewClient(addr, nil).Preload(ctx, ""); err != nil {
+		if _, err := control.NewClient(addr, nil).Preload(ctx, ""); err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff(want[i], recs[i].offs); diff != "" {

@@ -20,11 +20,11 @@ type preloadFile struct {
 // every file under the directory p: its share of the extents when striped,
 // every extent when load-balanced. It walks the tree first, so that Stats
 // can say how many bytes the preload copies up in all, then copies them,
-// counting the bytes done.
-func (s *Server) preload(ctx context.Context, p string) error {
+// counting the bytes done. It returns the total.
+func (s *Server) preload(ctx context.Context, p string) (int64, error) {
 	files, err := s.preloadWalk(ctx, p, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	l := s.layout()
 	var total int64
@@ -37,10 +37,10 @@ func (s *Server) preload(ctx context.Context, p string) error {
 	defer func() { s.preloads.add(-done, -total) }()
 	for _, f := range files {
 		if err := s.preloadExtents(ctx, l, f, &done); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return total, nil
 }
 
 // preloadWalk appends the regular files at or under p to files.

@@ -79,11 +79,16 @@ func TestPreloadProgressInStats(t *testing.T) {
 	total := writeTree(t, backingDir, map[string]int{"in/a": 4*es + 100, "in/sub/b": es, "in/sub/c": 10})
 	c := startSlowServer(t, backingDir, 50*time.Millisecond)
 	ended := make(chan error, 1)
-	go func() { ended <- c.Preload(context.Background(), "in") }()
+	var res control.PreloadResult
+	go func() {
+		var err error
+		res, err = c.Preload(context.Background(), "in")
+		ended <- err
+	}()
 
 	waitForPreloadProgress(t, c, total, ended)
-	if err := <-ended; err != nil {
-		t.Fatalf("Preload: %v", err)
+	if err := <-ended; err != nil || res.Bytes != total {
+		t.Fatalf("Preload = %+v, %v; want the tree's %d bytes", res, err, total)
 	}
 	st, err := c.Stats(context.Background())
 	if err != nil || st.PreloadBytesDone != 0 || st.PreloadBytesTotal != 0 {
@@ -104,7 +109,10 @@ func TestPreloadCutShortLeavesNoProgress(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ended := make(chan error, 1)
-	go func() { ended <- c.Preload(ctx, "big") }()
+	go func() {
+		_, err := c.Preload(ctx, "big")
+		ended <- err
+	}()
 
 	waitForPreloadProgress(t, c, total, ended)
 	cancel()
