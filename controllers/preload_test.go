@@ -82,7 +82,7 @@ var _ = Describe("Preload", func() {
 			g.Expect(cur.Status.Preload).To(BeNil())
 			g.Expect(cur.Status.Usage.CopyUpBytes).To(BeNumerically(">=", total))
 		}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
-		Expect(preloadedCondition(inst)(Default).Message).To(Equal("1 paths copied up (40 MiB)"))
+		Expect(preloadedCondition(inst)(Default).Message).To(Equal("copied up 40 MiB, all of spec.preload (1 path)"))
 		Expect(eventReasons(w.ns, inst.Name)).To(ContainElement(cachev1alpha1.ReasonPreloadSucceeded))
 
 		By("kubectl burstcache preload printing a progress line while it waits")

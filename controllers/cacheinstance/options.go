@@ -45,8 +45,9 @@ type Options struct {
 	// FlushAttemptTimeout bounds one blocking Flush call at teardown; a
 	// flush that takes longer is called again, which is idempotent.
 	FlushAttemptTimeout time.Duration
-	// RequestAttemptTimeout bounds one attempt at a user hint on one
-	// server; an attempt that takes longer is retried. Default 10m.
+	// RequestAttemptTimeout bounds one attempt at a user hint, or at one
+	// path of spec.preload, on one server; an attempt that takes longer is
+	// retried, going quickly over what it copied up already. Default 10m.
 	RequestAttemptTimeout time.Duration
 	// CallTimeout bounds the other control API calls.
 	CallTimeout time.Duration

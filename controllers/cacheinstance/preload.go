@@ -66,7 +66,7 @@ func (r *Reconciler) startPreload(ctx context.Context, s *scope, key string) err
 	}
 	s.inst.Status.Preload = &cachev1alpha1.PreloadStatus{StartedAt: &metav1.Time{Time: r.Options.Now()}}
 	r.Recorder.Eventf(s.inst, nil, corev1.EventTypeNormal, cachev1alpha1.ReasonPreloadStarted, "Preload",
-		"Copying up %d paths of spec.preload on %d servers", len(s.inst.Spec.Preload), len(targets))
+		"Copying up spec.preload (%s) on %d servers", countPaths(len(s.inst.Spec.Preload)), len(targets))
 	return nil
 }
 
@@ -90,10 +90,10 @@ func preloadRequests(inst *cachev1alpha1.CacheInstance) []cachev1alpha1.RequestS
 // fixing the backing file system is enough to let it succeed.
 func (r *Reconciler) endPreload(s *scope, out hint.Outcome) error {
 	if out.Err == nil {
-		msg := fmt.Sprintf("%d paths copied up (%s)", len(s.inst.Spec.Preload), humanBytes(out.Bytes))
+		msg := fmt.Sprintf("copied up %s, all of spec.preload (%s)", humanBytes(out.Bytes), countPaths(len(s.inst.Spec.Preload)))
 		s.inst.Status.Preload = nil
 		setCondition(s, r.Options.Now(), cachev1alpha1.ConditionPreloaded, true, cachev1alpha1.ReasonAsExpected, msg)
-		r.Recorder.Eventf(s.inst, nil, corev1.EventTypeNormal, cachev1alpha1.ReasonPreloadSucceeded, "Preload", "Copied up spec.preload: %s", msg)
+		r.Recorder.Eventf(s.inst, nil, corev1.EventTypeNormal, cachev1alpha1.ReasonPreloadSucceeded, "Preload", "Preload done: %s", msg)
 		return nil
 	}
 	if !hint.Final(cachev1alpha1.RequestPreload, out.Err) {
@@ -142,6 +142,14 @@ func preloadMessage(st *cachev1alpha1.PreloadStatus) string {
 		return "copying up spec.preload: finding the files"
 	}
 	return fmt.Sprintf("copied up %s of %s (%d%%)", humanBytes(st.BytesDone), humanBytes(st.BytesTotal), 100*st.BytesDone/st.BytesTotal)
+}
+
+// countPaths says "1 path" or "n paths".
+func countPaths(n int) string {
+	if n == 1 {
+		return "1 path"
+	}
+	return fmt.Sprintf("%d paths", n)
 }
 
 // humanBytes formats a byte count with a binary unit and one decimal.

@@ -14,8 +14,8 @@ import (
 	"github.com/burstcache/burstcache/controllers/metrics"
 )
 
-// requestPollInterval is how often a running user hint's progress is
-// written to status.
+// requestPollInterval is how often the progress of a running user hint or
+// preload is written to status.
 const requestPollInterval = time.Second
 
 // serveRequest runs the user hint of the request annotation on every

@@ -128,7 +128,7 @@ func (r *Runner) run(j *job, reqs []cachev1alpha1.RequestSpec, targets []Target)
 				j.outcome.Remaining += res.Remaining
 				j.outcome.Bytes += res.Bytes
 				if err != nil {
-					j.outcome.Err = errors.Join(j.outcome.Err, fmt.Errorf("%s: %w", t.Name, err))
+					j.outcome.Err = errors.Join(j.outcome.Err, fmt.Errorf("%s: %s %q: %w", t.Name, req.Operation, req.Path, err))
 				}
 				j.mu.Unlock()
 				if err != nil {

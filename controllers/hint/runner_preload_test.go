@@ -114,8 +114,8 @@ func TestStartAllStopsATargetAtItsFirstFailure(t *testing.T) {
 	r.StartAll("k", preloads("a", "b"), []Target{target(t, "server-0", failing), target(t, "server-1", ok)})
 
 	out := poll(t, r, "k", Done, 3)
-	if !errors.Is(out.Err, syscall.ENOENT) || !Final(cachev1alpha1.RequestPreload, out.Err) || !strings.Contains(out.Err.Error(), "server-0: ") {
-		t.Errorf("outcome error = %v, want a final ENOENT of server-0", out.Err)
+	if !errors.Is(out.Err, syscall.ENOENT) || !Final(cachev1alpha1.RequestPreload, out.Err) || !strings.Contains(out.Err.Error(), `server-0: preload "a": `) {
+		t.Errorf("outcome error = %v, want a final ENOENT of server-0 and path a", out.Err)
 	}
 	if diff := cmp.Diff([]string{"a"}, failing.called()); diff != "" {
 		t.Errorf("failing server's preloads (-want +got):\n%s", diff)
