@@ -45,10 +45,14 @@ type Options struct {
 	// FlushAttemptTimeout bounds one blocking Flush call at teardown; a
 	// flush that takes longer is called again, which is idempotent.
 	FlushAttemptTimeout time.Duration
-	// RequestAttemptTimeout bounds one attempt at a user hint, or at one
-	// path of spec.preload, on one server; an attempt that takes longer is
-	// retried, going quickly over what it copied up already. Default 10m.
+	// RequestAttemptTimeout bounds one attempt at a user hint on one
+	// server; an attempt that takes longer is retried. Default 10m.
 	RequestAttemptTimeout time.Duration
+	// PreloadAttemptTimeout bounds the copy-up of one path of spec.preload
+	// on one server, which runs in the background however long it takes
+	// up to this; a copy-up that takes longer is started again, going
+	// quickly over what is cached already. Default 6h.
+	PreloadAttemptTimeout time.Duration
 	// CallTimeout bounds the other control API calls.
 	CallTimeout time.Duration
 	// MaxConcurrentReconciles is how many instances are reconciled at once;
@@ -80,6 +84,9 @@ func (o *Options) complete() {
 	}
 	if o.RequestAttemptTimeout == 0 {
 		o.RequestAttemptTimeout = 10 * time.Minute
+	}
+	if o.PreloadAttemptTimeout == 0 {
+		o.PreloadAttemptTimeout = 6 * time.Hour
 	}
 	if o.CallTimeout == 0 {
 		o.CallTimeout = 5 * time.Second

@@ -15,18 +15,19 @@ import (
 )
 
 // preload copies spec.preload up once all servers are ready. The servers
-// run it in the background, through the hint runner, each copying up the
-// extents it holds; a pass only starts it, reports its progress from the
-// servers' stats in status.preload, and takes its outcome. The pass goes
-// on meanwhile (hints, gates), and asks to be polled again. The call is
-// idempotent, so an attempt that is cut short, or lost with a restart of
-// the manager, is simply started again.
+// run it in the background, each copying up the extents it holds, through
+// a hint runner of its own, whose attempts may take as long as preloads
+// do. A pass only starts it, reports its progress from the servers' stats
+// in status.preload, and takes its outcome; the pass goes on meanwhile
+// (hints, gates), and asks to be polled again. The call is idempotent, so
+// an attempt that is cut short, or lost with a restart of the manager, is
+// simply started again.
 func (r *Reconciler) preload(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if preloaded(s.inst) || len(s.inst.Spec.Preload) == 0 || !s.allServersReady() {
 		return ctrl.Result{}, nil
 	}
-	key := preloadKey(s.inst)
-	state, out := r.requests.Poll(key)
+	key := string(s.inst.UID)
+	state, out := r.preloads.Poll(key)
 	switch state {
 	case hint.Absent:
 		return ctrl.Result{}, r.startPreload(ctx, s, key)
@@ -44,12 +45,6 @@ func (r *Reconciler) preload(ctx context.Context, s *scope) (ctrl.Result, error)
 	return ctrl.Result{}, nil
 }
 
-// preloadKey names an instance's preload in the hint runner. User hints run
-// under "<uid>/<id>", whatever their id, so no hint can take this key.
-func preloadKey(inst *cachev1alpha1.CacheInstance) string {
-	return string(inst.UID) + "#preload"
-}
-
 // startPreload starts the preload on every server. The first start of a
 // preload is recorded in status.preload and with an Event; starting again
 // after a failed attempt or a restart of the manager is not.
@@ -59,7 +54,7 @@ func (r *Reconciler) startPreload(ctx context.Context, s *scope, key string) err
 		return r.retryPreload(s, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Preloading", "paths", len(s.inst.Spec.Preload), "servers", len(targets))
-	r.requests.StartAll(key, preloadRequests(s.inst), targets)
+	r.preloads.StartAll(key, preloadRequests(s.inst), targets)
 	s.requeueWithin(requestPollInterval)
 	if s.inst.Status.Preload != nil {
 		return nil
