@@ -45,6 +45,11 @@ type CacheInstanceStatus struct {
 	// +optional
 	Flush *FlushStatus `json:"flush,omitempty"`
 
+	// preload is the progress of copying spec.preload up; it is set only
+	// while the preload runs.
+	// +optional
+	Preload *PreloadStatus `json:"preload,omitempty"`
+
 	// lastRequest is the progress and outcome of the latest user hint asked
 	// for with the cache.burstcache.io/request annotation.
 	// +optional
@@ -147,6 +152,23 @@ type FlushStatus struct {
 	BytesRemaining int64 `json:"bytesRemaining,omitempty"`
 
 	// startedAt is when the teardown write-back started.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+}
+
+// PreloadStatus is the progress of the preload, summed over the servers.
+type PreloadStatus struct {
+	// bytesDone is how much of the data to preload the servers have copied
+	// up (or found cached already).
+	// +optional
+	BytesDone int64 `json:"bytesDone,omitempty"`
+
+	// bytesTotal is how much data the servers copy up in all; 0 until they
+	// have walked the paths to preload.
+	// +optional
+	BytesTotal int64 `json:"bytesTotal,omitempty"`
+
+	// startedAt is when the controller started the preload.
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
 }

@@ -134,6 +134,19 @@ const (
 	// missing, or runAs may not read it).
 	ReasonPreloadFailed = "PreloadFailed"
 
+	// ReasonPreloadStarted is the reason of the Event recorded when the
+	// servers start copying spec.preload up.
+	ReasonPreloadStarted = "PreloadStarted"
+
+	// ReasonPreloadRetrying means an attempt at the preload failed for a
+	// reason that may pass (a server down or slow); it runs again with
+	// backoff, and the message says what failed.
+	ReasonPreloadRetrying = "PreloadRetrying"
+
+	// ReasonPreloadSucceeded is the reason of the Event recorded when every
+	// path of spec.preload was copied up.
+	ReasonPreloadSucceeded = "PreloadSucceeded"
+
 	// ReasonWriteWindowExceeded means the instance turned read-only because
 	// of its write window.
 	ReasonWriteWindowExceeded = "WriteWindowExceeded"

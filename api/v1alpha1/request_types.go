@@ -99,6 +99,16 @@ type RequestStatus struct {
 	// +optional
 	BytesRemaining int64 `json:"bytesRemaining,omitempty"`
 
+	// bytesDone is how much a preload has copied up so far, summed over
+	// the servers; once it succeeded, all it copied up.
+	// +optional
+	BytesDone int64 `json:"bytesDone,omitempty"`
+
+	// bytesTotal is how much a preload copies up in all, summed over the
+	// servers; 0 until the servers have walked the path.
+	// +optional
+	BytesTotal int64 `json:"bytesTotal,omitempty"`
+
 	// attempts counts the attempts that ended in failure.
 	// +optional
 	Attempts int32 `json:"attempts,omitempty"`

@@ -69,9 +69,12 @@ func (c *Client) InvalidatePath(ctx context.Context, path string) error {
 }
 
 // Preload copies the extents of path that this server holds up from the
-// backing store.
-func (c *Client) Preload(ctx context.Context, path string) error {
-	return c.call(ctx, "preload", http.MethodPost, "/v1/paths/preload", PathRequest{path}, nil)
+// backing store. It blocks until they are all in the cache or ctx ends;
+// Stats shows the progress meanwhile.
+func (c *Client) Preload(ctx context.Context, path string) (PreloadResult, error) {
+	var res PreloadResult
+	err := c.call(ctx, "preload", http.MethodPost, "/v1/paths/preload", PathRequest{path}, &res)
+	return res, err
 }
 
 // Stats returns the server's statistics.

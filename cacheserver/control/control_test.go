@@ -40,7 +40,9 @@ func (f *fakeService) EvictPath(_ context.Context, p string) error {
 func (f *fakeService) InvalidatePath(_ context.Context, p string) error {
 	return f.record("invalidate " + p)
 }
-func (f *fakeService) Preload(_ context.Context, p string) error { return f.record("preload " + p) }
+func (f *fakeService) Preload(_ context.Context, p string) (int64, error) {
+	return f.remaining, f.record("preload " + p)
+}
 func (f *fakeService) Stats(context.Context) (Stats, error) {
 	return Stats{Server: ServerInfo{Index: 1, Servers: 3}, Hits: 3, Misses: 1, DirtyBytes: 42}, f.record("stats")
 }
@@ -68,8 +70,8 @@ func TestPathCallsReachTheService(t *testing.T) {
 		"flush path":      {call: func(c *Client) error { return c.FlushPath(ctx, "a/b") }, want: "flush a/b"},
 		"evict":           {call: func(c *Client) error { return c.EvictPath(ctx, "a") }, want: "evict a"},
 		"invalidate":      {call: func(c *Client) error { return c.InvalidatePath(ctx, "x") }, want: "invalidate x"},
-		"preload":         {call: func(c *Client) error { return c.Preload(ctx, "y") }, want: "preload y"},
-		"errno preserved": {call: func(c *Client) error { return c.Preload(ctx, "z") }, svcErr: fmt.Errorf("open z: %w", syscall.ENOENT), want: "preload z", wantErrn: syscall.ENOENT},
+		"preload":         {call: func(c *Client) error { _, err := c.Preload(ctx, "y"); return err }, want: "preload y"},
+		"errno preserved": {call: func(c *Client) error { _, err := c.Preload(ctx, "z"); return err }, svcErr: fmt.Errorf("open z: %w", syscall.ENOENT), want: "preload z", wantErrn: syscall.ENOENT},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -20,7 +20,9 @@ type Service interface {
 	FlushPath(ctx context.Context, path string) error
 	EvictPath(ctx context.Context, path string) error
 	InvalidatePath(ctx context.Context, path string) error
-	Preload(ctx context.Context, path string) error
+	// Preload copies up the server's share of the extents under path and
+	// returns how many bytes that share holds.
+	Preload(ctx context.Context, path string) (bytes int64, err error)
 	Stats(ctx context.Context) (Stats, error)
 	SetTunables(ctx context.Context, t Tunables) error
 	// Ready reports whether the data path is being served.
@@ -39,7 +41,7 @@ func NewHandler(svc Service, log *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /v1/paths/flush", h.path(svc.FlushPath))
 	mux.HandleFunc("POST /v1/paths/evict", h.path(svc.EvictPath))
 	mux.HandleFunc("POST /v1/paths/invalidate", h.path(svc.InvalidatePath))
-	mux.HandleFunc("POST /v1/paths/preload", h.path(svc.Preload))
+	mux.HandleFunc("POST /v1/paths/preload", h.preload)
 	mux.HandleFunc("GET /v1/stats", h.stats)
 	mux.HandleFunc("PUT /v1/tunables", h.tunables)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -80,6 +82,20 @@ func (h *handler) path(fn func(context.Context, string) error) http.HandlerFunc 
 		}
 		writeJSON(w, http.StatusOK, struct{}{})
 	}
+}
+
+func (h *handler) preload(w http.ResponseWriter, r *http.Request) {
+	var req PathRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: err.Error(), Errno: int(syscall.EINVAL)})
+		return
+	}
+	n, err := h.svc.Preload(r.Context(), req.Path)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, PreloadResult{Bytes: n})
 }
 
 func (h *handler) stats(w http.ResponseWriter, r *http.Request) {

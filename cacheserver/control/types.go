@@ -65,6 +65,13 @@ type Stats struct {
 	// and FlushSeconds the time they took in total.
 	Flushes      uint64  `json:"flushes"`
 	FlushSeconds float64 `json:"flushSeconds"`
+	// PreloadBytesDone and PreloadBytesTotal are the progress of the
+	// preloads running on the server, summed over them: the bytes they
+	// have copied up (or found cached already) and the bytes they copy up
+	// in all, known once each has walked its tree. Both are zero when no
+	// preload runs.
+	PreloadBytesDone  int64 `json:"preloadBytesDone"`
+	PreloadBytesTotal int64 `json:"preloadBytesTotal"`
 	// Files is the number of files with cached data.
 	Files int64 `json:"files"`
 	// WriteBackErrors counts failed write-backs; LastWriteBackError says
@@ -88,6 +95,13 @@ type FlushResult struct {
 	RemainingBytes int64 `json:"remainingBytes"`
 	// Error says why the flush could not finish; empty on success.
 	Error string `json:"error,omitempty"`
+}
+
+// PreloadResult is the answer to Preload.
+type PreloadResult struct {
+	// Bytes is how many bytes of the path the server holds, all of them
+	// now in its cache: the server's share of the path's extents.
+	Bytes int64 `json:"bytes"`
 }
 
 // PathRequest names a path relative to the root of the backing store.

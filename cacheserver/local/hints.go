@@ -17,7 +17,14 @@ var Hints = map[string]Hint{
 	"flush":      (*control.Client).FlushPath,
 	"evict":      (*control.Client).EvictPath,
 	"invalidate": (*control.Client).InvalidatePath,
-	"preload":    (*control.Client).Preload,
+	"preload":    preload,
+}
+
+// preload is Client.Preload as a Hint: the local commands report no
+// progress, only the outcome.
+func preload(c *control.Client, ctx context.Context, path string) error {
+	_, err := c.Preload(ctx, path)
+	return err
 }
 
 // SendHint sends a hint about path (relative to the backing directory) to

@@ -33,14 +33,32 @@ func startEngineServers(t testing.TB, backingDir string, n int) (data, ctl []str
 // startWrapped starts n servers with real engines, each seen through wrap.
 func startWrapped(t testing.TB, backingDir string, n int, wrap func(i int, c server.Cache) server.Cache) (data, ctl []string) {
 	t.Helper()
-	data, ctl, _ = startOn(t, "tcp", backingDir, n, wrap)
+	data, ctl, _ = startServers(t, "tcp", backingDir, n, wrap, sameStore)
 	return data, ctl
 }
+
+func sameStore(s backing.Store) backing.Store { return s }
 
 // startOn starts n servers with real engines, each seen through wrap, that
 // serve the data path on network ("tcp" or "unix"), and returns their
 // addresses and engines.
 func startOn(t testing.TB, network, backingDir string, n int, wrap func(i int, c server.Cache) server.Cache) (data, ctl []string, engines []*engine.Engine) {
+	t.Helper()
+	return startServers(t, network, backingDir, n, wrap, sameStore)
+}
+
+// startOver starts n servers with real engines over the backing store that
+// store makes of the backing directory, each engine seen through wrap.
+func startOver(t testing.TB, backingDir string, n int, wrap func(i int, c server.Cache) server.Cache, store func(backing.Store) backing.Store) (data, ctl []string) {
+	t.Helper()
+	data, ctl, _ = startServers(t, "tcp", backingDir, n, wrap, store)
+	return data, ctl
+}
+
+// startServers starts n servers with real engines over the backing store
+// that store makes of the backing directory, each engine seen through
+// wrap, serving the data path on network.
+func startServers(t testing.TB, network, backingDir string, n int, wrap func(i int, c server.Cache) server.Cache, store func(backing.Store) backing.Store) (data, ctl []string, engines []*engine.Engine) {
 	t.Helper()
 	for i := range n {
 		dir, err := server.ClaimCacheDir(filepath.Join(t.TempDir(), "cache"), server.Identity{Instance: "t", Index: i, Servers: n, ExtentSize: 1 << 16})
@@ -48,7 +66,7 @@ func startOn(t testing.TB, network, backingDir string, n int, wrap func(i int, c
 			t.Fatal(err)
 		}
 		tun := engine.Tunables{}
-		e, err := engine.Open(engine.Config{Dir: dir, Backing: backing.NewDir(backingDir), ExtentSize: 1 << 16, Capacity: 64 << 16, Tunables: tun, Logger: slog.New(slog.DiscardHandler)})
+		e, err := engine.Open(engine.Config{Dir: dir, Backing: store(backing.NewDir(backingDir)), ExtentSize: 1 << 16, Capacity: 64 << 16, Tunables: tun, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +191,7 @@ func TestPreloadReadsOnlyOwnExtents(t *testing.T) {
 	}
 	ctx := context.Background()
 	for i, addr := range ctl {
-		if err := control.NewClient(addr, nil).Preload(ctx, ""); err != nil {
+		if _, err := control.NewClient(addr, nil).Preload(ctx, ""); err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff(want[i], recs[i].offs); diff != "" {

@@ -39,6 +39,8 @@ var metrics = []metric{
 	},
 	{name: "burstcache_read_only", kind: "gauge", help: "1 when the write window is used up and writes fail with EROFS.", value: func(s control.Stats) float64 { return boolValue(s.ReadOnly) }},
 	{name: "burstcache_files", kind: "gauge", help: "Files with cached data.", value: func(s control.Stats) float64 { return float64(s.Files) }},
+	{name: "burstcache_preload_done_bytes", kind: "gauge", help: "Bytes the running preloads have copied up; 0 when none runs.", value: func(s control.Stats) float64 { return float64(s.PreloadBytesDone) }},
+	{name: "burstcache_preload_total_bytes", kind: "gauge", help: "Bytes the running preloads copy up in all; 0 when none runs.", value: func(s control.Stats) float64 { return float64(s.PreloadBytesTotal) }},
 }
 
 // flushMetric is the summary of whole-cache flushes, written apart from

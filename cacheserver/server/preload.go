@@ -5,47 +5,133 @@ import (
 	"errors"
 	"io"
 	"path"
+	"sync"
 
 	"github.com/burstcache/burstcache/cacheserver/placement"
 )
 
+// preloadFile is a regular file found by a preload's walk.
+type preloadFile struct {
+	path string
+	size int64
+}
+
 // preload copies up the extents this server holds of the file p, or of
 // every file under the directory p: its share of the extents when striped,
-// every extent when load-balanced.
-func (s *Server) preload(ctx context.Context, p string) error {
+// every extent when load-balanced. It walks the tree first, so that Stats
+// can say how many bytes the preload copies up in all, then copies them,
+// counting the bytes done. It returns the total.
+func (s *Server) preload(ctx context.Context, p string) (int64, error) {
+	files, err := s.preloadWalk(ctx, p, nil)
+	if err != nil {
+		return 0, err
+	}
+	l := s.layout()
+	var total int64
+	for _, f := range files {
+		total += s.ownedBytes(l, f)
+	}
+	var done int64
+	s.preloads.add(0, total)
+	// A preload that ended, however it ended, no longer counts.
+	defer func() { s.preloads.add(-done, -total) }()
+	for _, f := range files {
+		if err := s.preloadExtents(ctx, l, f, &done); err != nil {
+			return 0, err
+		}
+	}
+	return total, nil
+}
+
+// preloadWalk appends the regular files at or under p to files.
+func (s *Server) preloadWalk(ctx context.Context, p string, files []preloadFile) ([]preloadFile, error) {
 	a, err := s.cfg.NS.GetAttr(ctx, p)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if a.IsRegular() {
-		return s.preloadFile(ctx, p, a.Size)
+		return append(files, preloadFile{path: p, size: a.Size}), nil
 	}
 	if !a.IsDir() {
-		return nil
+		return files, nil
 	}
 	es, err := s.cfg.NS.ReadDir(ctx, p)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, e := range es {
-		if err := s.preload(ctx, path.Join(p, e.Name)); err != nil {
+		if files, err = s.preloadWalk(ctx, path.Join(p, e.Name), files); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+func (s *Server) layout() placement.Layout {
+	return placement.Layout{Servers: s.cfg.Info.Servers, ExtentSize: s.cfg.Info.ExtentSize}
+}
+
+// owns reports whether this server copies up extent e of p.
+func (s *Server) owns(l placement.Layout, p string, e int64) bool {
+	return s.cfg.LoadBalanced || l.ExtentServer(p, e) == s.cfg.Info.Index
+}
+
+// extentBytes is how many bytes of a file of size bytes extent e holds.
+func extentBytes(l placement.Layout, size, e int64) int64 {
+	return min(l.ExtentSize, size-e*l.ExtentSize)
+}
+
+// ownedBytes is how many bytes of f this server copies up.
+func (s *Server) ownedBytes(l placement.Layout, f preloadFile) int64 {
+	var n int64
+	for e := int64(0); e*l.ExtentSize < f.size; e++ {
+		if s.owns(l, f.path, e) {
+			n += extentBytes(l, f.size, e)
+		}
+	}
+	return n
+}
+
+// preloadExtents reads the extents this server holds of f through the
+// cache, which copies up those it does not hold yet, and adds the bytes to
+// done and to the server's tally as each extent is in.
+func (s *Server) preloadExtents(ctx context.Context, l placement.Layout, f preloadFile, done *int64) error {
+	buf := make([]byte, l.ExtentSize)
+	for e := int64(0); e*l.ExtentSize < f.size; e++ {
+		if !s.owns(l, f.path, e) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
 			return err
 		}
+		_, err := s.cfg.Cache.ReadAt(ctx, f.path, buf, e*l.ExtentSize)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		n := extentBytes(l, f.size, e)
+		*done += n
+		s.preloads.add(n, 0)
 	}
 	return nil
 }
 
-func (s *Server) preloadFile(ctx context.Context, p string, size int64) error {
-	l := placement.Layout{Servers: s.cfg.Info.Servers, ExtentSize: s.cfg.Info.ExtentSize}
-	buf := make([]byte, l.ExtentSize)
-	for e := int64(0); e*l.ExtentSize < size; e++ {
-		if !s.cfg.LoadBalanced && l.ExtentServer(p, e) != s.cfg.Info.Index {
-			continue
-		}
-		_, err := s.cfg.Cache.ReadAt(ctx, p, buf, e*l.ExtentSize)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
-	}
-	return nil
+// preloadTally sums the progress of the preloads that run on a server, for
+// Stats: the bytes they have copied up and the bytes they will copy up in
+// all. Both are zero when no preload runs.
+type preloadTally struct {
+	mu          sync.Mutex
+	done, total int64
+}
+
+func (t *preloadTally) add(done, total int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.done += done
+	t.total += total
+}
+
+func (t *preloadTally) snapshot() (done, total int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.done, t.total
 }

@@ -75,6 +75,7 @@ type Server struct {
 	serving  atomic.Bool
 	sizes    sizeHints
 	flushes  flushTimes
+	preloads preloadTally
 
 	slabOnce sync.Once
 	slab     SlabID

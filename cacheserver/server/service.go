@@ -43,9 +43,16 @@ func (s *Server) InvalidatePath(ctx context.Context, p string) error {
 }
 
 // Preload copies up, as the server's identity, the extents this server
-// holds of the file p or of every file under the directory p.
-func (s *Server) Preload(ctx context.Context, p string) error {
-	return s.pathCall(ctx, p, s.preload)
+// holds of the file p or of every file under the directory p, and returns
+// how many bytes they hold.
+func (s *Server) Preload(ctx context.Context, p string) (int64, error) {
+	var n int64
+	err := s.pathCall(ctx, p, func(ctx context.Context, p string) error {
+		var err error
+		n, err = s.preload(ctx, p)
+		return err
+	})
+	return n, err
 }
 
 func (s *Server) pathCall(ctx context.Context, p string, fn func(context.Context, string) error) error {
@@ -61,6 +68,7 @@ func (s *Server) Stats(context.Context) (control.Stats, error) {
 	st.Server = s.cfg.Info
 	st.Server.Draining = s.draining.Load()
 	st.Flushes, st.FlushSeconds = s.flushes.snapshot()
+	st.PreloadBytesDone, st.PreloadBytesTotal = s.preloads.snapshot()
 	st.Server.ActAsCaller = s.cfg.ActAsCaller
 	st.Server.AccessMode = "Striped"
 	if s.cfg.LoadBalanced {

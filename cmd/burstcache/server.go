@@ -40,6 +40,7 @@ type serverFlags struct {
 	maxFiles                           int64
 	windowMultiplier                   float64
 	windowLength                       time.Duration
+	backingReadLatency                 time.Duration
 }
 
 func newServerCmd() *cobra.Command {
@@ -83,6 +84,9 @@ run as --uid/--gid/--groups (default: the server process), or, with
 	fl.Float64Var(&f.windowMultiplier, "write-window-multiplier", 0, "at most this times the capacity may be written per write window; past it writes fail with EROFS (default 10, negative: no limit)")
 	fl.DurationVar(&f.windowLength, "write-window-length", 0, "length of the sliding write window (default 24h)")
 	fl.StringVar(&f.readyFile, "ready-file", "", "write the addresses served, as JSON, to this file once serving")
+	fl.DurationVar(&f.backingReadLatency, "backing-read-latency", 0, "delay every read of the backing directory by this long, as a slow parallel file system would")
+	// Tests use it to watch long copy-ups on small files; nobody else needs it.
+	_ = fl.MarkHidden("backing-read-latency")
 	return cmd
 }
 
@@ -249,7 +253,7 @@ func (f *serverFlags) openEngine(log *slog.Logger) (server.Cache, *engine.Engine
 	}
 	tun := f.tunables()
 	e, err := engine.Open(engine.Config{
-		Dir: dir, Backing: backing.NewDir(f.backing), ExtentSize: int64(f.extentSize),
+		Dir: dir, Backing: f.backingStore(), ExtentSize: int64(f.extentSize),
 		Capacity: int64(f.capacity), Tunables: tun, Durability: engine.Durability(f.durability), Logger: log,
 		Stride: f.stride(),
 	})
@@ -260,6 +264,18 @@ func (f *serverFlags) openEngine(log *slog.Logger) (server.Cache, *engine.Engine
 		return nil, nil, fmt.Errorf("opening the cache: %w", err)
 	}
 	return server.EngineCache(e, tun), e, nil
+}
+
+// backingStore is the backing directory as the engine reads and writes it,
+// slowed down as --backing-read-latency asks.
+func (f *serverFlags) backingStore() backing.Store {
+	dir := backing.NewDir(f.backing)
+	if f.backingReadLatency <= 0 {
+		return dir
+	}
+	slow := backing.NewFaulty(dir)
+	slow.SetLatency(backing.OpReadAt, f.backingReadLatency)
+	return slow
 }
 
 func (f *serverFlags) listeners() (net.Listener, net.Listener, error) {

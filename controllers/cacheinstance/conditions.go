@@ -71,8 +71,11 @@ func setPreloadedCondition(s *scope, now time.Time) {
 		return
 	case len(s.inst.Spec.Preload) == 0 && s.allServersReady():
 		setCondition(s, now, cachev1alpha1.ConditionPreloaded, true, cachev1alpha1.ReasonAsExpected, "nothing to preload")
+	case preloadFailed(s.inst):
+		// A new attempt runs; the failure stays in view until one succeeds.
+		return
 	case s.allServersReady():
-		setCondition(s, now, cachev1alpha1.ConditionPreloaded, false, cachev1alpha1.ReasonPreloading, "copying up spec.preload")
+		setCondition(s, now, cachev1alpha1.ConditionPreloaded, false, cachev1alpha1.ReasonPreloading, preloadMessage(s.inst.Status.Preload))
 	}
 }
 

@@ -41,7 +41,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		return res, err
 	}
 	// Usage is polled: the servers do not call back.
-	return ctrl.Result{RequeueAfter: r.Options.StatsInterval}, nil
+	next := r.Options.StatsInterval
+	if s.requeueAfter > 0 {
+		next = min(next, s.requeueAfter)
+	}
+	return ctrl.Result{RequeueAfter: next}, nil
 }
 
 // loadPool reads the pool, the namespace's labels and the pool's nodes.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -97,37 +96,4 @@ func sumUsage(stats map[int]control.Stats) *cachev1alpha1.Usage {
 		u.HitRatio = fmt.Sprintf("%.1f%%", 100*float64(u.Hits)/float64(u.Hits+u.Misses))
 	}
 	return u
-}
-
-// preload copies spec.preload up once all servers are ready. Each server
-// copies the extents it holds; the call is idempotent, so a pass that is
-// cut short is simply repeated.
-func (r *Reconciler) preload(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if preloaded(s.inst) || len(s.inst.Spec.Preload) == 0 || !s.allServersReady() {
-		return ctrl.Result{}, nil
-	}
-	for i := range s.inst.Status.Servers {
-		if err := r.preloadServer(ctx, s, i); err != nil {
-			s.preloadErr = err
-			return ctrl.Result{}, err
-		}
-	}
-	setCondition(s, r.Options.Now(), cachev1alpha1.ConditionPreloaded, true, cachev1alpha1.ReasonAsExpected,
-		fmt.Sprintf("%d paths copied up", len(s.inst.Spec.Preload)))
-	return ctrl.Result{}, nil
-}
-
-func (r *Reconciler) preloadServer(ctx context.Context, s *scope, i int) error {
-	c, err := r.client(ctx, s, i)
-	if err != nil {
-		return err
-	}
-	base := backingDir(s.inst)
-	for _, p := range s.inst.Spec.Preload {
-		rel := strings.TrimPrefix(strings.TrimPrefix(string(p), base), "/")
-		if err := c.Preload(ctx, rel); err != nil {
-			return fmt.Errorf("preloading %s on %s: %w", p, s.inst.Status.Servers[i].Name, err)
-		}
-	}
-	return nil
 }

@@ -48,6 +48,11 @@ type Options struct {
 	// RequestAttemptTimeout bounds one attempt at a user hint on one
 	// server; an attempt that takes longer is retried. Default 10m.
 	RequestAttemptTimeout time.Duration
+	// PreloadAttemptTimeout bounds the copy-up of one path of spec.preload
+	// on one server, which runs in the background however long it takes
+	// up to this; a copy-up that takes longer is started again, going
+	// quickly over what is cached already. Default 6h.
+	PreloadAttemptTimeout time.Duration
 	// CallTimeout bounds the other control API calls.
 	CallTimeout time.Duration
 	// MaxConcurrentReconciles is how many instances are reconciled at once;
@@ -79,6 +84,9 @@ func (o *Options) complete() {
 	}
 	if o.RequestAttemptTimeout == 0 {
 		o.RequestAttemptTimeout = 10 * time.Minute
+	}
+	if o.PreloadAttemptTimeout == 0 {
+		o.PreloadAttemptTimeout = 6 * time.Hour
 	}
 	if o.CallTimeout == 0 {
 		o.CallTimeout = 5 * time.Second

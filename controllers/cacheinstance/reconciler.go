@@ -37,8 +37,8 @@ type Reconciler struct {
 	// Options are the reconciler's settings.
 	Options Options
 
-	// requests runs user hints in the background.
-	requests *hint.Runner
+	// requests runs user hints in the background, preloads spec.preload.
+	requests, preloads *hint.Runner
 }
 
 // +kubebuilder:rbac:groups=cache.burstcache.io,resources=cacheinstances,verbs=get;list;watch;update;patch
@@ -58,6 +58,7 @@ type Reconciler struct {
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	r.Options.complete()
 	r.requests = hint.NewRunner(ctx, r.Options.RequestAttemptTimeout)
+	r.preloads = hint.NewRunner(ctx, r.Options.PreloadAttemptTimeout)
 	err := mgr.GetFieldIndexer().IndexField(ctx, &cachev1alpha1.CacheInstance{}, PoolIndex,
 		func(o client.Object) []string { return []string{o.(*cachev1alpha1.CacheInstance).Spec.Pool} })
 	if err != nil {

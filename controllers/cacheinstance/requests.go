@@ -14,8 +14,8 @@ import (
 	"github.com/burstcache/burstcache/controllers/metrics"
 )
 
-// requestPollInterval is how often a running user hint's progress is
-// written to status.
+// requestPollInterval is how often the progress of a running user hint or
+// preload is written to status.
 const requestPollInterval = time.Second
 
 // serveRequest runs the user hint of the request annotation on every
@@ -83,6 +83,9 @@ func (r *Reconciler) advanceRequest(ctx context.Context, s *scope, req cachev1al
 	case hint.Done:
 		st.BytesRemaining = out.Remaining
 		if out.Err == nil {
+			if req.Operation == cachev1alpha1.RequestPreload {
+				st.BytesDone, st.BytesTotal = out.Bytes, out.Bytes
+			}
 			r.endRequest(s, cachev1alpha1.RequestSucceeded, nil)
 			if req.Operation == cachev1alpha1.RequestFlush {
 				metrics.ObserveFlush(s.inst.Namespace, metrics.KindRequest, st.StartedAt.Time, st.CompletedAt.Time)
@@ -97,6 +100,9 @@ func (r *Reconciler) advanceRequest(ctx context.Context, s *scope, req cachev1al
 	}
 	if req.Operation == cachev1alpha1.RequestFlush && req.Path == "" {
 		st.BytesRemaining = dirtyBytes(s)
+	}
+	if req.Operation == cachev1alpha1.RequestPreload {
+		st.BytesDone, st.BytesTotal = preloadProgress(s, out)
 	}
 	return ctrl.Result{RequeueAfter: requestPollInterval}, nil
 }

@@ -3,6 +3,7 @@ package cacheinstance
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -41,6 +42,9 @@ type scope struct {
 
 	// preloadErr is why the preload failed in this pass.
 	preloadErr error
+	// requeueAfter, when set, is how soon a phase that lets the pass go on
+	// wants the next pass, to poll work running in the background.
+	requeueAfter time.Duration
 
 	// flushErr is why the teardown write-back failed in this pass.
 	flushErr error
@@ -56,6 +60,13 @@ func newScope(inst *cachev1alpha1.CacheInstance) *scope {
 		pods:     map[int]*corev1.Pod{},
 		claims:   map[int]*corev1.PersistentVolumeClaim{},
 		stats:    map[int]control.Stats{},
+	}
+}
+
+// requeueWithin asks for the next pass within d.
+func (s *scope) requeueWithin(d time.Duration) {
+	if s.requeueAfter == 0 || d < s.requeueAfter {
+		s.requeueAfter = d
 	}
 }
 

@@ -30,7 +30,8 @@ const (
 	// Absent means the runner knows nothing of the request: it was never
 	// started, its outcome was taken, or the manager restarted.
 	Absent State = iota
-	// Running means some server has not answered yet.
+	// Running means some server has not answered yet; Outcome.Bytes says
+	// what the servers that answered preloaded so far.
 	Running
 	// Done means every server answered; Outcome says how it went.
 	Done
@@ -41,6 +42,10 @@ type Outcome struct {
 	// Remaining is the dirty data left on all servers after a flush of the
 	// whole instance.
 	Remaining int64
+	// Bytes is what the preload calls that ended well hold in all: each
+	// server's share of each path, now in its cache. A running preload's
+	// progress is Bytes plus what the servers' stats count.
+	Bytes int64
 	// Err joins the servers' errors; nil when all succeeded.
 	Err error
 }
@@ -57,7 +62,9 @@ type Runner struct {
 }
 
 type job struct {
-	done    chan struct{}
+	done chan struct{}
+	// mu guards outcome while the job runs.
+	mu      sync.Mutex
 	outcome Outcome
 }
 
@@ -69,6 +76,13 @@ func NewRunner(ctx context.Context, timeout time.Duration) *Runner {
 // Start runs req on every target under key, unless a request runs under
 // key already.
 func (r *Runner) Start(key string, req cachev1alpha1.RequestSpec, targets []Target) {
+	r.StartAll(key, []cachev1alpha1.RequestSpec{req}, targets)
+}
+
+// StartAll runs reqs one after the other on every target under key, the
+// targets at once, unless a request runs under key already. A target stops
+// at its first failure.
+func (r *Runner) StartAll(key string, reqs []cachev1alpha1.RequestSpec, targets []Target) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.jobs[key]; ok {
@@ -78,7 +92,7 @@ func (r *Runner) Start(key string, req cachev1alpha1.RequestSpec, targets []Targ
 	r.jobs[key] = j
 	go func() {
 		defer close(j.done)
-		j.outcome = r.run(req, targets)
+		r.run(j, reqs, targets)
 	}()
 }
 
@@ -91,58 +105,66 @@ func (r *Runner) Poll(key string) (State, Outcome) {
 	if !ok {
 		return Absent, Outcome{}
 	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	select {
 	case <-j.done:
 		delete(r.jobs, key)
 		return Done, j.outcome
 	default:
-		return Running, Outcome{}
+		return Running, Outcome{Bytes: j.outcome.Bytes}
 	}
 }
 
-// run calls every server at once and waits for all of them.
-func (r *Runner) run(req cachev1alpha1.RequestSpec, targets []Target) Outcome {
-	var (
-		mu  sync.Mutex
-		wg  sync.WaitGroup
-		out Outcome
-	)
+// run calls every server at once and waits for all of them, adding what
+// each call returns to the job's outcome as it returns.
+func (r *Runner) run(j *job, reqs []cachev1alpha1.RequestSpec, targets []Target) {
+	var wg sync.WaitGroup
 	for _, t := range targets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(r.base, r.Timeout)
-			defer cancel()
-			left, err := call(ctx, t.Client, req)
-			mu.Lock()
-			defer mu.Unlock()
-			out.Remaining += left
-			if err != nil {
-				out.Err = errors.Join(out.Err, fmt.Errorf("%s: %w", t.Name, err))
+		wg.Go(func() {
+			for _, req := range reqs {
+				res, err := r.attempt(t, req)
+				j.mu.Lock()
+				j.outcome.Remaining += res.Remaining
+				j.outcome.Bytes += res.Bytes
+				if err != nil {
+					j.outcome.Err = errors.Join(j.outcome.Err, fmt.Errorf("%s: %s %q: %w", t.Name, req.Operation, req.Path, err))
+				}
+				j.mu.Unlock()
+				if err != nil {
+					return
+				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	return out
 }
 
-// call runs req on one server.
-func call(ctx context.Context, c *control.Client, req cachev1alpha1.RequestSpec) (int64, error) {
+// attempt runs req on one target, within the runner's Timeout.
+func (r *Runner) attempt(t Target, req cachev1alpha1.RequestSpec) (Outcome, error) {
+	ctx, cancel := context.WithTimeout(r.base, r.Timeout)
+	defer cancel()
+	return call(ctx, t.Client, req)
+}
+
+// call runs req on one server; the outcome holds what the server answered.
+func call(ctx context.Context, c *control.Client, req cachev1alpha1.RequestSpec) (Outcome, error) {
 	switch req.Operation {
 	case cachev1alpha1.RequestFlush:
 		if req.Path == "" {
 			res, err := c.Flush(ctx)
-			return res.RemainingBytes, err
+			return Outcome{Remaining: res.RemainingBytes}, err
 		}
-		return 0, c.FlushPath(ctx, req.Path)
+		return Outcome{}, c.FlushPath(ctx, req.Path)
 	case cachev1alpha1.RequestEvict:
-		return 0, c.EvictPath(ctx, req.Path)
+		return Outcome{}, c.EvictPath(ctx, req.Path)
 	case cachev1alpha1.RequestInvalidate:
-		return 0, c.InvalidatePath(ctx, req.Path)
+		return Outcome{}, c.InvalidatePath(ctx, req.Path)
 	case cachev1alpha1.RequestPreload:
-		return 0, c.Preload(ctx, req.Path)
+		res, err := c.Preload(ctx, req.Path)
+		return Outcome{Bytes: res.Bytes}, err
 	}
-	return 0, fmt.Errorf("%w: operation %q", ErrInvalid, req.Operation)
+	return Outcome{}, fmt.Errorf("%w: operation %q", ErrInvalid, req.Operation)
 }
 
 // Final reports whether err means the request cannot succeed as written,

@@ -31,6 +31,8 @@ type Kubelet struct {
 	mu     sync.Mutex
 	procs  map[string]*serverProc
 	lastIP int
+	// extraArgs are added to the server processes, by namespace.
+	extraArgs map[string][]string
 }
 
 type serverProc struct {
@@ -49,7 +51,22 @@ func New(root, bin string, c client.Client) *Kubelet {
 	Expect(os.Chmod(root, 0o755)).To(Succeed())
 	Expect(os.Mkdir(filepath.Join(root, "ready"), 0o777)).To(Succeed())
 	Expect(os.Chmod(filepath.Join(root, "ready"), 0o1777)).To(Succeed())
-	return &Kubelet{Root: root, Bin: bin, Client: c, procs: map[string]*serverProc{}}
+	return &Kubelet{Root: root, Bin: bin, Client: c, procs: map[string]*serverProc{}, extraArgs: map[string][]string{}}
+}
+
+// SetServerArgs adds args to the command line of the server processes
+// started from now on for the pods of namespace, such as a hidden flag that
+// slows the backing store down.
+func (k *Kubelet) SetServerArgs(namespace string, args ...string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.extraArgs[namespace] = args
+}
+
+func (k *Kubelet) serverArgs(namespace string) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.extraArgs[namespace]
 }
 
 // PodKey names a pod as the Kubelet's methods do: <namespace>/<name>.

@@ -61,6 +61,7 @@ func (k *Kubelet) runServer(pod *corev1.Pod) *serverProc {
 	port := listenPort(args)
 	ip := k.podIP(port)
 	args = append(args, "--listen="+net.JoinHostPort(ip, port), "--control="+net.JoinHostPort(ip, "0"), "--ready-file="+readyFile)
+	args = append(args, k.serverArgs(pod.Namespace)...)
 	cmd := exec.Command(k.Bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credential(pod.Spec.SecurityContext)}
 	p := &serverProc{cmd: cmd, ip: ip, log: &bytes.Buffer{}, done: make(chan struct{})}

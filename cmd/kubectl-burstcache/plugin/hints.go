@@ -27,7 +27,7 @@ var hintShort = map[cachev1alpha1.RequestOperation]string{
 	cachev1alpha1.RequestFlush:      "Write back the dirty data under PATH (all of the instance without PATH), showing progress",
 	cachev1alpha1.RequestEvict:      "Write back, then drop the cached data under PATH, freeing its space",
 	cachev1alpha1.RequestInvalidate: "Forget the clean cached data under PATH, to see changes made to the backing file system directly",
-	cachev1alpha1.RequestPreload:    "Copy the files under PATH up from the backing file system",
+	cachev1alpha1.RequestPreload:    "Copy the files under PATH up from the backing file system, showing progress",
 }
 
 func (e *env) hintCmd(op cachev1alpha1.RequestOperation) *cobra.Command {
@@ -129,11 +129,15 @@ func (e *env) follow(ctx context.Context, inst *cachev1alpha1.CacheInstance, req
 	}
 }
 
-// progressLine says where a request is; a flush also says how much dirty
+// progressLine says where a request is. A flush also says how much dirty
 // data is left: the instance's until the servers report on the request,
-// then what the request itself has left.
+// then what the request itself has left. A preload says how much it copied
+// up of how much, once the servers know the total.
 func progressLine(req cachev1alpha1.RequestSpec, st *cachev1alpha1.RequestStatus, u *cachev1alpha1.Usage) string {
 	line := fmt.Sprintf("%s %s: %s", req.Operation, orDash(req.Path), st.Phase)
+	if req.Operation == cachev1alpha1.RequestPreload && st.BytesTotal > 0 {
+		line += fmt.Sprintf(", copied up %s of %s (%d%%)", bytes(st.BytesDone), bytes(st.BytesTotal), 100*st.BytesDone/st.BytesTotal)
+	}
 	if req.Operation == cachev1alpha1.RequestFlush {
 		var dirty int64
 		if u != nil && u.Dirty != nil {

@@ -33,6 +33,7 @@ func TestProgressLine(t *testing.T) {
 	dirty := resource.MustParse("3Mi")
 	usage := &cachev1alpha1.Usage{Dirty: &dirty}
 	flush := cachev1alpha1.RequestSpec{ID: "f", Operation: cachev1alpha1.RequestFlush}
+	preload := cachev1alpha1.RequestSpec{ID: "p", Operation: cachev1alpha1.RequestPreload, Path: "in"}
 	tests := map[string]struct {
 		req  cachev1alpha1.RequestSpec
 		st   cachev1alpha1.RequestStatus
@@ -43,6 +44,10 @@ func TestProgressLine(t *testing.T) {
 		"done": {req: flush, st: cachev1alpha1.RequestStatus{Phase: "Succeeded"}, want: "flush -: Succeeded, dirty 0"},
 		"a path flush shows the instance's dirty data": {req: cachev1alpha1.RequestSpec{Operation: "flush", Path: "out"}, st: cachev1alpha1.RequestStatus{Phase: "Running"}, want: "flush out: Running, dirty 3Mi"},
 		"other hints say no dirty data":                {req: cachev1alpha1.RequestSpec{Operation: "evict", Path: "out"}, st: cachev1alpha1.RequestStatus{Phase: "Failed", Message: "no"}, want: "evict out: Failed: no"},
+		"a preload before the servers know the total":  {req: preload, st: cachev1alpha1.RequestStatus{Phase: "Running"}, want: "preload in: Running"},
+		"a running preload shows how far it got":       {req: preload, st: cachev1alpha1.RequestStatus{Phase: "Running", BytesDone: 3 << 20, BytesTotal: 12 << 20}, want: "preload in: Running, copied up 3Mi of 12Mi (25%)"},
+		"a preload that succeeded shows all of it":     {req: preload, st: cachev1alpha1.RequestStatus{Phase: "Succeeded", BytesDone: 12 << 20, BytesTotal: 12 << 20}, want: "preload in: Succeeded, copied up 12Mi of 12Mi (100%)"},
+		"a preload that failed says why":               {req: preload, st: cachev1alpha1.RequestStatus{Phase: "Failed", Message: "no such file"}, want: "preload in: Failed: no such file"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
