@@ -43,6 +43,7 @@ type config struct {
 	servers  int
 	capacity string
 	ballast  int64
+	repeat   int
 	p        params
 }
 
@@ -60,6 +61,7 @@ func main() {
 	flag.IntVar(&c.p.blockSize, "block", 1<<20, "sequential transfer size")
 	flag.IntVar(&c.p.randOps, "randops", 4000, "operations of each random workload")
 	flag.IntVar(&c.p.metaFiles, "files", 2000, "files of each metadata workload")
+	flag.IntVar(&c.repeat, "repeat", 3, "runs of the whole measurement; the report gives medians")
 	flag.Parse()
 	log.SetFlags(0)
 
@@ -74,12 +76,18 @@ func bench(c config) error {
 		return err
 	}
 	defer restore()
-	res, err := run(c)
-	if err == nil {
-		err = report(os.Stdout, c, res)
+	var runs []results
+	for i := range max(c.repeat, 1) {
+		log.Printf("Run %d of %d", i+1, max(c.repeat, 1))
+		res, err := run(c)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, res)
 	}
+	err = report(os.Stdout, c, runs)
 	if err == nil && c.out != "" {
-		err = writeReport(c, res)
+		err = writeReport(c, runs)
 	}
 	return err
 }

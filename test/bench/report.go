@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -35,7 +36,8 @@ func cell(v float64, ok bool) string {
 }
 
 // report prints the rates and the ratios as aligned tables.
-func report(w io.Writer, c config, res results) error {
+func report(w io.Writer, c config, runs []results) error {
+	res := medians(runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	_, _ = fmt.Fprintf(tw, "workload\tunit\t%s\t\n", strings.Join(columns, "\t"))
 	for _, wl := range workloads {
@@ -55,33 +57,71 @@ func report(w io.Writer, c config, res results) error {
 	for _, wl := range workloads {
 		row := []string{wl.name}
 		for _, r := range ratios {
-			row = append(row, ratioCell(res, wl.name, r))
+			row = append(row, ratioCell(runs, wl.name, r))
 		}
 		_, _ = fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))
 	}
-	_, _ = fmt.Fprintf(tw, "\n%d processes, %d MiB each, %d KiB blocks, %d servers, slow backing +%s per operation\n",
-		c.p.procs, c.p.fileSize>>20, c.p.blockSize>>10, c.servers, c.delay)
+	_, _ = fmt.Fprintf(tw, "\n%d processes, %d MiB each, %d KiB blocks, %d servers, slow backing +%s per operation; medians of %d runs (ratios: of each run's own ratio)\n",
+		c.p.procs, c.p.fileSize>>20, c.p.blockSize>>10, c.servers, c.delay, len(runs))
 	return tw.Flush()
 }
 
-func ratioCell(res results, w string, r ratio) string {
-	num, ok1 := res[w][r.num]
-	den, ok2 := res[w][r.den]
-	if !ok1 || !ok2 || den == 0 {
+// ratioCell is the median over runs of the ratio each run measured: the
+// baseline and burstcache of one run ran on the same machine minutes
+// apart, so their ratio is steadier than the ratio of medians.
+func ratioCell(runs []results, w string, r ratio) string {
+	var rs []float64
+	for _, res := range runs {
+		num, ok1 := res[w][r.num]
+		den, ok2 := res[w][r.den]
+		if ok1 && ok2 && den != 0 {
+			rs = append(rs, num/den)
+		}
+	}
+	if len(rs) == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.2fx", num/den)
+	return fmt.Sprintf("%.2fx", median(rs))
+}
+
+// medians returns, cell by cell, the median of the runs.
+func medians(runs []results) results {
+	out := results{}
+	for _, wl := range workloads {
+		for _, col := range columns {
+			var vs []float64
+			for _, res := range runs {
+				if v, ok := res[wl.name][col]; ok {
+					vs = append(vs, v)
+				}
+			}
+			if len(vs) > 0 {
+				out.set(wl.name, col, median(vs))
+			}
+		}
+	}
+	return out
+}
+
+func median(vs []float64) float64 {
+	vs = slices.Clone(vs)
+	slices.Sort(vs)
+	if n := len(vs); n%2 == 0 {
+		return (vs[n/2-1] + vs[n/2]) / 2
+	}
+	return vs[len(vs)/2]
 }
 
 // writeReport writes results.md (the tables) and results.svg (a plot of the
 // data workloads) into c.out.
-func writeReport(c config, res results) error {
+func writeReport(c config, runs []results) error {
+	res := medians(runs)
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return err
 	}
 	var md strings.Builder
 	md.WriteString("```\n")
-	if err := report(&md, c, res); err != nil {
+	if err := report(&md, c, runs); err != nil {
 		return err
 	}
 	md.WriteString("```\n")
