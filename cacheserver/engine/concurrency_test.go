@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/backing"
 )
 
 // TestConcurrentReadersAndWriters runs many goroutines over overlapping and
@@ -119,7 +121,8 @@ func TestConcurrentMissesCopyUpOnce(t *testing.T) {
 	r := newRig(t, 1<<16, 8, nil)
 	data := bytes.Repeat([]byte("0123456789abcdef"), 4*4096) // 4 extents
 	r.writeBacking("big", data)
-	r.faulty.SetLatency("ReadAt", 30*time.Millisecond)
+	r.faulty.SetLatency(backing.OpReadAt, 30*time.Millisecond)
+	r.faulty.SetLatency(backing.OpCopyRange, 30*time.Millisecond)
 	var wg sync.WaitGroup
 	for i := range 32 {
 		wg.Add(1)
@@ -133,7 +136,7 @@ func TestConcurrentMissesCopyUpOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if got := r.faulty.Calls("ReadAt"); got != 4 {
+	if got := r.backingReads(); got != 4 {
 		t.Fatalf("backing reads = %d, want 4 (one per extent)", got)
 	}
 	// Each extent is one miss; every read not served by its own copy-up is

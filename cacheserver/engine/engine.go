@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
@@ -23,6 +24,9 @@ type Engine struct {
 	slab    *slab.Slab
 	idx     *index.DB
 	bufs    sync.Pool
+	// noKernelCopy is set once the kernel refused to copy from the backing
+	// store into the slab: copy-ups pass through memory from then on.
+	noKernelCopy atomic.Bool
 
 	mu    sync.Mutex
 	cond  *sync.Cond // broadcast on any change waiters may wait for

@@ -249,17 +249,11 @@ func (e *Engine) copyUp(ctx context.Context, f *file, idx int64, p []byte, in in
 	defer x.mu.Unlock()
 	buf := e.getBuf()
 	defer e.putBuf(buf)
-	n, err := e.readBacking(ctx, f, idx, *buf)
-	if err == nil {
-		err = e.slab.WriteAt(int(slot), (*buf)[:n], 0)
-	}
+	n, inBuf, err := e.copyToSlot(ctx, f, idx, slot, *buf)
 	if err := e.finishCopyUp(x, slot, n, p == nil, err); err != nil {
 		return false, err
 	}
-	// Past the backing end of file the extent reads as zeros.
-	clear((*buf)[n:])
-	copy(p, (*buf)[in:])
-	return true, nil
+	return true, e.serveCopy(slot, n, inBuf, *buf, p, in)
 }
 
 // finishCopyUp publishes a copied-up placeholder clean, or abandons it.
