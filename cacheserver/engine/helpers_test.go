@@ -121,3 +121,12 @@ func (r *rig) trackedFiles() int {
 	defer r.e.mu.Unlock()
 	return len(r.e.files)
 }
+
+// committed reports whether every index change made so far is durable:
+// none waits, and no commit is in flight (commitPending turns false as soon
+// as a commit takes its batch, before the batch is durable).
+func (e *Engine) committed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.idxExt) == 0 && len(e.idxFile) == 0 && len(e.pendingFree) == 0 && e.commitDone == e.commitStarted
+}
