@@ -12,20 +12,21 @@ import (
 
 var _ RangeCopier = (*Dir)(nil)
 
-// CopyRange implements RangeCopier, as the identity in ctx. It copies with
-// copy_file_range(2), which works within one file system, and otherwise
-// with splice(2) through a pipe, which works across file systems: the
-// pages of the backing file go into the pipe by reference, so either way
-// the bytes are copied once, into dst.
+// CopyRange implements RangeCopier, as the identity in ctx, with splice(2)
+// through a pipe: the pages of the backing file go into the pipe by
+// reference, and are copied once, into dst. Unlike copy_file_range(2) it
+// works across file systems, as from a parallel file system to a cache
+// device. Within one file system copy_file_range would work too, but on
+// ext4 (Linux 6.18) it took 40% more CPU time per byte than a read and a
+// write, against 15% less for splice, and on XFS or btrfs it would share
+// the backing file's blocks with the slab, so that later writes into the
+// slot would allocate anew instead of overwriting its preallocated space.
 func (d *Dir) CopyRange(ctx context.Context, p string, off int64, dst int, dstOff, n int64) (copied int64, err error) {
 	err = d.with(ctx, p, unix.O_RDONLY, func(f *os.File) error {
 		src := int(f.Fd())
-		copied, err = copyFileRange(src, off, dst, dstOff, n)
-		if copied == 0 && errors.Is(err, errors.ErrUnsupported) {
-			copied, err = spliceRange(src, off, dst, dstOff, n)
-		}
+		copied, err = spliceRange(src, off, dst, dstOff, n)
 		if err != nil {
-			return &fs.PathError{Op: "copy", Path: p, Err: err}
+			return &fs.PathError{Op: "splice", Path: p, Err: err}
 		}
 		if copied == n && n >= readAheadMin {
 			// As in ReadAt: the descriptor, and its read-ahead state,
@@ -38,32 +39,12 @@ func (d *Dir) CopyRange(ctx context.Context, p string, off int64, dst int, dstOf
 }
 
 // unsupported wraps err in errors.ErrUnsupported when it is one of the
-// errors the copy calls give for files they cannot copy between.
+// errors splice(2) gives for files it cannot move data between.
 func unsupported(err error) error {
-	if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.EINVAL) ||
-		errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
 		return fmt.Errorf("%w: %w", errors.ErrUnsupported, err)
 	}
 	return err
-}
-
-// copyFileRange copies [off, off+n) of src into dst at dstOff with
-// copy_file_range(2), until n bytes or the end of src.
-func copyFileRange(src int, off int64, dst int, dstOff, n int64) (int64, error) {
-	var copied int64
-	for copied < n {
-		m, err := unix.CopyFileRange(src, &off, dst, &dstOff, int(n-copied), 0)
-		switch {
-		case errors.Is(err, unix.EINTR):
-			continue
-		case err != nil:
-			return copied, fmt.Errorf("copy_file_range: %w", unsupported(err))
-		case m == 0:
-			return copied, nil
-		}
-		copied += int64(m)
-	}
-	return copied, nil
 }
 
 // pipeSize is the capacity asked for the pipe spliceRange copies through:
@@ -89,7 +70,7 @@ func spliceRange(src int, off int64, dst int, dstOff, n int64) (int64, error) {
 		case errors.Is(err, unix.EINTR):
 			continue
 		case err != nil:
-			return copied, fmt.Errorf("splice: %w", unsupported(err))
+			return copied, unsupported(err)
 		case in == 0:
 			return copied, nil
 		}
@@ -111,9 +92,9 @@ func drainPipe(pipe, dst int, dstOff *int64, n int64) (int64, error) {
 		case errors.Is(err, unix.EINTR):
 			continue
 		case err != nil:
-			return moved, fmt.Errorf("splice: %w", unsupported(err))
+			return moved, unsupported(err)
 		case m == 0:
-			return moved, fmt.Errorf("splice: destination took no bytes: %w", unix.EIO)
+			return moved, fmt.Errorf("destination took no bytes: %w", unix.EIO)
 		}
 		moved += m
 	}

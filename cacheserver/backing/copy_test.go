@@ -43,9 +43,9 @@ func otherFS(t *testing.T, dir string) string {
 }
 
 // TestCopyRangeFollowsItsContract copies ranges of a sparse file, within one
-// file system (copy_file_range) and across two (splice): holes arrive as
-// zeros, a copy stops at the end of the file with a short count, and bytes
-// of the destination past what was copied stay as they were.
+// file system and across two: holes arrive as zeros, a copy stops at the
+// end of the file with a short count, and bytes of the destination past
+// what was copied stay as they were.
 func TestCopyRangeFollowsItsContract(t *testing.T) {
 	root := t.TempDir()
 	d := NewDir(root)
@@ -89,28 +89,6 @@ func TestCopyRangeFollowsItsContract(t *testing.T) {
 	dst := openDst(t, t.TempDir(), 1)
 	if _, err := d.CopyRange(ctx, "missing", 0, int(dst.Fd()), 0, 1); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("CopyRange of a missing file: %v, want not exist", err)
-	}
-}
-
-// TestCopyFileRangeRefusesOtherFileSystems shows why CopyRange needs its
-// splice fallback: copy_file_range(2) refuses to copy across file systems,
-// and the refusal is reported as errors.ErrUnsupported.
-func TestCopyFileRangeRefusesOtherFileSystems(t *testing.T) {
-	root := t.TempDir()
-	if err := os.WriteFile(filepath.Join(root, "f"), []byte("data"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.Open(filepath.Join(root, "f"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst := openDst(t, otherFS(t, root), 4)
-	if n, err := copyFileRange(int(src.Fd()), 0, int(dst.Fd()), 0, 4); n != 0 || !errors.Is(err, errors.ErrUnsupported) {
-		t.Fatalf("copy_file_range across file systems = %d, %v; want 0, ErrUnsupported", n, err)
-	}
-	if n, err := spliceRange(int(src.Fd()), 0, int(dst.Fd()), 0, 4); n != 4 || err != nil {
-		t.Fatalf("splice across file systems = %d, %v; want 4, nil", n, err)
 	}
 }
 

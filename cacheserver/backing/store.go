@@ -32,8 +32,8 @@ type Store interface {
 }
 
 // RangeCopier is a Store that can copy a range of a file into a local file
-// inside the kernel (copy_file_range(2)), so that the bytes do not pass
-// through the caller's memory. It is optional: a caller checks for it with
+// inside the kernel (splice(2)), so that the bytes do not pass through the
+// caller's memory. It is optional: a caller checks for it with
 // a type assertion and reads with ReadAt when a Store, or a wrapper around
 // one, does not implement it.
 type RangeCopier interface {

@@ -10,10 +10,10 @@ import (
 
 // copyToSlot copies extent idx of f from the backing store into slot and
 // returns how many bytes the backing file has there. The kernel copies them
-// (copy_file_range) when the backing store is a backing.RangeCopier and the
-// slab offers its descriptor; otherwise, or when the kernel cannot copy
-// between the two files, they pass through buf, and inBuf says they are
-// there. On an error the slot holds anything: the caller must not publish it.
+// (splice) when the backing store is a backing.RangeCopier and the slab
+// offers its descriptor; otherwise, or when the kernel cannot copy between
+// the two files, they pass through buf, and inBuf says they are there. On
+// an error the slot holds anything: the caller must not publish it.
 func (e *Engine) copyToSlot(ctx context.Context, f *file, idx int64, slot int32, buf []byte) (n int, inBuf bool, err error) {
 	n, err = e.copyInKernel(ctx, f, idx, slot)
 	if !errors.Is(err, errors.ErrUnsupported) {

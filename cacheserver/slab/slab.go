@@ -72,9 +72,8 @@ func (s *Slab) WriteAt(slot int, p []byte, off int64) error {
 }
 
 // WriteByDescriptor lets fn write [off, off+n) of slot through the slab
-// file's descriptor, for a copy the kernel makes (copy_file_range(2)); fn
-// gets the descriptor and the file offset of off, and must write nowhere
-// else. It returns what fn returns, or an error wrapping
+// file's descriptor, for a copy the kernel makes (splice(2)); fn gets the
+// descriptor and the file offset of off, and must write nowhere else. It returns what fn returns, or an error wrapping
 // errors.ErrUnsupported, without calling fn, when the slab's file offers no
 // descriptor. Like WriteAt, the data is durable only after a later Sync.
 func (s *Slab) WriteByDescriptor(slot int, off, n int64, fn func(fd int, fileOff int64) (int64, error)) (int64, error) {

@@ -11,6 +11,6 @@
 // test crash an engine at every point where it makes data durable.
 //
 // A File may also be a DescriptorWriter, which lets the kernel write into it
-// directly (copy_file_range, splice). Crashable records what such a write
+// directly (splice, copy_file_range). Crashable records what such a write
 // overwrites, as it does for WriteAt, so that a crash can undo it.
 package vfs

@@ -36,8 +36,8 @@ type File interface {
 }
 
 // DescriptorWriter is implemented by Files that let the kernel write into
-// them directly, as copy_file_range(2) does, so that the bytes need not pass
-// through user memory. A File that cannot offer its descriptor simply does
+// them directly, as splice(2) does, so that the bytes need not pass through
+// user memory. A File that cannot offer its descriptor simply does
 // not implement it; callers then write with WriteAt.
 type DescriptorWriter interface {
 	// WriteByDescriptor calls fn with the file's descriptor, for fn to write
