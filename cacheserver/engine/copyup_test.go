@@ -188,3 +188,59 @@ func TestCrashAfterKernelCopiesServesWholeExtents(t *testing.T) {
 		})
 	}
 }
+
+// TestPartialWriteCopiesUpFirst writes part of extents that are not cached,
+// through each way the engine copies up: the backing bytes around the write
+// must survive, the gap between the backing end of file and the write must
+// read as zeros, and a copy that fails halfway must leave nothing cached.
+func TestPartialWriteCopiesUpFirst(t *testing.T) {
+	for name, tc := range map[string]struct {
+		memory   bool
+		cacheDir func(t *testing.T) string
+		op       backing.Op
+	}{
+		"through memory":                     {memory: true, cacheDir: tempDir, op: backing.OpReadAt},
+		"in the kernel, one file system":     {cacheDir: tempDir, op: backing.OpCopyRange},
+		"in the kernel, across file systems": {cacheDir: shmDir, op: backing.OpCopyRange},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, modelES, 8, func(c *Config) {
+				c.Dir = filepath.Join(tc.cacheDir(t), "cache")
+				if tc.memory {
+					c.Backing = memoryOnly(c.Backing)
+				}
+			})
+			for slot := range 8 {
+				if err := r.e.slab.WriteAt(slot, bytes.Repeat([]byte{0xff}, modelES), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			short, long := bytes.Repeat([]byte{1}, 100), bytes.Repeat([]byte{2}, 3000)
+			r.writeBacking("short", short)
+			r.writeBacking("long", long)
+			r.write("short", 2000, []byte("past the end"))
+			r.write("long", 50, []byte("inside"))
+			wantShort := append(append(short, make([]byte, 1900)...), "past the end"...)
+			wantLong := append(append(append([]byte{}, long[:50]...), "inside"...), long[56:]...)
+			if got := r.readAll("short"); !bytes.Equal(got, wantShort) {
+				t.Fatalf("short differs at %d", firstDiff(got, wantShort))
+			}
+			if got := r.readAll("long"); !bytes.Equal(got, wantLong) {
+				t.Fatalf("long differs at %d", firstDiff(got, wantLong))
+			}
+			if s := r.e.Stats(); s.CopyUpBytes != 3100 || r.faulty.Calls(tc.op) != 2 {
+				t.Fatalf("copy-up bytes %d, %s calls %d; want 3100, 2", s.CopyUpBytes, tc.op, r.faulty.Calls(tc.op))
+			}
+
+			r.writeBacking("broken", long)
+			r.faulty.SetError(tc.op, errInjected)
+			if _, err := r.e.WriteAt(context.Background(), "broken", []byte("x"), 10); !errors.Is(err, errInjected) {
+				t.Fatalf("write during the fault: %v", err)
+			}
+			r.faulty.SetError(tc.op, nil)
+			if got := r.readAll("broken"); !bytes.Equal(got, long) {
+				t.Fatalf("after the failed write, broken differs at %d", firstDiff(got, long))
+			}
+		})
+	}
+}
