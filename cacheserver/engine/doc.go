@@ -166,11 +166,13 @@
 // read and a write, and 160-185 with copy_file_range, which also refuses to
 // copy across file systems; into tmpfs, splice 169-184 and read and write
 // 228-237. The copy is not what copy-up mostly spends, though: its CPU time
-// per GB did not measurably change (380-510 ms before, in runs alternating
-// with the current code), and it stays above the baseline's because the
-// engine also writes every byte to the slab, dirtying its pages, and the
-// slab's fdatasync before each index commit writes them to disk in the
-// engine's own thread, where the baseline only reads. With the cache on the
-// backing disk that disk also absorbs the slab writes. Copy-up reaches the
-// 0.9x target in some runs only, on two loaded cores.
+// per GB did not change beyond the noise (before: 380-510 ms with the cache
+// on the same disk, 490-800 on tmpfs, in runs alternating with the current
+// code), and it stays above the baseline's because the engine also writes
+// every byte to the slab, dirtying its pages, and the slab's fdatasync
+// before each index commit writes them to disk in the engine's own thread,
+// where the baseline only reads. With the cache on the backing disk that
+// disk also absorbs the slab writes. A partial write to an extent not
+// cached copies it up the same way before writing over it. Copy-up reaches
+// the 0.9x target in some runs only, on two loaded cores.
 package engine
