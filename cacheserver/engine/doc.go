@@ -127,23 +127,27 @@
 // moves 256 MiB in 1 MiB calls per iteration, through the engine and, in the
 // same iteration, through plain files on the same disk. The read benchmarks
 // also report the CPU time the process spends per GB, kernel time included,
-// which for read hits varies far less than the rates. Five runs on a
-// 2-vCPU VM with one virtio disk, shared with other builds (load average 12
-// to 20), buffered I/O, so the spread between runs is wide:
+// which for read hits varies far less than the rates. Eight runs on a
+// 2-vCPU VM with one virtio disk, shared with other builds (load average
+// 12 to 20 for five runs, 2.6 to 4 for three), buffered I/O, so the spread
+// between runs is wide:
 //
 //	benchmark                     engine MB/s  baseline MB/s  ratio
-//	SequentialWrite (new data)    3700-7500    2500-4400      0.94-2.7x
-//	SequentialReadHit             6100-11200   8200-10300     0.64-1.2x
-//	CopyUp, cache on same disk    760-1770     850-2100       0.76-0.99x
-//	CopyUp, cache on tmpfs        590-1680     1180-2230      0.43-1.3x
-//	WriteBack drain, 1 thread     490-1180     370-1110       0.63-3.1x
-//	WriteBack drain, 4 threads    1900-3300    1100-2900      1.07-1.7x
-//	WriteBack drain, 8 threads    1340-3570    1860-4190      0.62-1.5x
+//	SequentialWrite (new data)    3700-11000   1000-5800      0.94-5.4x
+//	SequentialReadHit             6100-17400   8200-16400     0.64-1.2x
+//	CopyUp, cache on same disk    760-1870     850-2420       0.76-1.4x
+//	CopyUp, cache on tmpfs        590-1780     1180-2230      0.43-1.3x
+//	WriteBack drain, 1 thread     490-3190     370-2700       0.63-3.1x
+//	WriteBack drain, 4 threads    1900-4240    1100-3100      0.97-1.9x
+//	WriteBack drain, 8 threads    1340-3570    1600-4190      0.62-2.0x
 //
 //	CPU time, ms per GB           engine       baseline
-//	SequentialReadHit             52-62        49-60
-//	CopyUp, cache on same disk    370-480      100-410
-//	CopyUp, cache on tmpfs        440-600      80-300
+//	SequentialReadHit             48-62        47-60
+//	CopyUp, cache on same disk    370-480      100-740
+//	CopyUp, cache on tmpfs        440-600      80-310
+//
+// In the three quieter runs read hits came to 1.01-1.06x, copy-up to
+// 0.77-1.4x with the cache on the same disk and 0.73-0.89x on tmpfs.
 //
 // Baselines: writes into a new plain file; reads of a plain file in the page
 // cache; reads of the backing file from disk (evicted with fadvise); a
@@ -151,10 +155,11 @@
 //
 // Writes beat the baseline because the slab is preallocated. A read hit is
 // one pread of the slab and costs the CPU time of a plain read; the spread
-// of its rate is the machine's. It used to cost 40% more (76-87 ms per GB
-// in runs alternating with the current code): the end of every call woke
-// the write-back workers, a wake-up and a context switch per call; now the
-// end of a call wakes waiters only when the engine is closing.
+// of its rate is the machine's. It used to cost 15-30% more (72-84 ms per
+// GB against 56-67 for the plain reads, in runs alternating with the
+// current code): the end of every call woke the write-back workers, a
+// wake-up and a context switch per call; now the end of a call wakes
+// waiters only when the engine is closing.
 //
 // Copy-up copies each extent from the backing file into its slot in the
 // kernel, with splice through a pipe (backing.Dir.CopyRange), and a reader
