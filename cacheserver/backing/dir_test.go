@@ -60,6 +60,11 @@ func TestDirRunsAsTheCaller(t *testing.T) {
 		"read":  func() error { _, err := d.ReadAt(ctx, "private/f", make([]byte, 1), 0); return err },
 		"write": func() error { _, err := d.WriteAt(ctx, "private/f", []byte("y"), 0); return err },
 		"stat":  func() error { _, err := d.Stat(ctx, "private/f"); return err },
+		"copy": func() error {
+			dst := openDst(t, t.TempDir(), 1)
+			_, err := d.CopyRange(ctx, "private/f", 0, int(dst.Fd()), 0, 1)
+			return err
+		},
 	} {
 		if err := op(); !errors.Is(err, fs.ErrPermission) {
 			t.Errorf("%s as 2000: %v, want permission denied", name, err)

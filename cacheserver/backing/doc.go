@@ -9,6 +9,12 @@
 // the kernel checks permissions, parent directories included, as if the
 // caller touched the file system itself.
 //
+// RangeCopier is an optional part of a Store: copying a range of a file into
+// a local file in the kernel, so that copy-up does not pass the bytes through
+// user memory. Dir implements it with splice(2) through a pipe, which works
+// across file systems and costs less CPU time than copy_file_range(2) (see
+// Dir.CopyRange).
+//
 // Faulty wraps a Store to add latency, inject errors and count calls, for
 // tests of what the engine does when the backing store is slow or failing.
 package backing

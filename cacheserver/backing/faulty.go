@@ -2,6 +2,8 @@ package backing
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io/fs"
 	"sync"
 	"sync/atomic"
@@ -21,10 +23,15 @@ const (
 	OpRemove   Op = "Remove"
 	OpRename   Op = "Rename"
 	OpReadDir  Op = "ReadDir"
+	// OpCopyRange is RangeCopier.CopyRange. Its faults strike halfway
+	// through the range, after half of it was copied.
+	OpCopyRange Op = "CopyRange"
 )
 
 // Faulty wraps a Store, adding latency and errors to chosen operations and
-// counting calls. Its methods are safe for concurrent use.
+// counting calls. It implements RangeCopier, forwarding to the wrapped Store
+// when that does and failing with errors.ErrUnsupported when it does not.
+// Its methods are safe for concurrent use.
 type Faulty struct {
 	Store
 
@@ -133,4 +140,19 @@ func (f *Faulty) ReadDir(ctx context.Context, p string) ([]fs.DirEntry, error) {
 		return nil, err
 	}
 	return f.Store.ReadDir(ctx, p)
+}
+
+// CopyRange implements RangeCopier. A fault set for OpCopyRange lets the
+// first half of the range be copied before it fails, as a copy cut short by
+// an I/O error would, so that tests see a partly written destination.
+func (f *Faulty) CopyRange(ctx context.Context, p string, off int64, dst int, dstOff, n int64) (int64, error) {
+	rc, ok := f.Store.(RangeCopier)
+	if !ok {
+		return 0, fmt.Errorf("copying %s: %w", p, errors.ErrUnsupported)
+	}
+	if err := f.enter(OpCopyRange); err != nil {
+		copied, _ := rc.CopyRange(ctx, p, off, dst, dstOff, n/2)
+		return copied, err
+	}
+	return rc.CopyRange(ctx, p, off, dst, dstOff, n)
 }

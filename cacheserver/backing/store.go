@@ -30,3 +30,30 @@ type Store interface {
 	// ReadDir lists a directory.
 	ReadDir(ctx context.Context, path string) ([]fs.DirEntry, error)
 }
+
+// RangeCopier is a Store that can copy a range of a file into a local file
+// inside the kernel (splice(2)), so that the bytes do not pass through the
+// caller's memory. It is optional: a caller checks for it with
+// a type assertion and reads with ReadAt when a Store, or a wrapper around
+// one, does not implement it.
+type RangeCopier interface {
+	// CopyRange copies bytes [off, off+n) of path into the file open for
+	// writing as descriptor dst, at dstOff, and returns how many it copied.
+	// It copies until n bytes are copied or the end of the file: a count
+	// below n with a nil error means the file ends at off+count, and bytes
+	// of dst past dstOff+count are left as they were. It retries the short
+	// copies the kernel may make on its own. A hole in the file arrives in
+	// dst as zeros, or as a hole, which reads as zeros.
+	//
+	// On an error, count says how many bytes were copied before it; the
+	// rest of [dstOff, dstOff+n) of dst may hold anything, so the caller
+	// must not trust it. A file that does not exist is an error wrapping
+	// fs.ErrNotExist, as for ReadAt. When the two files cannot be copied
+	// between in the kernel (different file systems, a file system or
+	// kernel without the call), the error wraps errors.ErrUnsupported and
+	// the caller should read and write instead.
+	//
+	// Implementations must not retain or close dst, and must not write to
+	// dst outside [dstOff, dstOff+n).
+	CopyRange(ctx context.Context, path string, off int64, dst int, dstOff, n int64) (int64, error)
+}

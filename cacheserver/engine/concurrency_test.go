@@ -152,7 +152,7 @@ func TestConcurrentMissesCopyUpOnce(t *testing.T) {
 	waitFor(t, func() bool { return parkedReaders() >= readers })
 	g.release()
 	wg.Wait()
-	if got := r.faulty.Calls("ReadAt"); got != extents {
+	if got := r.backingReads(); got != extents {
 		t.Fatalf("backing reads = %d, want %d (one per extent)", got, extents)
 	}
 	// Each extent is one miss; every reader that came after the first four

@@ -186,7 +186,7 @@ func TestUnsyncedWritesSurviveACrashAfterTheCommitInterval(t *testing.T) {
 	want := []byte("written, never fsynced")
 	r.write("f", 3, want)
 	deadline := time.Now().Add(5 * time.Second)
-	for r.e.commitPending() && time.Now().Before(deadline) {
+	for !r.e.committed() && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	fsys.Crash()

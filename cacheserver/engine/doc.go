@@ -133,29 +133,59 @@
 //
 // Benchmarks (go test -bench . -benchtime 4x ./cacheserver/engine/): each
 // moves 256 MiB in 1 MiB calls per iteration, through the engine and, in the
-// same iteration, through plain files on the same disk. Measured on a 2-vCPU
-// VM with one virtio disk, shared with other builds (load average 8 to 23),
-// buffered I/O, so the spread between runs is wide:
+// same iteration, through plain files on the same disk. The read benchmarks
+// also report the CPU time the process spends per GB, kernel time included,
+// which for read hits varies far less than the rates. Eight runs on a
+// 2-vCPU VM with one virtio disk, shared with other builds (load average
+// 12 to 20 for five runs, 2.6 to 4 for three), buffered I/O, so the spread
+// between runs is wide:
 //
 //	benchmark                     engine MB/s  baseline MB/s  ratio
-//	SequentialWrite (new data)    6500-6900    3200-3900      1.8-2.0x
-//	SequentialReadHit             6900-9300    7900-11800     0.65-0.94x
-//	CopyUp, cache on same disk    920-1060     1240-1460      0.73-0.76x
-//	CopyUp, cache on tmpfs        550-1100     930-1920       0.57-0.69x
-//	WriteBack drain, 1 thread     800-1360     700-1000       1.0-1.4x
-//	WriteBack drain, 4 threads    1380-3080    780-3030       1.0-1.8x
-//	WriteBack drain, 8 threads    1130-1400    1180-1540      0.73-1.2x
+//	SequentialWrite (new data)    3700-11000   1000-5800      0.94-5.4x
+//	SequentialReadHit             6100-17400   8200-16400     0.64-1.2x
+//	CopyUp, cache on same disk    760-1870     850-2420       0.76-1.4x
+//	CopyUp, cache on tmpfs        590-1780     1180-2230      0.43-1.3x
+//	WriteBack drain, 1 thread     490-3190     370-2700       0.63-3.1x
+//	WriteBack drain, 4 threads    1900-4240    1100-3100      0.97-1.9x
+//	WriteBack drain, 8 threads    1340-3570    1600-4190      0.62-2.0x
+//
+//	CPU time, ms per GB           engine       baseline
+//	SequentialReadHit             48-62        47-60
+//	CopyUp, cache on same disk    370-480      100-740
+//	CopyUp, cache on tmpfs        440-600      80-310
+//
+// In the three quieter runs read hits came to 1.01-1.06x, copy-up to
+// 0.77-1.4x with the cache on the same disk and 0.73-0.89x on tmpfs.
 //
 // Baselines: writes into a new plain file; reads of a plain file in the page
 // cache; reads of the backing file from disk (evicted with fadvise); a
 // plain 1 MiB read/write copy of a file of the same size.
 //
-// Writes beat the baseline because the slab is preallocated. Read hits cost
-// the same CPU per byte as plain reads in a profile (one pread each); the
-// spread is the machine's. Copy-up falls short of the 0.9x target here: it
-// copies each byte three times (backing to buffer, buffer to slab, and for
-// read-ahead extents slab to reader) against one for the baseline, on two
-// loaded cores, and with the cache on the backing disk that disk also
-// absorbs the slab writes. Copying from the backing file into the slab in
-// the kernel (copy_file_range) would remove one copy.
+// Writes beat the baseline because the slab is preallocated. A read hit is
+// one pread of the slab and costs the CPU time of a plain read; the spread
+// of its rate is the machine's. It used to cost 15-30% more (72-84 ms per
+// GB against 56-67 for the plain reads, in runs alternating with the
+// current code): the end of every call woke the write-back workers, a
+// wake-up and a context switch per call; now the end of a call wakes
+// waiters only when the engine is closing.
+//
+// Copy-up copies each extent from the backing file into its slot in the
+// kernel, with splice through a pipe (backing.Dir.CopyRange), and a reader
+// that missed reads its bytes from the slot, which the page cache holds
+// then (copying its miss through a buffer instead measured no different):
+// each byte is copied twice (backing to slot, slot to reader) instead of
+// three times through a buffer. Copying 256 MiB from the page cache on
+// this machine took 100-116 ms of CPU per GB with splice, 121-136 with a
+// read and a write, and 160-185 with copy_file_range, which also refuses to
+// copy across file systems; into tmpfs, splice 169-184 and read and write
+// 228-237. The copy is not what copy-up mostly spends, though: its CPU time
+// per GB did not change beyond the noise (before: 380-510 ms with the cache
+// on the same disk, 490-800 on tmpfs, in runs alternating with the current
+// code), and it stays above the baseline's because the engine also writes
+// every byte to the slab, dirtying its pages, and the slab's fdatasync
+// before each index commit writes them to disk in the engine's own thread,
+// where the baseline only reads. With the cache on the backing disk that
+// disk also absorbs the slab writes. A partial write to an extent not
+// cached copies it up the same way before writing over it. Copy-up reaches
+// the 0.9x target in some runs only, on two loaded cores.
 package engine

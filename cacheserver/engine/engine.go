@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
@@ -23,6 +24,9 @@ type Engine struct {
 	slab    *slab.Slab
 	idx     *index.DB
 	bufs    sync.Pool
+	// noKernelCopy is set once the kernel refused to copy from the backing
+	// store into the slab: copy-ups pass through memory from then on.
+	noKernelCopy atomic.Bool
 
 	mu    sync.Mutex
 	cond  *sync.Cond // broadcast on any change waiters may wait for
@@ -182,7 +186,11 @@ func (e *Engine) enter() error {
 func (e *Engine) leave() {
 	e.mu.Lock()
 	e.active--
-	if e.active == 0 {
+	// Only a closing engine waits for calls to end. Waking every waiter
+	// (write-back workers among them) at the end of each call would cost
+	// a sequential reader a wake-up and a context switch per call: 15-30%
+	// more CPU time per byte on 1 MiB read hits (see Measurements).
+	if e.active == 0 && e.closed {
 		e.cond.Broadcast()
 	}
 	e.mu.Unlock()

@@ -49,18 +49,33 @@ func TestWriteBackSurvivesBackingFaults(t *testing.T) {
 	}
 }
 
-// TestReadFaultSurfacesAndRecovers fails copy-up, then lets it succeed.
+// TestReadFaultSurfacesAndRecovers fails copy-up, then lets it succeed,
+// through memory and in the kernel.
 func TestReadFaultSurfacesAndRecovers(t *testing.T) {
-	r := newRig(t, 4096, 8, nil)
-	r.writeBacking("f", []byte("payload"))
-	r.faulty.SetError(backing.OpReadAt, errInjected)
-	b := make([]byte, 7)
-	if _, err := r.e.ReadAt(context.Background(), "f", b, 0); !errors.Is(err, errInjected) {
-		t.Fatalf("read during the fault: %v", err)
-	}
-	r.faulty.SetError(backing.OpReadAt, nil)
-	if _, err := r.e.ReadAt(context.Background(), "f", b, 0); err != nil || string(b) != "payload" {
-		t.Fatalf("read after the fault: %q, %v", b, err)
+	for name, tc := range map[string]struct {
+		memory bool
+		op     backing.Op
+	}{
+		"through memory": {memory: true, op: backing.OpReadAt},
+		"in the kernel":  {op: backing.OpCopyRange},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, 4096, 8, func(c *Config) {
+				if tc.memory {
+					c.Backing = memoryOnly(c.Backing)
+				}
+			})
+			r.writeBacking("f", []byte("payload"))
+			r.faulty.SetError(tc.op, errInjected)
+			b := make([]byte, 7)
+			if _, err := r.e.ReadAt(context.Background(), "f", b, 0); !errors.Is(err, errInjected) {
+				t.Fatalf("read during the fault: %v", err)
+			}
+			r.faulty.SetError(tc.op, nil)
+			if _, err := r.e.ReadAt(context.Background(), "f", b, 0); err != nil || string(b) != "payload" {
+				t.Fatalf("read after the fault: %q, %v", b, err)
+			}
+		})
 	}
 }
 

@@ -31,12 +31,14 @@ func (e *Engine) fillNew(ctx context.Context, x *extent, slot, in int32, data []
 	b := *buf
 	n := 0
 	if e.mayHaveBacking(x) {
+		var inBuf bool
 		var err error
-		if n, err = e.readBacking(ctx, x.f, x.idx, b); err != nil {
-			e.mu.Lock()
-			e.abandonLocked(x, slot)
-			e.mu.Unlock()
-			return err
+		if n, inBuf, err = e.copyToSlot(ctx, x.f, x.idx, slot, b); err != nil {
+			return e.publishFill(x, slot, 0, 0, in, end, err)
+		}
+		if !inBuf {
+			err := e.writeOverCopy(slot, int32(n), in, data)
+			return e.publishFill(x, slot, max(int32(n), end), int64(n), in, end, err)
 		}
 	}
 	if int(in) > n {
@@ -44,6 +46,17 @@ func (e *Engine) fillNew(ctx context.Context, x *extent, slot, in int32, data []
 	}
 	copy(b[in:], data)
 	return e.finishFill(x, slot, b[:max(int32(n), end)], int64(n), in, end)
+}
+
+// writeOverCopy writes data at in into slot, whose first n bytes were just
+// copied up, zeroing the gap between the copy and the data.
+func (e *Engine) writeOverCopy(slot, n, in int32, data []byte) error {
+	if in > n {
+		if err := e.writeZeros(slot, n, in); err != nil {
+			return err
+		}
+	}
+	return e.slab.WriteAt(int(slot), data, int64(in))
 }
 
 // mayHaveBacking reports whether the backing file, as last seen, has data
@@ -58,6 +71,13 @@ func (e *Engine) mayHaveBacking(x *extent) bool {
 // publishes it dirty over [lo, hi). copied bytes came from the backing store.
 func (e *Engine) finishFill(x *extent, slot int32, content []byte, copied int64, lo, hi int32) error {
 	err := e.slab.WriteAt(int(slot), content, 0)
+	return e.publishFill(x, slot, int32(len(content)), copied, lo, hi, err)
+}
+
+// publishFill publishes a placeholder whose slot holds valid bytes of
+// content, dirty over [lo, hi), or abandons it when filling the slot failed
+// with err. copied bytes came from the backing store.
+func (e *Engine) publishFill(x *extent, slot, valid int32, copied int64, lo, hi int32, err error) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err != nil {
@@ -68,8 +88,8 @@ func (e *Engine) finishFill(x *extent, slot int32, content []byte, copied int64,
 		e.st.misses++
 		e.st.copyUp += copied
 	}
-	e.countDeviceWriteLocked(int64(len(content)))
-	e.publishLocked(x, slot, int32(len(content)))
+	e.countDeviceWriteLocked(int64(valid))
+	e.publishLocked(x, slot, valid)
 	e.setDirtyLocked(x, lo, hi)
 	return nil
 }

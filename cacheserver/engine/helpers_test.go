@@ -104,9 +104,29 @@ func (r *rig) writeBacking(p string, data []byte) {
 	}
 }
 
+// memoryOnly hides the optional backing.RangeCopier of s, so that the
+// engine copies up through memory, as it does over a Store that cannot copy
+// in the kernel.
+func memoryOnly(s backing.Store) backing.Store { return struct{ backing.Store }{s} }
+
+// backingReads counts the calls that read the backing store: reads, and
+// copies into the slab made in the kernel.
+func (r *rig) backingReads() int64 {
+	return r.faulty.Calls(backing.OpReadAt) + r.faulty.Calls(backing.OpCopyRange)
+}
+
 // trackedFiles returns how many files the engine keeps state for.
 func (r *rig) trackedFiles() int {
 	r.e.mu.Lock()
 	defer r.e.mu.Unlock()
 	return len(r.e.files)
+}
+
+// committed reports whether every index change made so far is durable:
+// none waits, and no commit is in flight (commitPending turns false as soon
+// as a commit takes its batch, before the batch is durable).
+func (e *Engine) committed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.idxExt) == 0 && len(e.idxFile) == 0 && len(e.pendingFree) == 0 && e.commitDone == e.commitStarted
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/ident"
 )
 
@@ -54,6 +55,9 @@ func TestCopyUpRunsAsTheCaller(t *testing.T) {
 				t.Fatalf("read as %s: %q, %v; want %v", tc.cred, b, err, tc.wantErr)
 			}
 		})
+	}
+	if r.faulty.Calls(backing.OpCopyRange) == 0 || r.e.noKernelCopy.Load() {
+		t.Fatal("the owner's copy-up did not run in the kernel")
 	}
 	ctx := ident.NewContext(context.Background(), ident.Cred{UID: 1234, GID: 5678})
 	if _, err := r.e.WriteAt(ctx, "open/new", []byte("x"), 0); err != nil {

@@ -44,6 +44,11 @@ func newModelRun(t *testing.T, seed uint64) *modelRun {
 			WriteWindow: WriteWindow{Multiplier: -1}}
 		m.crash = vfs.NewCrashable(vfs.OS{}, seed)
 		c.FS = m.crash
+		if seed%3 == 0 {
+			// Copy-ups through memory, as over a backing store that cannot
+			// copy in the kernel; the other seeds copy in the kernel.
+			c.Backing = memoryOnly(c.Backing)
+		}
 	})
 	if err := os.Mkdir(filepath.Join(m.r.root, "d"), 0o755); err != nil {
 		t.Fatal(err)
@@ -278,6 +283,9 @@ func TestModel(t *testing.T) {
 			}
 			m.do("final flush", m.r.e.Flush(context.Background()))
 			m.checkBacking("")
+			if seed%3 != 0 && m.r.e.noKernelCopy.Load() {
+				t.Fatal("the kernel refused to copy up: the run did not cover kernel copies")
+			}
 		})
 	}
 }

@@ -170,7 +170,6 @@ func (e *Engine) statBacking(ctx context.Context, f *file, last bool) (bool, err
 // readExtent copies extent idx of f, from offset in, into p, copying it up
 // first if missing. An empty p only makes sure the extent is cached.
 func (e *Engine) readExtent(ctx context.Context, f *file, idx int64, p []byte, in int64) error {
-	missed := false
 	for {
 		e.mu.Lock()
 		x := f.extents[idx]
@@ -185,11 +184,12 @@ func (e *Engine) readExtent(ctx context.Context, f *file, idx int64, p []byte, i
 			if served || err != nil {
 				return err
 			}
-			missed = true
+			// Another reader's copy-up got there first: reading what it
+			// copied is a hit, as for a reader that came a moment later.
 			continue
 		}
 		x.mu.RLock()
-		done, prefetched, err := e.readCached(x, p, in, !missed)
+		done, prefetched, err := e.readCached(x, p, in)
 		x.mu.RUnlock()
 		if prefetched {
 			e.prefetchAfter(ctx, f, idx, false)
@@ -210,16 +210,14 @@ func (e *Engine) readUncached(ctx context.Context, f *file, idx int64, p []byte,
 
 // readCached serves p from x, which the caller holds shared; done is false
 // when x died meanwhile.
-func (e *Engine) readCached(x *extent, p []byte, in int64, hit bool) (done, prefetched bool, err error) {
+func (e *Engine) readCached(x *extent, p []byte, in int64) (done, prefetched bool, err error) {
 	e.mu.Lock()
 	if x.state != ready {
 		e.mu.Unlock()
 		return false, false, nil
 	}
 	prefetched, x.prefetched = x.prefetched, false
-	if hit {
-		e.st.hits++
-	}
+	e.st.hits++
 	if x.list == &e.clean {
 		e.clean.moveToBack(x)
 	}
@@ -251,17 +249,11 @@ func (e *Engine) copyUp(ctx context.Context, f *file, idx int64, p []byte, in in
 	defer x.mu.Unlock()
 	buf := e.getBuf()
 	defer e.putBuf(buf)
-	n, err := e.readBacking(ctx, f, idx, *buf)
-	if err == nil {
-		err = e.slab.WriteAt(int(slot), (*buf)[:n], 0)
-	}
+	n, inBuf, err := e.copyToSlot(ctx, f, idx, slot, *buf)
 	if err := e.finishCopyUp(x, slot, n, p == nil, err); err != nil {
 		return false, err
 	}
-	// Past the backing end of file the extent reads as zeros.
-	clear((*buf)[n:])
-	copy(p, (*buf)[in:])
-	return true, nil
+	return true, e.serveCopy(slot, n, inBuf, *buf, p, in)
 }
 
 // finishCopyUp publishes a copied-up placeholder clean, or abandons it.

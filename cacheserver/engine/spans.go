@@ -107,14 +107,16 @@ func (e *Engine) pinExtent(ctx context.Context, f *file, idx, in int64, chunk in
 		if x == nil {
 			e.prefetchAfter(ctx, f, idx, true)
 			// A non-nil empty p: the copy-up is for this reader, not ahead.
-			_, err := e.copyUp(ctx, f, idx, []byte{}, 0, anyEpoch)
+			served, err := e.copyUp(ctx, f, idx, []byte{}, 0, anyEpoch)
 			if errors.Is(err, errDropped) {
 				return nil, ErrNoSpans
 			}
 			if err != nil {
 				return nil, err
 			}
-			missed = true
+			// Its own copy-up counted a miss; reading what another
+			// reader's copy-up brought is a hit, as ReadAt counts it.
+			missed = served
 			continue
 		}
 		// Shared, x.mu waits out a copy-up that is filling the slot.

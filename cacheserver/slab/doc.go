@@ -6,4 +6,6 @@
 // disk speed while buffered writes that allocate new blocks (new files, file
 // growth) swing by an order of magnitude. Slot i holds bytes [i*s, (i+1)*s).
 // The slab knows nothing of what a slot holds; the extent index does.
+// WriteByDescriptor lets the kernel copy into a slot (splice(2)) when the
+// slab's file offers its descriptor.
 package slab

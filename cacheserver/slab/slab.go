@@ -71,6 +71,23 @@ func (s *Slab) WriteAt(slot int, p []byte, off int64) error {
 	return err
 }
 
+// WriteByDescriptor lets fn write [off, off+n) of slot through the slab
+// file's descriptor, for a copy the kernel makes (splice(2)); fn gets the
+// descriptor and the file offset of off, and must write nowhere else. It returns what fn returns, or an error wrapping
+// errors.ErrUnsupported, without calling fn, when the slab's file offers no
+// descriptor. Like WriteAt, the data is durable only after a later Sync.
+func (s *Slab) WriteByDescriptor(slot int, off, n int64, fn func(fd int, fileOff int64) (int64, error)) (int64, error) {
+	if err := s.check(slot, int(n), off); err != nil {
+		return 0, err
+	}
+	dw, ok := s.f.(vfs.DescriptorWriter)
+	if !ok {
+		return 0, fmt.Errorf("slab file has no descriptor: %w", errors.ErrUnsupported)
+	}
+	at := int64(slot)*s.slotSize + off
+	return dw.WriteByDescriptor(at, n, func(fd int) (int64, error) { return fn(fd, at) })
+}
+
 // Sync makes every completed write durable.
 func (s *Slab) Sync() error { return s.f.Sync() }
 

@@ -3,8 +3,11 @@ package slab
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/burstcache/burstcache/cacheserver/vfs"
 )
@@ -42,4 +45,48 @@ func TestSlotsAreIndependentAndBounded(t *testing.T) {
 			t.Errorf("%s: %v, want ErrOutOfRange", name, err)
 		}
 	}
+}
+
+// TestWriteByDescriptorTargetsTheSlot lets a kernel-style writer write
+// through the descriptor at the offset it is given, and checks that the
+// bytes land in the slot, that ranges are bounded, and that a file without
+// a descriptor is refused with errors.ErrUnsupported.
+func TestWriteByDescriptorTargetsTheSlot(t *testing.T) {
+	s, err := Open(vfs.OS{}, filepath.Join(t.TempDir(), "slab"), 4096, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	data := bytes.Repeat([]byte{7}, 1000)
+	n, err := s.WriteByDescriptor(2, 100, 1000, func(fd int, at int64) (int64, error) {
+		m, err := unix.Pwrite(fd, data, at)
+		return int64(m), err
+	})
+	if n != 1000 || err != nil {
+		t.Fatalf("WriteByDescriptor = %d, %v", n, err)
+	}
+	got := make([]byte, 1000)
+	if err := s.ReadAt(2, got, 100); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("slot 2 after the write: %v, %v", got[:4], err)
+	}
+	never := func(int, int64) (int64, error) { t.Fatal("fn called"); return 0, nil }
+	if _, err := s.WriteByDescriptor(2, 4000, 1000, never); !errors.Is(err, ErrOutOfRange) {
+		t.Fatalf("range past the slot: %v, want ErrOutOfRange", err)
+	}
+	plain, err := Open(noDescriptorFS{}, filepath.Join(t.TempDir(), "slab"), 4096, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := plain.WriteByDescriptor(0, 0, 10, never); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("file without a descriptor: %v, want ErrUnsupported", err)
+	}
+}
+
+// noDescriptorFS opens files that offer no descriptor.
+type noDescriptorFS struct{ vfs.OS }
+
+func (noDescriptorFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, error) {
+	f, err := vfs.OS{}.OpenFile(name, flag, perm)
+	return struct{ vfs.File }{f}, err
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestCrashLosesOnlyUnsyncedWrites(t *testing.T) {
@@ -53,5 +55,42 @@ func TestCrashAtStepStopsDurableSteps(t *testing.T) {
 	}
 	if ran != 1 || !c.Crashed() || c.Steps() != 2 {
 		t.Fatalf("ran %d, crashed %v, steps %d", ran, c.Crashed(), c.Steps())
+	}
+}
+
+// TestCrashUndoesWritesByDescriptor checks that a crash can undo bytes the
+// kernel wrote through the descriptor, as it undoes WriteAt.
+func TestCrashUndoesWritesByDescriptor(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	undone := false
+	for seed := uint64(0); seed < 20 && !undone; seed++ {
+		c := NewCrashable(OS{}, seed)
+		f, err := c.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(bytes.Repeat([]byte{1}, 4096), 0); err != nil || f.Sync() != nil {
+			t.Fatal("writing the synced content", err)
+		}
+		dw, ok := f.(DescriptorWriter)
+		if !ok {
+			t.Fatal("a crashable file over OS offers no descriptor")
+		}
+		if _, err := dw.WriteByDescriptor(1024, 1024, func(fd int) (int64, error) {
+			n, err := unix.Pwrite(fd, bytes.Repeat([]byte{2}, 1024), 1024)
+			return int64(n), err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		c.Crash()
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		undone = bytes.Equal(got, bytes.Repeat([]byte{1}, 4096))
+		f.Close()
+	}
+	if !undone {
+		t.Fatal("no crash in 20 seeds undid a write made through the descriptor")
 	}
 }

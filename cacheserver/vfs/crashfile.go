@@ -1,6 +1,8 @@
 package vfs
 
 import (
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 )
@@ -41,6 +43,28 @@ func (f *crashFile) WriteAt(p []byte, off int64) (int, error) {
 	f.unsynced = append(f.unsynced, preimage{off: off, data: old[:n]})
 	f.mu.Unlock()
 	return f.f.WriteAt(p, off)
+}
+
+// WriteByDescriptor records the bytes of [off, off+n) before fn writes
+// there, as WriteAt does, so that a crash can undo a copy the kernel made.
+// It fails with errors.ErrUnsupported when the underlying file offers no
+// descriptor.
+func (f *crashFile) WriteByDescriptor(off, n int64, fn func(fd int) (int64, error)) (int64, error) {
+	dw, ok := f.f.(DescriptorWriter)
+	if !ok {
+		return 0, fmt.Errorf("writing by descriptor: %w", errors.ErrUnsupported)
+	}
+	f.fs.io.RLock()
+	defer f.fs.io.RUnlock()
+	if err := f.fs.alive(); err != nil {
+		return 0, err
+	}
+	old := make([]byte, n)
+	m, _ := f.f.ReadAt(old, off)
+	f.mu.Lock()
+	f.unsynced = append(f.unsynced, preimage{off: off, data: old[:m]})
+	f.mu.Unlock()
+	return dw.WriteByDescriptor(off, n, fn)
 }
 
 // Sync is a durable step: the writes before it survive a later crash.

@@ -9,4 +9,8 @@
 // crash on every operation fails with ErrCrashed. A crash can be triggered by
 // hand or at the n-th durable step (a Sync or a Durable call), which lets a
 // test crash an engine at every point where it makes data durable.
+//
+// A File may also be a DescriptorWriter, which lets the kernel write into it
+// directly (splice, copy_file_range). Crashable records what such a write
+// overwrites, as it does for WriteAt, so that a crash can undo it.
 package vfs

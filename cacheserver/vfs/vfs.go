@@ -35,6 +35,19 @@ type File interface {
 	Size() (int64, error)
 }
 
+// DescriptorWriter is implemented by Files that let the kernel write into
+// them directly, as splice(2) does, so that the bytes need not pass through
+// user memory. A File that cannot offer its descriptor simply does
+// not implement it; callers then write with WriteAt.
+type DescriptorWriter interface {
+	// WriteByDescriptor calls fn with the file's descriptor, for fn to write
+	// into [off, off+n) of the file, and returns what fn returns. fn must not
+	// write outside that range, nor retain or close the descriptor. To the
+	// File it counts as a write of the whole range (a crash may undo it), so
+	// bytes fn did not write must not be relied on.
+	WriteByDescriptor(off, n int64, fn func(fd int) (int64, error)) (int64, error)
+}
+
 // OS is the FS of the operating system.
 type OS struct{}
 
@@ -55,7 +68,17 @@ func (OS) Durable(_ string, fn func() error) error { return fn() }
 
 type osFile struct{ *os.File }
 
+var (
+	_ DescriptorWriter = osFile{}
+	_ DescriptorWriter = (*crashFile)(nil)
+)
+
 func (f osFile) Sync() error { return unix.Fdatasync(int(f.Fd())) }
+
+// WriteByDescriptor implements DescriptorWriter.
+func (f osFile) WriteByDescriptor(_, _ int64, fn func(fd int) (int64, error)) (int64, error) {
+	return fn(int(f.Fd()))
+}
 
 func (f osFile) Allocate(off, n int64) error {
 	if err := unix.Fallocate(int(f.Fd()), 0, off, n); err != nil {

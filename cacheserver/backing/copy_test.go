@@ -1,0 +1,135 @@
+package backing
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// openDst creates a file of n bytes of 0xee in dir, to copy into.
+func openDst(t *testing.T, dir string, n int) *os.File {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, "dst"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xee}, n), 0); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// otherFS returns a directory on another file system than dir (tmpfs), or
+// skips the test.
+func otherFS(t *testing.T, dir string) string {
+	t.Helper()
+	var a, b unix.Stat_t
+	shm, err := os.MkdirTemp("/dev/shm", "backing-test-")
+	if err != nil {
+		t.Skip("no /dev/shm")
+	}
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	if unix.Stat(dir, &a) != nil || unix.Stat(shm, &b) != nil || a.Dev == b.Dev {
+		t.Skip("/dev/shm is on the file system of the test directory")
+	}
+	return shm
+}
+
+// TestCopyRangeFollowsItsContract copies ranges of a sparse file, within one
+// file system and across two: holes arrive as zeros, a copy stops at the
+// end of the file with a short count, and bytes of the destination past
+// what was copied stay as they were.
+func TestCopyRangeFollowsItsContract(t *testing.T) {
+	root := t.TempDir()
+	d := NewDir(root)
+	ctx := context.Background()
+	head, tail := bytes.Repeat([]byte("head"), 1<<14), bytes.Repeat([]byte("tail"), 1000)
+	const tailAt = 1 << 20 // a hole of 960 KiB before the tail
+	if _, err := d.WriteAt(ctx, "f", head, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.WriteAt(ctx, "f", tail, tailAt); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, tailAt+len(tail))
+	copy(want, head)
+	copy(want[tailAt:], tail)
+	for name, dstDir := range map[string]string{"same file system": t.TempDir(), "other file system": otherFS(t, root)} {
+		for _, tc := range []struct{ off, n int64 }{
+			{0, int64(len(want))},
+			{100, 2 << 20},                  // past the end: short
+			{int64(len(want)) + 5, 1 << 20}, // wholly past the end: nothing
+		} {
+			const dstOff = 4096
+			dst := openDst(t, dstDir, dstOff+int(tc.n))
+			got, err := d.CopyRange(ctx, "f", tc.off, int(dst.Fd()), dstOff, tc.n)
+			wantN := max(min(tc.n, int64(len(want))-tc.off), 0)
+			if err != nil || got != wantN {
+				t.Fatalf("%s: CopyRange(off %d, n %d) = %d, %v; want %d", name, tc.off, tc.n, got, err, wantN)
+			}
+			b := make([]byte, dstOff+tc.n)
+			if _, err := dst.ReadAt(b, 0); err != nil {
+				t.Fatal(err)
+			}
+			wantDst := bytes.Repeat([]byte{0xee}, len(b))
+			from := min(tc.off, int64(len(want)))
+			copy(wantDst[dstOff:], want[from:from+wantN])
+			if i := firstDiff(b, wantDst); i >= 0 {
+				t.Fatalf("%s: CopyRange(off %d, n %d): destination differs at %d", name, tc.off, tc.n, i)
+			}
+		}
+	}
+	dst := openDst(t, t.TempDir(), 1)
+	if _, err := d.CopyRange(ctx, "missing", 0, int(dst.Fd()), 0, 1); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("CopyRange of a missing file: %v, want not exist", err)
+	}
+}
+
+// TestFaultyForwardsCopyRange checks that Faulty copies through a Store
+// that can, refuses for one that cannot, and fails halfway when told to.
+func TestFaultyForwardsCopyRange(t *testing.T) {
+	root := t.TempDir()
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("0123456789abcdef"), 256)
+	if err := os.WriteFile(filepath.Join(root, "f"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := NewFaulty(NewDir(root))
+	dst := openDst(t, t.TempDir(), len(data))
+	if n, err := f.CopyRange(ctx, "f", 0, int(dst.Fd()), 0, int64(len(data))); n != int64(len(data)) || err != nil {
+		t.Fatalf("CopyRange = %d, %v", n, err)
+	}
+	injected := errors.New("injected")
+	f.SetError(OpCopyRange, injected)
+	dst = openDst(t, t.TempDir(), len(data))
+	n, err := f.CopyRange(ctx, "f", 0, int(dst.Fd()), 0, int64(len(data)))
+	if n != int64(len(data)/2) || !errors.Is(err, injected) {
+		t.Fatalf("CopyRange with a fault = %d, %v; want half, the fault", n, err)
+	}
+	if f.Calls(OpCopyRange) != 2 {
+		t.Fatalf("calls = %d, want 2", f.Calls(OpCopyRange))
+	}
+	hidden := NewFaulty(struct{ Store }{NewDir(root)})
+	if _, err := hidden.CopyRange(ctx, "f", 0, int(dst.Fd()), 0, 1); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("CopyRange over a Store that cannot copy: %v, want ErrUnsupported", err)
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	if len(a) != len(b) {
+		return min(len(a), len(b))
+	}
+	return -1
+}
