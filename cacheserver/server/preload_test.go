@@ -21,6 +21,7 @@ func startSlowServer(t *testing.T, backingDir string, latency time.Duration) *co
 		func(s backing.Store) backing.Store {
 			f := backing.NewFaulty(s)
 			f.SetLatency(backing.OpReadAt, latency)
+			f.SetLatency(backing.OpCopyRange, latency)
 			return f
 		})
 	return control.NewClient(ctl[0], nil)

@@ -275,6 +275,7 @@ func (f *serverFlags) backingStore() backing.Store {
 	}
 	slow := backing.NewFaulty(dir)
 	slow.SetLatency(backing.OpReadAt, f.backingReadLatency)
+	slow.SetLatency(backing.OpCopyRange, f.backingReadLatency)
 	return slow
 }
 
