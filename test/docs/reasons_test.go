@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/burstcache/burstcache/test/repo"
 )
 
 // TestEveryReasonIsDocumented holds docs/troubleshooting.md to the
@@ -16,7 +18,10 @@ import (
 // api/v1alpha1 must appear there, as `Reason`, so that whoever reads it in
 // kubectl describe finds what it means and what to do.
 func TestEveryReasonIsDocumented(t *testing.T) {
-	root := repoRoot(t)
+	root, err := repo.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
 	guide, err := os.ReadFile(filepath.Join(root, "docs", "troubleshooting.md"))
 	if err != nil {
 		t.Fatal(err)
