@@ -136,12 +136,6 @@ func (f *FS) readPiece(ctx context.Context, path string, pc placement.Piece, dst
 	return nil
 }
 
-// pieces runs fn for each extent piece of the range, in parallel when there
-// are several.
-func (f *FS) pieces(ctx context.Context, path string, off int64, n int, fn func(placement.Piece) error) error {
-	return eachPiece(f.layout.Split(path, off, n), fn)
-}
-
 // eachPiece runs fn for each of pcs, in parallel when there are several.
 func eachPiece(pcs []placement.Piece, fn func(placement.Piece) error) error {
 	if len(pcs) == 1 {

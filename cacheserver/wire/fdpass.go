@@ -58,7 +58,7 @@ func FetchFile(ctx context.Context, addr string, secret []byte, cred ident.Cred,
 	if err != nil {
 		return nil, nil, fmt.Errorf("dialing cache server %s: %w", addr, errnoOf(err))
 	}
-	defer nc.Close()
+	defer func() { _ = nc.Close() }()
 	deadline := time.Now().Add(DefaultDialTimeout)
 	if dl, ok := ctx.Deadline(); ok {
 		deadline = dl
@@ -68,7 +68,9 @@ func FetchFile(ctx context.Context, addr string, secret []byte, cred ident.Cred,
 		return nil, nil, fmt.Errorf("handshake with cache server %s: %w", addr, err)
 	}
 	var e Encoder
-	meta := append(e.Cred(cred).b, args...)
+	e.Cred(cred)
+	meta := e.b
+	meta = append(meta, args...)
 	frame := make([]byte, headerSize+len(meta))
 	header{id: 1, code: uint32(op), meta: uint32(len(meta))}.put(frame)
 	copy(frame[headerSize:], meta)
