@@ -16,7 +16,10 @@
 //     way a remote parallel file system feels), alone and behind burstcache.
 //
 // Machines here are noisy, so each number is only compared with numbers
-// measured in the same run. Results go to stdout as a table, and with -out to
+// measured in the same run, and the whole measurement runs -repeat times
+// (three by default): the table gives the median of each cell, and each
+// ratio is the median of the ratios the runs measured. Results go to stdout
+// as a table, and with -out to
 // a Markdown file and an SVG plot that the README shows.
 //
 //	go run ./test/bench -burstcache bin/burstcache -out docs/bench
