@@ -54,6 +54,26 @@ var _ = Describe("Teardown", func() {
 		}
 	}
 
+	It("lets an instance whose servers never started go without a flush, and still flushes one that was Ready", func() {
+		w := newWorld()
+		broken := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, broken)).To(Succeed())
+		Eventually(func(g Gomega) bool { return get(broken)(g).Status.NeverReady }, 20*time.Second, 200*time.Millisecond).Should(BeTrue())
+		Expect(k8sClient.Delete(ctx, broken)).To(Succeed())
+		Eventually(gone(broken), 30*time.Second, 200*time.Millisecond).Should(BeTrue())
+		Expect(eventReasons(w.ns, broken.Name)).To(ContainElement(cachev1alpha1.ReasonNeverReady))
+
+		// Once Ready, an instance is flushed at teardown whatever its servers do.
+		inst, _ := ready(w, nil)
+		Expect(get(inst)(Default).Status.NeverReady).To(BeFalse())
+		breakWriteBack(w)
+		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
+		Eventually(flushedReason(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.ReasonFlushFailed))
+		Consistently(gone(inst), 2*time.Second, 200*time.Millisecond).Should(BeFalse())
+		fixWriteBack(w)
+		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
+	})
+
 	It("refuses to delete the namespace of an instance, whose servers would go before its data is written back", func() {
 		w := newWorld()
 		inst, data := ready(w, nil)

@@ -40,6 +40,14 @@ type CacheInstanceStatus struct {
 	// +optional
 	Usage *Usage `json:"usage,omitempty"`
 
+	// neverReady is true for an instance that has not been Ready since it
+	// was created. Jobs mount only Ready instances, so nothing was written
+	// to it: its teardown does not wait to write back from servers that
+	// never started. Instances created before this field existed lack it,
+	// and their teardown always writes back.
+	// +optional
+	NeverReady bool `json:"neverReady,omitempty"`
+
 	// flush is the progress of the write-back at teardown; it is set only
 	// while the instance is Flushing.
 	// +optional

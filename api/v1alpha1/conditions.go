@@ -170,6 +170,11 @@ const (
 	// is Discard.
 	ReasonDiscarded = "Discarded"
 
+	// ReasonNeverReady means the teardown had nothing to write back: the
+	// instance was never Ready, so no job wrote to it, and some of its
+	// servers never started.
+	ReasonNeverReady = "NeverReady"
+
 	// ReasonNoNodes means no node matches the pool's node selector and
 	// tolerations.
 	ReasonNoNodes = "NoNodes"

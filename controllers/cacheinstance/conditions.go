@@ -24,6 +24,19 @@ func setConditions(s *scope, now time.Time) {
 	setReadyCondition(s, now)
 	s.inst.Status.Phase = computePhase(s)
 	s.inst.Status.ReadyServers = int32(s.readyServers())
+	setNeverReady(s)
+}
+
+// setNeverReady marks a new instance, one no pass has given a phase yet,
+// until it first turns Ready. An instance that already had a phase when
+// the field was introduced is never marked: it may have been Ready.
+func setNeverReady(s *scope) {
+	switch {
+	case s.inst.Status.Phase == cachev1alpha1.PhaseReady:
+		s.inst.Status.NeverReady = false
+	case s.original.Status.Phase == "" && s.inst.DeletionTimestamp.IsZero():
+		s.inst.Status.NeverReady = true
+	}
 }
 
 func setCondition(s *scope, now time.Time, typ string, ok bool, reason, msg string) {

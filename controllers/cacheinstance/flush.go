@@ -31,6 +31,14 @@ func (r *Reconciler) flush(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if reason, why := dropReason(s.inst, now); reason != "" {
 		return ctrl.Result{}, r.dropUnwritten(ctx, s, reason, why)
 	}
+	if s.inst.Status.NeverReady && !s.allServersReady() {
+		// Nothing can be dirty, and waiting for servers that never started
+		// would hold the teardown forever.
+		msg := "the instance was never Ready, so no job wrote to it: nothing to write back"
+		setCondition(s, now, cachev1alpha1.ConditionFlushed, true, cachev1alpha1.ReasonNeverReady, msg)
+		r.Recorder.Eventf(s.inst, nil, corev1.EventTypeNormal, cachev1alpha1.ReasonNeverReady, "Flush", "%s", msg)
+		return ctrl.Result{}, nil
+	}
 	remaining, err := r.flushServers(ctx, s)
 	s.inst.Status.Flush.BytesRemaining = remaining
 	if err != nil {
