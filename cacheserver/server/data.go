@@ -69,25 +69,44 @@ func pathSize(fn func(Cache, context.Context, string, int64) error) handlerFunc 
 }
 
 func (s *Server) read(ctx context.Context, req *wire.Request, resp *wire.Response) error {
-	p, err := readPath(req.Args)
+	p, off, n, err := readRange(req.Args)
 	if err != nil {
 		return err
 	}
-	off, n := req.Args.Int64(), int(req.Args.Uint32())
-	if n > wire.MaxData {
-		return syscall.EINVAL
+	eof, err := s.readData(ctx, p, off, n, resp)
+	if err != nil {
+		return err
 	}
+	resp.Meta.Bool(eof)
+	return nil
+}
+
+// readRange reads the path, offset and length of a read.
+func readRange(d *wire.Decoder) (string, int64, int, error) {
+	p, err := readPath(d)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	off, n := d.Int64(), int(d.Uint32())
+	if n > wire.MaxData {
+		return "", 0, 0, syscall.EINVAL
+	}
+	return p, off, n, nil
+}
+
+// readData reads n bytes of p at off into the data section of resp, and
+// reports whether the read reached the end of the file the server knows.
+func (s *Server) readData(ctx context.Context, p string, off int64, n int, resp *wire.Response) (eof bool, err error) {
 	buf := resp.Buffer(n)
 	got, err := s.cfg.Cache.ReadAt(ctx, p, buf, off)
 	// A file this server never saw and the backing store does not hold yet
 	// is one whose data lives on other servers: here it is a hole.
-	eof := errors.Is(err, io.EOF) || errors.Is(err, fs.ErrNotExist)
+	eof = errors.Is(err, io.EOF) || errors.Is(err, fs.ErrNotExist)
 	if err != nil && !eof {
-		return err
+		return false, err
 	}
 	resp.Data = buf[:got]
-	resp.Meta.Bool(eof)
-	return nil
+	return eof, nil
 }
 
 func (s *Server) write(ctx context.Context, req *wire.Request, resp *wire.Response) error {

@@ -107,18 +107,13 @@ func (s *Server) slabFile(_ context.Context, req *wire.Request, resp *wire.Respo
 // readSpans answers where the bytes of a read are in the slab, or the
 // bytes themselves when the slab does not serve them.
 func (s *Server) readSpans(ctx context.Context, req *wire.Request, resp *wire.Response) error {
-	sr, ok := s.cfg.Cache.(SpanReader)
-	t := holdsOf(ctx)
-	if !ok || !req.Local || t == nil {
-		return wire.ErrNotLocal
-	}
-	p, err := readPath(req.Args)
+	sr, t, err := s.local(ctx, req)
 	if err != nil {
 		return err
 	}
-	off, n := req.Args.Int64(), int(req.Args.Uint32())
-	if n > wire.MaxData {
-		return syscall.EINVAL
+	p, off, n, err := readRange(req.Args)
+	if err != nil {
+		return err
 	}
 	spans, pin, err := sr.ReadSpans(ctx, p, off, n)
 	eof := errors.Is(err, io.EOF) || errors.Is(err, fs.ErrNotExist)
@@ -130,6 +125,7 @@ func (s *Server) readSpans(ctx context.Context, req *wire.Request, resp *wire.Re
 	}
 	var id uint64
 	if pin != nil {
+		var ok bool
 		if id, ok = t.add(func(bool) { pin.Release() }); !ok {
 			pin.Release()
 			return s.readInline(ctx, p, off, n, resp)
@@ -164,15 +160,23 @@ func (s *Server) slabID(sr SpanReader) (SlabID, error) {
 
 // readInline answers an OpReadSpans with the bytes, as OpRead does.
 func (s *Server) readInline(ctx context.Context, p string, off int64, n int, resp *wire.Response) error {
-	buf := resp.Buffer(n)
-	got, err := s.cfg.Cache.ReadAt(ctx, p, buf, off)
-	eof := errors.Is(err, io.EOF) || errors.Is(err, fs.ErrNotExist)
-	if err != nil && !eof {
+	eof, err := s.readData(ctx, p, off, n, resp)
+	if err != nil {
 		return err
 	}
-	resp.Data = buf[:got]
 	resp.Meta.Bool(eof).Bool(true)
 	return nil
+}
+
+// local returns the cache, as one that lends its slab, and the hold table
+// of the connection, for a request of a client on this machine.
+func (s *Server) local(ctx context.Context, req *wire.Request) (SpanReader, *holdTable, error) {
+	sr, ok := s.cfg.Cache.(SpanReader)
+	t := holdsOf(ctx)
+	if !ok || !req.Local || t == nil {
+		return nil, nil, wire.ErrNotLocal
+	}
+	return sr, t, nil
 }
 
 // unpin releases pins of this connection.
@@ -194,10 +198,9 @@ func (s *Server) unpin(ctx context.Context, req *wire.Request, _ *wire.Response)
 // writeBegin prepares a write that the client puts into the slab itself,
 // or answers false when the write must come by OpWrite.
 func (s *Server) writeBegin(ctx context.Context, req *wire.Request, resp *wire.Response) error {
-	sr, ok := s.cfg.Cache.(SpanReader)
-	t := holdsOf(ctx)
-	if !ok || !req.Local || t == nil {
-		return wire.ErrNotLocal
+	sr, t, err := s.local(ctx, req)
+	if err != nil {
+		return err
 	}
 	p, err := readPath(req.Args)
 	if err != nil {
