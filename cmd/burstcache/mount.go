@@ -67,6 +67,7 @@ func runMount(ctx context.Context, f *mountFlags, mountpoint string) error {
 	if len(f.servers) == 0 {
 		return badInput("--servers is required")
 	}
+	spliceWholeReads(log)
 	mp, err := checkMountpoint(mountpoint)
 	if err != nil {
 		return err
