@@ -53,22 +53,3 @@ func TestPinnedKeepsAddresses(t *testing.T) {
 		})
 	}
 }
-
-func TestHuman(t *testing.T) {
-	tests := map[string]struct {
-		n    int64
-		want string
-	}{
-		"bytes":     {512, "512 B"},
-		"kibibytes": {1536, "1.5 KiB"},
-		"mebibytes": {64 << 20, "64 MiB"},
-		"tebibytes": {3 << 40, "3 TiB"},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			if got := human(tc.n); got != tc.want {
-				t.Errorf("human(%d) = %q, want %q", tc.n, got, tc.want)
-			}
-		})
-	}
-}

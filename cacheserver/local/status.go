@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -53,7 +52,7 @@ func PrintStatus(w io.Writer, st *State, mountAlive bool, ss []ServerStatus) {
 
 func printRow(w io.Writer, idx, addr, pid, state string, s control.Stats) {
 	_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%.1f\t%s\t%d\n", idx, addr, pid, state,
-		human(s.CapacityBytes), human(s.CachedBytes), human(s.DirtyBytes), s.Hits, s.Misses,
+		control.FormatBytes(s.CapacityBytes), control.FormatBytes(s.CachedBytes), control.FormatBytes(s.DirtyBytes), s.Hits, s.Misses,
 		100*s.HitRatio(), time.Duration(s.WriteBackLagSeconds*float64(time.Second)).Round(time.Millisecond), s.WriteBackErrors)
 }
 
@@ -73,18 +72,4 @@ func upDown(ok bool) string {
 		return "up"
 	}
 	return "DOWN"
-}
-
-// human formats a byte count with a binary unit.
-func human(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	f, i := float64(n), 0
-	for f >= 1024 && i < len(units)-1 {
-		f /= 1024
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%d B", n)
-	}
-	return strings.TrimSuffix(fmt.Sprintf("%.1f", f), ".0") + " " + units[i]
 }

@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/controllers/hint"
 )
 
@@ -85,7 +86,7 @@ func preloadRequests(inst *cachev1alpha1.CacheInstance) []cachev1alpha1.RequestS
 // fixing the backing file system is enough to let it succeed.
 func (r *Reconciler) endPreload(s *scope, out hint.Outcome) error {
 	if out.Err == nil {
-		msg := fmt.Sprintf("copied up %s, all of spec.preload (%s)", humanBytes(out.Bytes), countPaths(len(s.inst.Spec.Preload)))
+		msg := fmt.Sprintf("copied up %s, all of spec.preload (%s)", control.FormatBytes(out.Bytes), countPaths(len(s.inst.Spec.Preload)))
 		s.inst.Status.Preload = nil
 		setCondition(s, r.Options.Now(), cachev1alpha1.ConditionPreloaded, true, cachev1alpha1.ReasonAsExpected, msg)
 		r.Recorder.Eventf(s.inst, nil, corev1.EventTypeNormal, cachev1alpha1.ReasonPreloadSucceeded, "Preload", "Preload done: %s", msg)
@@ -136,7 +137,7 @@ func preloadMessage(st *cachev1alpha1.PreloadStatus) string {
 	if st == nil || st.BytesTotal == 0 {
 		return "copying up spec.preload: finding the files"
 	}
-	return fmt.Sprintf("copied up %s of %s (%d%%)", humanBytes(st.BytesDone), humanBytes(st.BytesTotal), 100*st.BytesDone/st.BytesTotal)
+	return fmt.Sprintf("copied up %s of %s (%d%%)", control.FormatBytes(st.BytesDone), control.FormatBytes(st.BytesTotal), 100*st.BytesDone/st.BytesTotal)
 }
 
 // countPaths says "1 path" or "n paths".
@@ -145,18 +146,4 @@ func countPaths(n int) string {
 		return "1 path"
 	}
 	return fmt.Sprintf("%d paths", n)
-}
-
-// humanBytes formats a byte count with a binary unit and one decimal.
-func humanBytes(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
-	f, i := float64(n), 0
-	for f >= 1024 && i < len(units)-1 {
-		f /= 1024
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%d B", n)
-	}
-	return strings.TrimSuffix(fmt.Sprintf("%.1f", f), ".0") + " " + units[i]
 }
