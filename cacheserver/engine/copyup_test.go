@@ -30,29 +30,9 @@ func sparseFile() []byte {
 // up, and checks the bytes, the copy-up count, and which backing call did
 // the work, so that each path is known to have run.
 func TestCopyUpPaths(t *testing.T) {
-	for name, tc := range map[string]struct {
-		memory   bool
-		cacheDir func(t *testing.T) string
-		wantOp   backing.Op
-	}{
-		"through memory":                     {memory: true, cacheDir: tempDir, wantOp: backing.OpReadAt},
-		"in the kernel, one file system":     {cacheDir: tempDir, wantOp: backing.OpCopyRange},
-		"in the kernel, across file systems": {cacheDir: shmDir, wantOp: backing.OpCopyRange},
-	} {
+	for name, tc := range copyPaths {
 		t.Run(name, func(t *testing.T) {
-			r := newRig(t, modelES, 8, func(c *Config) {
-				c.Dir = filepath.Join(tc.cacheDir(t), "cache")
-				if tc.memory {
-					c.Backing = memoryOnly(c.Backing)
-				}
-			})
-			// Slots that held other data before: whatever a copy-up leaves
-			// past the backing data must read as zeros all the same.
-			for slot := range 8 {
-				if err := r.e.slab.WriteAt(slot, bytes.Repeat([]byte{0xff}, modelES), 0); err != nil {
-					t.Fatal(err)
-				}
-			}
+			r := tc.rig(t)
 			want := sparseFile()
 			r.writeBacking("d/f", want)
 			// A byte written past the backing end of file makes the engine
@@ -78,8 +58,8 @@ func TestCopyUpPaths(t *testing.T) {
 			if s := r.e.Stats(); s.Misses != 4 || s.CopyUpBytes != int64(len(sparseFile())) {
 				t.Fatalf("misses %d, copy-up bytes %d; want 4, %d", s.Misses, s.CopyUpBytes, len(sparseFile()))
 			}
-			if got := r.faulty.Calls(tc.wantOp); got != 4 {
-				t.Fatalf("%s calls = %d, want one per extent", tc.wantOp, got)
+			if got := r.faulty.Calls(tc.op); got != 4 {
+				t.Fatalf("%s calls = %d, want one per extent", tc.op, got)
 			}
 			if r.e.noKernelCopy.Load() {
 				t.Fatal("the kernel refused the copy")
@@ -89,6 +69,39 @@ func TestCopyUpPaths(t *testing.T) {
 }
 
 func tempDir(t *testing.T) string { return t.TempDir() }
+
+// copyPath is one way the engine copies extents up, and the backing call
+// that does the work.
+type copyPath struct {
+	memory   bool
+	cacheDir func(t *testing.T) string
+	op       backing.Op
+}
+
+var copyPaths = map[string]copyPath{
+	"through memory":                     {memory: true, cacheDir: tempDir, op: backing.OpReadAt},
+	"in the kernel, one file system":     {cacheDir: tempDir, op: backing.OpCopyRange},
+	"in the kernel, across file systems": {cacheDir: shmDir, op: backing.OpCopyRange},
+}
+
+// rig opens an engine of 8 slots that copies up this way. Its slots held
+// other data before: whatever a copy-up leaves past the backing data must
+// read as zeros all the same.
+func (p copyPath) rig(t *testing.T) *rig {
+	t.Helper()
+	r := newRig(t, modelES, 8, func(c *Config) {
+		c.Dir = filepath.Join(p.cacheDir(t), "cache")
+		if p.memory {
+			c.Backing = memoryOnly(c.Backing)
+		}
+	})
+	for slot := range 8 {
+		if err := r.e.slab.WriteAt(slot, bytes.Repeat([]byte{0xff}, modelES), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
 
 // TestKernelCopyFaultPublishesNothing fails kernel copies halfway: the
 // half-copied extent must not be served or counted, and once the fault
@@ -194,27 +207,9 @@ func TestCrashAfterKernelCopiesServesWholeExtents(t *testing.T) {
 // must survive, the gap between the backing end of file and the write must
 // read as zeros, and a copy that fails halfway must leave nothing cached.
 func TestPartialWriteCopiesUpFirst(t *testing.T) {
-	for name, tc := range map[string]struct {
-		memory   bool
-		cacheDir func(t *testing.T) string
-		op       backing.Op
-	}{
-		"through memory":                     {memory: true, cacheDir: tempDir, op: backing.OpReadAt},
-		"in the kernel, one file system":     {cacheDir: tempDir, op: backing.OpCopyRange},
-		"in the kernel, across file systems": {cacheDir: shmDir, op: backing.OpCopyRange},
-	} {
+	for name, tc := range copyPaths {
 		t.Run(name, func(t *testing.T) {
-			r := newRig(t, modelES, 8, func(c *Config) {
-				c.Dir = filepath.Join(tc.cacheDir(t), "cache")
-				if tc.memory {
-					c.Backing = memoryOnly(c.Backing)
-				}
-			})
-			for slot := range 8 {
-				if err := r.e.slab.WriteAt(slot, bytes.Repeat([]byte{0xff}, modelES), 0); err != nil {
-					t.Fatal(err)
-				}
-			}
+			r := tc.rig(t)
 			short, long := bytes.Repeat([]byte{1}, 100), bytes.Repeat([]byte{2}, 3000)
 			r.writeBacking("short", short)
 			r.writeBacking("long", long)
