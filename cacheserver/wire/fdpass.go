@@ -83,7 +83,9 @@ func FetchFile(ctx context.Context, addr string, secret []byte, cred ident.Cred,
 // receiveFile reads one reply frame without a data section, and the
 // descriptor that came with it.
 func receiveFile(uc *net.UnixConn) (*os.File, []byte, error) {
-	buf := make([]byte, headerSize+MaxMeta)
+	// Replies that carry a descriptor have little metadata; the buffer
+	// grows once the header says how much.
+	buf := make([]byte, headerSize+256)
 	oob := make([]byte, unix.CmsgSpace(4))
 	var f *os.File
 	got := 0
@@ -105,7 +107,10 @@ func receiveFile(uc *net.UnixConn) (*os.File, []byte, error) {
 			closeFile(f)
 			return nil, nil, herr
 		}
-		if got < headerSize+int(h.meta) {
+		if want := headerSize + int(h.meta); got < want {
+			if want > len(buf) {
+				buf = append(buf, make([]byte, want-len(buf))...)
+			}
 			continue
 		}
 		if h.code != 0 {
