@@ -75,6 +75,8 @@ type file struct {
 	dead        bool
 	epoch       uint64 // bumped when extents are dropped or trimmed
 	lastMiss    int64  // extent of the last read miss, to detect sequential reads
+	lastHit     int64  // extent of the last read hit, likewise
+	readAhead   int64  // last extent whose slot was read ahead
 	prefetching int    // prefetches of this file in flight
 }
 

@@ -46,3 +46,47 @@ func (e *Engine) prefetch(ctx context.Context, f *file, idx int64, epoch uint64)
 	f.prefetching--
 	e.mu.Unlock()
 }
+
+// readAheadWindow is how many extents ahead of a sequential reader of cached
+// extents the kernel reads their slots into memory.
+const readAheadWindow = 4
+
+// readAheadSlots returns the slots to read into memory after a hit on extent
+// idx of f, when hits on f look sequential: the hit before was on the
+// extent this engine holds before idx. Slots are not contiguous in the slab
+// as extents are in a file, so the kernel's own read-ahead, which follows
+// file offsets, does not help a reader of cached extents whose pages were
+// dropped; without this each extent waits for the disk in turn. The caller
+// holds e.mu and passes the slots to readAhead after releasing it.
+func (e *Engine) readAheadSlots(f *file, idx int64) (slots [readAheadWindow]int32, n int) {
+	stride := e.cfg.Stride
+	if f.lastHit == idx {
+		return slots, 0
+	}
+	seq := f.lastHit == idx-stride
+	f.lastHit = idx
+	if !seq {
+		return slots, 0
+	}
+	end := idx + readAheadWindow*stride
+	next := idx + stride
+	if f.readAhead >= next && f.readAhead <= end {
+		next = f.readAhead + stride
+	}
+	for ; next <= end; next += stride {
+		if x := f.extents[next]; x != nil && x.state == ready {
+			slots[n] = x.slot
+			n++
+		}
+	}
+	f.readAhead = end
+	return slots, n
+}
+
+// readAhead starts reading slots into memory. A slot reused meanwhile for
+// another extent only makes the hint useless.
+func (e *Engine) readAhead(slots []int32) {
+	for _, s := range slots {
+		e.slab.WillNeed(int(s), e.es)
+	}
+}

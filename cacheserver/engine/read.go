@@ -222,7 +222,9 @@ func (e *Engine) readCached(x *extent, p []byte, in int64) (done, prefetched boo
 		e.clean.moveToBack(x)
 	}
 	slot, valid := x.slot, int64(x.valid)
+	ahead, n := e.readAheadSlots(x.f, x.idx)
 	e.mu.Unlock()
+	e.readAhead(ahead[:n])
 	if n := max(min(valid-in, int64(len(p))), 0); n > 0 {
 		if err := e.slab.ReadAt(int(slot), p[:n], in); err != nil {
 			return true, prefetched, err

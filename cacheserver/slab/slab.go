@@ -88,6 +88,15 @@ func (s *Slab) WriteByDescriptor(slot int, off, n int64, fn func(fd int, fileOff
 	return dw.WriteByDescriptor(at, n, func(fd int) (int64, error) { return fn(fd, at) })
 }
 
+// WillNeed starts reading the first n bytes of slot into the page cache,
+// for a reader expected to want them soon; it returns without waiting.
+// On a slab file that offers no read-ahead it does nothing.
+func (s *Slab) WillNeed(slot int, n int64) {
+	if a, ok := s.f.(vfs.Advisor); ok && s.check(slot, int(n), 0) == nil {
+		a.WillNeed(int64(slot)*s.slotSize, n)
+	}
+}
+
 // Sync makes every completed write durable.
 func (s *Slab) Sync() error { return s.f.Sync() }
 

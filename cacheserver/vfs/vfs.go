@@ -48,6 +48,15 @@ type DescriptorWriter interface {
 	WriteByDescriptor(off, n int64, fn func(fd int) (int64, error)) (int64, error)
 }
 
+// Advisor is implemented by Files that can start reading a range into the
+// page cache ahead of the reads that will want it (posix_fadvise(2)
+// POSIX_FADV_WILLNEED). It is a hint: it must not block on the reads, and
+// a File without a page cache simply does not implement it.
+type Advisor interface {
+	// WillNeed starts reading [off, off+n) of the file into memory.
+	WillNeed(off, n int64)
+}
+
 // OS is the FS of the operating system.
 type OS struct{}
 
@@ -69,6 +78,7 @@ func (OS) Durable(_ string, fn func() error) error { return fn() }
 type osFile struct{ *os.File }
 
 var (
+	_ Advisor          = osFile{}
 	_ DescriptorWriter = osFile{}
 	_ DescriptorWriter = (*crashFile)(nil)
 )
@@ -78,6 +88,11 @@ func (f osFile) Sync() error { return unix.Fdatasync(int(f.Fd())) }
 // WriteByDescriptor implements DescriptorWriter.
 func (f osFile) WriteByDescriptor(_, _ int64, fn func(fd int) (int64, error)) (int64, error) {
 	return fn(int(f.Fd()))
+}
+
+// WillNeed implements Advisor. An error only means no read-ahead.
+func (f osFile) WillNeed(off, n int64) {
+	_ = unix.Fadvise(int(f.Fd()), off, n, unix.FADV_WILLNEED)
 }
 
 func (f osFile) Allocate(off, n int64) error {
