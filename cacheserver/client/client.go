@@ -122,7 +122,7 @@ func New(opts Options) (*FS, error) {
 		}))
 		var l *localSlab
 		if wire.IsLocal(addr) && !opts.RemoteReads {
-			l = newLocalSlab(addr, opts.Secret, opts.DialTimeout)
+			l = newLocalSlab(addr, opts.Secret, opts.DialTimeout, opts.ExtentSize)
 		}
 		f.local = append(f.local, l)
 	}

@@ -36,15 +36,17 @@ type localSlab struct {
 	old []*os.File
 
 	unpins unpinner
+	leases leases
 }
 
 // slabID identifies a slab file by device and inode.
 type slabID struct{ dev, ino uint64 }
 
-func newLocalSlab(addr string, secret []byte, timeout time.Duration) *localSlab {
+func newLocalSlab(addr string, secret []byte, timeout time.Duration, extentSize int64) *localSlab {
 	l := &localSlab{addr: addr, secret: secret}
 	l.srv = wire.NewClient(addr, wire.ClientOptions{Secret: secret, Conns: 1, DialTimeout: timeout})
 	l.unpins.send = l.sendUnpins
+	l.leases.es, l.leases.unpins = extentSize, &l.unpins
 	return l
 }
 
@@ -95,6 +97,7 @@ func (l *localSlab) slab(ctx context.Context, id slabID) (*os.File, error) {
 }
 
 func (l *localSlab) close() {
+	l.leases.close()
 	_ = l.srv.Close()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -106,30 +109,50 @@ func (l *localSlab) close() {
 	l.file, l.old = nil, nil
 }
 
-func (l *localSlab) sendUnpins(ids []uint64) {
+func (l *localSlab) sendUnpins(ids []uint64, reads, bytes int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	args := (&wire.Encoder{}).Uint32(uint32(len(ids)))
 	for _, id := range ids {
 		args.Uint64(id)
 	}
+	if reads > 0 {
+		args.Uint64(uint64(reads)).Uint64(uint64(bytes))
+	}
 	// A lost connection released its pins on the server already.
 	_, _ = l.srv.Do(ctx, &wire.Call{Op: wire.OpUnpin, Cred: ident.Process(), Args: args.Bytes()})
 }
 
-// unpinner batches pin releases: while one OpUnpin is in flight, the
-// releases that come meanwhile wait and go together in the next.
+// unpinner batches pin releases, and the counts of reads served from
+// leases: while one OpUnpin is in flight, what comes meanwhile waits and
+// goes together in the next.
 type unpinner struct {
-	send    func([]uint64)
-	mu      sync.Mutex
-	ids     []uint64
-	running bool
+	send         func(ids []uint64, reads, bytes int64)
+	mu           sync.Mutex
+	ids          []uint64
+	reads, bytes int64
+	running      bool
 }
 
 func (u *unpinner) add(id uint64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.ids = append(u.ids, id)
+	u.startLocked()
+}
+
+func (u *unpinner) count(reads, bytes int64) {
+	if reads == 0 {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.reads += reads
+	u.bytes += bytes
+	u.startLocked()
+}
+
+func (u *unpinner) startLocked() {
 	if !u.running {
 		u.running = true
 		go u.loop()
@@ -139,15 +162,15 @@ func (u *unpinner) add(id uint64) {
 func (u *unpinner) loop() {
 	for {
 		u.mu.Lock()
-		ids := u.ids
-		u.ids = nil
-		if len(ids) == 0 {
+		ids, reads, bytes := u.ids, u.reads, u.bytes
+		u.ids, u.reads, u.bytes = nil, 0, 0
+		if len(ids) == 0 && reads == 0 {
 			u.running = false
 			u.mu.Unlock()
 			return
 		}
 		u.mu.Unlock()
-		u.send(ids)
+		u.send(ids, reads, bytes)
 	}
 }
 
@@ -164,9 +187,14 @@ type spansReply struct {
 	id     slabID
 	pin    uint64
 	spans  []span
+	// With a lease asked for: whether the pin is one, and its terms.
+	leased     bool
+	off        int64
+	valid      int
+	gen, epoch uint64
 }
 
-func decodeSpans(rep wire.Reply) (spansReply, error) {
+func decodeSpans(rep wire.Reply, askedLease bool) (spansReply, error) {
 	d := wire.NewDecoder(rep.Meta)
 	var r spansReply
 	_ = d.Bool() // end of file: the client knows the size
@@ -182,14 +210,29 @@ func decodeSpans(rep wire.Reply) (spansReply, error) {
 			break
 		}
 	}
+	if askedLease && d.More() {
+		if r.leased = d.Bool(); r.leased {
+			r.off, r.valid, r.gen, r.epoch = d.Int64(), int(d.Uint32()), d.Uint64(), d.Uint64()
+		}
+	}
 	return r, d.Err()
 }
 
 // readLocal reads piece pc of path, held by the local server of l, into
 // dst; with direct set it may instead return where the bytes are in the
-// slab, pinned until the returned FileData is released.
+// slab, pinned until the returned FileData is released. It reads from a
+// lease on the piece's extent when it holds a current one, and otherwise
+// asks the server where the bytes are, and for a lease.
 func (f *FS) readLocal(ctx context.Context, l *localSlab, path string, pc placement.Piece, dst []byte, direct bool) (*namespace.FileData, error) {
-	args := pathArgs(path).Int64(pc.Off).Uint32(uint32(len(dst)))
+	key := leaseKey{path, pc.Off / f.layout.ExtentSize}
+	in := pc.Off % f.layout.ExtentSize
+	if le := l.leases.get(key); le != nil {
+		if in+int64(len(dst)) <= int64(le.valid) {
+			return readLeased(l, le, in, dst, direct)
+		}
+		l.leases.release(le)
+	}
+	args := pathArgs(path).Int64(pc.Off).Uint32(uint32(len(dst))).Bool(true)
 	rep, err := l.srv.Do(ctx, &wire.Call{Op: wire.OpReadSpans, Cred: cred(ctx), Args: args.Bytes(), Dst: dst})
 	if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EOPNOTSUPP) {
 		l.disable()
@@ -198,7 +241,7 @@ func (f *FS) readLocal(ctx context.Context, l *localSlab, path string, pc placem
 	if err != nil {
 		return nil, err
 	}
-	r, err := decodeSpans(rep)
+	r, err := decodeSpans(rep, true)
 	if err != nil || r.inline {
 		clear(dst[r.n:])
 		return nil, err
@@ -214,11 +257,32 @@ func (f *FS) readLocal(ctx context.Context, l *localSlab, path string, pc placem
 		f.logSlabError(l, err)
 		return nil, f.readPiece(ctx, path, pc, dst)
 	}
+	if r.leased && l.leases.mapped(ctx, l, r.id) {
+		le := &lease{key: key, pin: r.pin, link: rep.Link, file: file, off: r.off, valid: r.valid,
+			slot: r.off / f.layout.ExtentSize, gen: r.gen, epoch: r.epoch}
+		l.leases.put(le)
+		release = func() { l.leases.release(le) }
+	}
 	if direct && len(r.spans) == 1 && r.spans[0].off >= 0 && r.spans[0].n == len(dst) {
 		return &namespace.FileData{Fd: file.Fd(), Off: r.spans[0].off, Len: len(dst), Release: release}, nil
 	}
 	defer release()
 	return nil, readSpans(file, r.spans, dst)
+}
+
+// readLeased reads dst at offset in of the extent of le, which get handed
+// out, and ends that read of le once the bytes are read.
+func readLeased(l *localSlab, le *lease, in int64, dst []byte, direct bool) (*namespace.FileData, error) {
+	l.leases.served(len(dst))
+	release := func() { l.leases.release(le) }
+	if direct {
+		return &namespace.FileData{Fd: le.file.Fd(), Off: le.off + in, Len: len(dst), Release: release}, nil
+	}
+	defer release()
+	if _, err := le.file.ReadAt(dst, le.off+in); err != nil {
+		return nil, fmt.Errorf("reading the slab: %w", err)
+	}
+	return nil, nil
 }
 
 // readSpans copies spans of file into dst; what they do not cover, inside

@@ -72,7 +72,9 @@ func (e *Engine) evictToWatermarkLocked() {
 // using, and reports whether it found one.
 func (e *Engine) evictOneLocked() bool {
 	for x := e.clean.head; x != nil; x = x.next {
-		if x.wb || !x.mu.TryLock() {
+		// A pinned slot would not be free before its pin is released, and
+		// a leased one is being read.
+		if x.wb || e.pins[x.slot] > 0 || !x.mu.TryLock() {
 			continue
 		}
 		e.removeExtentLocked(x)
@@ -124,6 +126,7 @@ func (e *Engine) setDirtyLocked(x *extent, lo, hi int32) {
 	}
 	e.dirtyBytes += int64(x.hi - x.lo)
 	x.gen++
+	e.gens.bump(x.slot)
 	x.lastWrite = now
 	if x.list == &e.dirty {
 		e.dirty.moveToBack(x)

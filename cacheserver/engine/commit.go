@@ -18,6 +18,7 @@ func (e *Engine) markFileLocked(f *file) { e.idxFile[f.path] = struct{}{} }
 // becomes reusable only after the commit that forgets that entry is durable,
 // or a crash could leave the old entry pointing at new data.
 func (e *Engine) freeSlotLocked(slot int32) {
+	e.gens.bump(slot)
 	e.pendingFree = append(e.pendingFree, slot)
 	e.kickCommit()
 }

@@ -23,6 +23,7 @@ type Engine struct {
 	es      int64
 	slab    *slab.Slab
 	idx     *index.DB
+	gens    *slotGens
 	bufs    sync.Pool
 	// noKernelCopy is set once the kernel refused to copy from the backing
 	// store into the slab: copy-ups pass through memory from then on.
@@ -111,10 +112,17 @@ func (e *Engine) openStore() error {
 		_ = idx.Close()
 		return err
 	}
-	e.idx, e.slab = idx, sl
+	gens, err := openSlotGens(e.cfg.FS, e.cfg.Dir, slots)
+	if err != nil {
+		_ = idx.Close()
+		_ = sl.Close()
+		return err
+	}
+	e.idx, e.slab, e.gens = idx, sl, gens
 	if err := e.recover(); err != nil {
 		_ = idx.Close()
 		_ = sl.Close()
+		_ = gens.close()
 		return err
 	}
 	return nil
@@ -169,7 +177,7 @@ func (e *Engine) Close() error {
 	e.wg.Wait()
 	err := e.commitOnce()
 	e.log.Info("Closing cache engine", "dir", e.cfg.Dir, "commitErr", err)
-	return joinErr(err, e.idx.Close(), e.slab.Close())
+	return joinErr(err, e.idx.Close(), e.slab.Close(), e.gens.close())
 }
 
 // enter admits an API call; leave ends it. Close waits for admitted calls.

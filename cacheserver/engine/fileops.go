@@ -240,6 +240,7 @@ func (e *Engine) trimExtentLocked(x *extent, in int32) {
 		}
 	}
 	x.gen++
+	e.gens.bump(x.slot)
 	e.markExtLocked(x)
 }
 

@@ -54,6 +54,10 @@ func (e *Engine) SlabFile() string { return filepath.Join(e.cfg.Dir, "slab") }
 // The caller must release the pin, also with io.EOF, once it has read the
 // spans, and promptly: a writer that needs space may wait for pinned slots.
 func (e *Engine) ReadSpans(ctx context.Context, path string, off int64, n int) ([]Span, *Pin, error) {
+	return e.readSpans(ctx, path, off, n, nil)
+}
+
+func (e *Engine) readSpans(ctx context.Context, path string, off int64, n int, lease *Lease) ([]Span, *Pin, error) {
 	if err := e.enter(); err != nil {
 		return nil, nil, err
 	}
@@ -79,7 +83,7 @@ func (e *Engine) ReadSpans(ctx context.Context, path string, off int64, n int) (
 		pos := off + int64(done)
 		idx, in := pos/e.es, pos%e.es
 		chunk := int(min(e.es-in, int64(want-done)))
-		if spans, err = e.pinExtent(ctx, f, idx, in, chunk, pin, spans); err != nil {
+		if spans, err = e.pinExtent(ctx, f, idx, in, chunk, pin, spans, lease); err != nil {
 			pin.Release()
 			return nil, nil, fmt.Errorf("reading %s at %d: %w", path, pos, err)
 		}
@@ -97,8 +101,8 @@ func (e *Engine) ReadSpans(ctx context.Context, path string, off int64, n int) (
 
 // pinExtent appends to spans the spans of chunk bytes of extent idx of f
 // from offset in, copying the extent up first if it is missing, and pins
-// its slot in pin.
-func (e *Engine) pinExtent(ctx context.Context, f *file, idx, in int64, chunk int, pin *Pin, spans []Span) ([]Span, error) {
+// its slot in pin. With lease not nil, it also fills in the lease.
+func (e *Engine) pinExtent(ctx context.Context, f *file, idx, in int64, chunk int, pin *Pin, spans []Span, lease *Lease) ([]Span, error) {
 	missed := false
 	for {
 		e.mu.Lock()
@@ -121,7 +125,7 @@ func (e *Engine) pinExtent(ctx context.Context, f *file, idx, in int64, chunk in
 		}
 		// Shared, x.mu waits out a copy-up that is filling the slot.
 		x.mu.RLock()
-		slot, valid, ok, prefetched := e.pinCached(x, !missed)
+		slot, valid, gen, ok, prefetched := e.pinCached(x, !missed)
 		x.mu.RUnlock()
 		if prefetched {
 			e.prefetchAfter(ctx, f, idx, false)
@@ -131,6 +135,9 @@ func (e *Engine) pinExtent(ctx context.Context, f *file, idx, in int64, chunk in
 		}
 		pin.slots = append(pin.slots, slot)
 		base := int64(slot) * e.es
+		if lease != nil {
+			*lease = Lease{Off: base, Valid: int(valid), Gen: gen, Epoch: e.gens.epoch()}
+		}
 		data := int(max(min(int64(valid)-in, int64(chunk)), 0))
 		spans = appendSpan(spans, Span{Off: base + in, Len: data})
 		return appendSpan(spans, Span{Off: -1, Len: chunk - data}), nil
@@ -139,11 +146,11 @@ func (e *Engine) pinExtent(ctx context.Context, f *file, idx, in int64, chunk in
 
 // pinCached pins the slot of x, which the caller holds shared, counting a
 // hit as readCached does; ok is false when x died meanwhile.
-func (e *Engine) pinCached(x *extent, hit bool) (slot, valid int32, ok, prefetched bool) {
+func (e *Engine) pinCached(x *extent, hit bool) (slot, valid int32, gen uint64, ok, prefetched bool) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if x.state != ready {
-		return 0, 0, false, false
+		e.mu.Unlock()
+		return 0, 0, 0, false, false
 	}
 	prefetched, x.prefetched = x.prefetched, false
 	if hit {
@@ -156,7 +163,14 @@ func (e *Engine) pinCached(x *extent, hit bool) (slot, valid int32, ok, prefetch
 		e.pins = map[int32]int32{}
 	}
 	e.pins[x.slot]++
-	return x.slot, x.valid, true, prefetched
+	slot, valid = x.slot, x.valid
+	if e.gens != nil {
+		gen = e.gens.gen(slot)
+	}
+	ahead, n := e.readAheadSlots(x.f, x.idx)
+	e.mu.Unlock()
+	e.readAhead(ahead[:n])
+	return slot, valid, gen, true, prefetched
 }
 
 // appendSpan appends s to spans, merging it with the last span when they

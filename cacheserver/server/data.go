@@ -30,6 +30,7 @@ var dataHandlers = map[wire.Op]handlerFunc{
 	wire.OpUnpin:        (*Server).unpin,
 	wire.OpWriteBegin:   (*Server).writeBegin,
 	wire.OpWriteCommit:  (*Server).writeCommit,
+	wire.OpSlotGens:     (*Server).slotGens,
 }
 
 func (s *Server) info(_ context.Context, _ *wire.Request, resp *wire.Response) error {

@@ -22,6 +22,15 @@ type SpanReader interface {
 	SlabFile() string
 }
 
+// Leaser is a SpanReader that also lends clients on its machine leases on
+// extents, which they read from the slab without asking (engine.Lease).
+type Leaser interface {
+	SpanReader
+	LeaseSpans(ctx context.Context, path string, off int64, n int) ([]engine.Span, *engine.Pin, engine.Lease, bool, error)
+	SlotGensFile() string
+	CountLeaseReads(reads, bytes int64)
+}
+
 // maxHolds bounds the pins and writes one connection holds open; past it
 // reads and writes go inline, so that a client that does not end them
 // cannot hold the cache.
@@ -96,7 +105,21 @@ func (s *Server) slabFile(_ context.Context, req *wire.Request, resp *wire.Respo
 	if !ok || !req.Local {
 		return wire.ErrNotLocal
 	}
-	f, err := os.OpenFile(sr.SlabFile(), os.O_RDWR, 0)
+	return openInto(resp, sr.SlabFile(), os.O_RDWR)
+}
+
+// slotGens hands a local client a read-only descriptor of the slot
+// generation file, which says nothing of the cached data.
+func (s *Server) slotGens(_ context.Context, req *wire.Request, resp *wire.Response) error {
+	l, ok := s.cfg.Cache.(Leaser)
+	if !ok || !req.Local || l.SlotGensFile() == "" {
+		return wire.ErrNotLocal
+	}
+	return openInto(resp, l.SlotGensFile(), os.O_RDONLY)
+}
+
+func openInto(resp *wire.Response, path string, flag int) error {
+	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
 		return err
 	}
@@ -115,7 +138,19 @@ func (s *Server) readSpans(ctx context.Context, req *wire.Request, resp *wire.Re
 	if err != nil {
 		return err
 	}
-	spans, pin, err := sr.ReadSpans(ctx, p, off, n)
+	wantLease := req.Args.More() && req.Args.Bool()
+	l, canLease := sr.(Leaser)
+	var (
+		spans []engine.Span
+		pin   *engine.Pin
+		lease engine.Lease
+		lent  bool
+	)
+	if wantLease && canLease {
+		spans, pin, lease, lent, err = l.LeaseSpans(ctx, p, off, n)
+	} else {
+		spans, pin, err = sr.ReadSpans(ctx, p, off, n)
+	}
 	eof := errors.Is(err, io.EOF) || errors.Is(err, fs.ErrNotExist)
 	if err != nil && !eof {
 		if errors.Is(err, engine.ErrNoSpans) {
@@ -139,6 +174,12 @@ func (s *Server) readSpans(ctx context.Context, req *wire.Request, resp *wire.Re
 	resp.Meta.Bool(eof).Bool(false).Uint64(slab.Dev).Uint64(slab.Ino).Uint64(id).Uint32(uint32(len(spans)))
 	for _, sp := range spans {
 		resp.Meta.Int64(sp.Off).Uint32(uint32(sp.Len))
+	}
+	if wantLease {
+		resp.Meta.Bool(lent && id != 0)
+		if lent && id != 0 {
+			resp.Meta.Int64(lease.Off).Uint32(uint32(lease.Valid)).Uint64(lease.Gen).Uint64(lease.Epoch)
+		}
 	}
 	return nil
 }
@@ -191,6 +232,12 @@ func (s *Server) unpin(ctx context.Context, req *wire.Request, _ *wire.Response)
 			break
 		}
 		t.end(id, true)
+	}
+	if l, ok := s.cfg.Cache.(Leaser); ok && req.Args.More() {
+		reads, bytes := req.Args.Uint64(), req.Args.Uint64()
+		if req.Args.Err() == nil {
+			l.CountLeaseReads(int64(reads), int64(bytes))
+		}
 	}
 	return nil
 }

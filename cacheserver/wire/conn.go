@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,7 +41,17 @@ type Reply struct {
 	// Dst[:N]; otherwise it is in Data.
 	N    int
 	Data []byte
+	// Link is the connection the reply came on.
+	Link Link
 }
+
+// Link is a client connection. What a server holds for a connection (pins,
+// open writes) ends when it breaks, and Lost tells that it has.
+type Link struct{ c *conn }
+
+// Lost reports whether the connection has broken or been closed. It is
+// cheap enough to ask before every use of what the server holds.
+func (l Link) Lost() bool { return l.c == nil || l.c.lost.Load() }
 
 // pending is a call waiting for its response. The reader goroutine claims it
 // before it reads the data section into dst, so that a caller that gives up
@@ -62,7 +73,8 @@ type conn struct {
 	mu     sync.Mutex
 	nextID uint64
 	calls  map[uint64]*pending
-	err    error // set once the connection is dead
+	err    error       // set once the connection is dead
+	lost   atomic.Bool // err is set
 }
 
 func dialConn(ctx context.Context, addr string, secret []byte, timeout time.Duration) (*conn, error) {
@@ -108,6 +120,7 @@ func (c *conn) fail(err error) {
 	c.mu.Lock()
 	if c.err == nil {
 		c.err = err
+		c.lost.Store(true)
 	}
 	calls := c.calls
 	c.calls = map[uint64]*pending{}
@@ -137,6 +150,7 @@ func (c *conn) do(ctx context.Context, call *Call) (Reply, error) {
 	}
 	select {
 	case <-p.done:
+		p.reply.Link = Link{c}
 		return p.reply, p.err
 	case <-ctx.Done():
 		// EINTR lets the kernel and the caller retry a request that a

@@ -145,6 +145,10 @@ func NewDecoder(b []byte) *Decoder { return &Decoder{b: b} }
 // Err returns ErrProtocol if a read ran past the end of the section.
 func (d *Decoder) Err() error { return d.err }
 
+// More reports whether values are left to read: a section may end with
+// optional values that older peers do not send.
+func (d *Decoder) More() bool { return d.err == nil && len(d.b) > 0 }
+
 func (d *Decoder) take(n int) []byte {
 	if d.err != nil || n > len(d.b) || n < 0 {
 		d.err = fmt.Errorf("%w: short metadata", ErrProtocol)

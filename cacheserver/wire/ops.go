@@ -95,17 +95,23 @@ const (
 	// descriptor of the server's slab file, attached to the reply
 	// (SCM_RIGHTS), so that the client can read cached extents itself.
 	OpSlabFile
-	// OpReadSpans (path, off i64, len u32) reads like OpRead but answers
-	// where the bytes are in the slab file instead of the bytes: a bool that
-	// is true at the end of the file the server knows, a bool that is true
-	// when the bytes came inline in the data section after all (data the
-	// slab does not serve), and otherwise a pin id (u64), a count (u32) and
-	// that many spans (slab offset i64, or -1 for zeros; length u32). The
-	// pinned slots keep their data until OpUnpin releases the pin, or the
-	// connection closes: the client must read them before either.
+	// OpReadSpans (path, off i64, len u32[, lease bool]) reads like OpRead
+	// but answers where the bytes are in the slab file instead of the
+	// bytes: a bool that is true at the end of the file the server knows, a
+	// bool that is true when the bytes came inline in the data section after
+	// all (data the slab does not serve), and otherwise the slab file's
+	// device and inode (u64 each), a pin id (u64), a count (u32) and that
+	// many spans (slab offset i64, or -1 for zeros; length u32). The pinned
+	// slots keep their data until OpUnpin releases the pin, or the
+	// connection closes: the client must read them before either. With
+	// lease, asked for a read inside one extent, the spans are followed by a
+	// bool, true when the pin is a lease on the extent, and then the slot's
+	// slab offset (i64), the bytes of the extent it holds (u32), the slot's
+	// generation and the server's epoch (u64 each): see OpSlotGens.
 	OpReadSpans
-	// OpUnpin (count u32, that many pin ids u64) releases pins of
-	// OpReadSpans replies on the same connection.
+	// OpUnpin (count u32, that many pin ids u64[, reads u64, bytes u64])
+	// releases pins of OpReadSpans replies on the same connection, and
+	// counts the reads the client served from leases since its last OpUnpin.
 	OpUnpin
 	// OpWriteBegin (path, off i64, len u32) prepares a write that a client
 	// on a Unix socket puts into the slab file itself. It answers a bool:
@@ -119,6 +125,14 @@ const (
 	// on the same connection: with wrote, the bytes are in the slab and the
 	// write takes effect; without, it is cancelled.
 	OpWriteCommit
+	// OpSlotGens () answers, to a client on a Unix socket only, a read-only
+	// descriptor of the server's slot generation file (SCM_RIGHTS): word 0
+	// (u64, native order) is the server's epoch, word 1+s the generation of
+	// slot s. A client holding a lease from OpReadSpans may read the leased
+	// bytes from the slab without asking the server while the slot's
+	// generation and the epoch are those of the lease and the connection
+	// that holds the pin is up.
+	OpSlotGens
 )
 
 // Attr appends a.

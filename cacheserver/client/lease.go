@@ -1,0 +1,249 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/wire"
+)
+
+// maxLeases is how many extents a client keeps leases on, per server: each
+// pins a slot of the server's slab (engine.Lease).
+const maxLeases = 128
+
+// leaseSweep is how often a client drops leases that went stale and
+// reports the reads it served from leases, which count as the server's hits
+// and as job I/O that its write-back yields to.
+const leaseSweep = 50 * time.Millisecond
+
+// leaseKey names an extent of a file.
+type leaseKey struct {
+	path string
+	idx  int64
+}
+
+// lease lets the client read [0, valid) of an extent at off of the slab
+// file while the slot's generation and the server's epoch are gen and
+// epoch and the connection that holds its pin is up.
+type lease struct {
+	key        leaseKey
+	pin        uint64
+	link       wire.Link
+	file       *os.File
+	off        int64
+	valid      int
+	slot       int64
+	gen, epoch uint64
+
+	// Guarded by leases.mu.
+	refs    int  // reads in progress
+	dropped bool // out of the table; the last read releases the pin
+	used    bool // read since the last eviction pass
+}
+
+// leases are the leases a client holds on the extents of one server on
+// its machine, and the server's slot generations, mapped read-only.
+type leases struct {
+	es     int64
+	unpins *unpinner
+
+	mu    sync.Mutex
+	off   bool // the server offers no leases
+	id    slabID
+	mem   []byte
+	words []uint64
+	m     map[leaseKey]*lease
+	stop  chan struct{}
+
+	reads, bytes atomic.Int64
+}
+
+// current reports whether le may be read now.
+func (ls *leases) currentLocked(le *lease) bool {
+	return !le.link.Lost() && le.slot+1 < int64(len(ls.words)) &&
+		atomic.LoadUint64(&ls.words[le.slot+1]) == le.gen && atomic.LoadUint64(&ls.words[0]) == le.epoch
+}
+
+// get returns a current lease on key, held for one read until release, or
+// nil. A lease that went stale is dropped.
+func (ls *leases) get(key leaseKey) *lease {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	le := ls.m[key]
+	if le == nil {
+		return nil
+	}
+	if !ls.currentLocked(le) {
+		ls.dropLocked(le)
+		return nil
+	}
+	le.refs++
+	le.used = true
+	return le
+}
+
+// release ends a read of le.
+func (ls *leases) release(le *lease) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if le.refs--; le.refs == 0 && le.dropped {
+		ls.unpins.add(le.pin)
+	}
+}
+
+// dropLocked takes le out of the table; its pin goes when no read uses it.
+func (ls *leases) dropLocked(le *lease) {
+	if ls.m[le.key] == le {
+		delete(ls.m, le.key)
+	}
+	if !le.dropped {
+		le.dropped = true
+		if le.refs == 0 {
+			ls.unpins.add(le.pin)
+		}
+	}
+}
+
+// put adds le, which its caller reads once and then releases, and drops a
+// lease that was not read lately when there are too many.
+func (ls *leases) put(le *lease) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	le.refs = 1
+	if ls.m == nil {
+		ls.m = map[leaseKey]*lease{}
+	}
+	if old := ls.m[le.key]; old != nil {
+		ls.dropLocked(old)
+	}
+	ls.m[le.key] = le
+	for pass := 0; len(ls.m) > maxLeases && pass < 2; pass++ {
+		for _, x := range ls.m {
+			if len(ls.m) <= maxLeases {
+				break
+			}
+			if x.refs == 0 && !x.used {
+				ls.dropLocked(x)
+			}
+			x.used = false
+		}
+	}
+	if ls.stop == nil {
+		ls.stop = make(chan struct{})
+		go ls.sweeper(ls.stop)
+	}
+}
+
+// served counts a read served from a lease.
+func (ls *leases) served(n int) {
+	ls.reads.Add(1)
+	ls.bytes.Add(int64(n))
+}
+
+// sweeper drops stale leases, so that the slots they pin go back to the
+// server, and reports the reads served from leases.
+func (ls *leases) sweeper(stop chan struct{}) {
+	t := time.NewTicker(leaseSweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		ls.mu.Lock()
+		for _, le := range ls.m {
+			if !ls.currentLocked(le) {
+				ls.dropLocked(le)
+			}
+		}
+		ls.mu.Unlock()
+		ls.unpins.count(ls.reads.Swap(0), ls.bytes.Swap(0))
+	}
+}
+
+// words returns the slot generations of the server whose slab is id,
+// mapping them first if they are not, or are of another slab; nil when the
+// server offers no leases.
+func (ls *leases) mapped(ctx context.Context, l *localSlab, id slabID) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.off {
+		return false
+	}
+	if ls.words != nil && ls.id == id {
+		return true
+	}
+	ls.resetLocked()
+	f, _, err := wire.FetchFile(ctx, l.addr, l.secret, ident.Process(), wire.OpSlotGens, nil)
+	if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EOPNOTSUPP) {
+		ls.off = true
+		return false
+	}
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	mem, err := mapWords(f)
+	if err != nil {
+		ls.off = true
+		return false
+	}
+	ls.mem, ls.id = mem, id
+	ls.words = unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), len(mem)/8)
+	return true
+}
+
+func mapWords(f *os.File) ([]byte, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() < 16 {
+		return nil, fmt.Errorf("slot generation file of %d bytes: %w", st.Size(), wire.ErrProtocol)
+	}
+	return unix.Mmap(int(f.Fd()), 0, int(st.Size()&^7), unix.PROT_READ, unix.MAP_SHARED)
+}
+
+// resetLocked drops every lease and the mapping, for a server whose slab
+// changed.
+func (ls *leases) resetLocked() {
+	for _, le := range ls.m {
+		ls.dropLocked(le)
+	}
+	if ls.mem != nil {
+		// Leases still being read hold no reference to the mapping: they
+		// were checked before the read.
+		_ = unix.Munmap(ls.mem)
+		ls.mem, ls.words = nil, nil
+	}
+}
+
+func (ls *leases) close() {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.stop != nil {
+		close(ls.stop)
+		ls.stop = nil
+	}
+	ls.resetLocked()
+	ls.off = true
+}
+
+// lent reports whether the client holds leases: then even small reads go
+// by readLocal, which serves them from a lease without asking the server.
+func (ls *leases) lent() bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return len(ls.m) > 0
+}
