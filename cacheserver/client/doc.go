@@ -13,6 +13,17 @@
 // package wire). Each such server has a connection of its own for this,
 // since pins and open writes belong to the connection that made them.
 //
+// The pin of a read inside one extent is kept as a lease on the extent
+// (up to 128 per server): later reads of the extent, of any size, are read
+// from the slab without asking the server, for as long as the slot's
+// generation and the server's epoch, in the server's slot generation file
+// that the client maps read-only, are those of the lease and the
+// connection is up. A server moves a slot's generation on whenever the
+// slot stops holding what the lease says, before the call that changed it
+// returns, so a read that starts after a write, truncate, unlink, rename,
+// eviction or invalidation finishes never sees what was there before. The
+// client drops stale leases and reports its lease reads every 50 ms.
+//
 // Sizes follow close-to-open consistency, as NFS gives: a client learns a
 // file's size when it opens it or asks for its attributes, and remembers how
 // far its own writes extended the file. A write that extends a file

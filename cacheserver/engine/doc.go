@@ -59,7 +59,14 @@
 //     write the slab file itself. ReadSpans answers where the bytes of a
 //     read are and pins their slots: a slot retired while pinned (evicted,
 //     dropped, replaced by copy-on-write) is reused only after the pin is
-//     released. BeginWrite prepares the slot of a write that needs no read
+//     released. LeaseSpans also hands out the pin as a lease on the
+//     extent, with the slot's generation from a file that readers map
+//     (slotgens, see slotGens): a reader holding the lease reads the extent
+//     without calling the engine while the generation is unchanged, and
+//     every change to what the slot holds moves the generation on before
+//     the call that made it returns. Eviction passes over pinned slots, and
+//     at most a quarter of the slots are pinned at once.
+//     BeginWrite prepares the slot of a write that needs no read
 //     (into a dirty extent, over a whole extent, or where the backing file
 //     has no data), and holds the extent locked until WriteTx.Commit, which
 //     applies the write as WriteAt would, or cancels it.

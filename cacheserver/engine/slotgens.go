@@ -20,7 +20,8 @@ const slotGensName = "slotgens"
 // clients on this machine map read-only, so that they can keep reading an
 // extent from the slab without asking the engine each time (see Lease).
 //
-// The file is an array of little-endian 64-bit words: word 0 is the
+// The file is an array of 64-bit words in the machine's byte order, which
+// only processes of this machine read: word 0 is the
 // engine's epoch, incremented by every Open, and word 1+s the generation of
 // slot s. A slot's generation grows whenever what the slot holds stops
 // being what a reader last learned of it: its extent is written (in place
