@@ -15,6 +15,10 @@
 //     (a latency-injecting FUSE loopback with the kernel page cache off, the
 //     way a remote parallel file system feels), alone and behind burstcache.
 //
+// Each burstcache workload starts from a cache with nothing dirty: what
+// earlier workloads left to write back is written back first, so that a
+// number does not depend on the workloads measured before it.
+//
 // Machines here are noisy, so each number is only compared with numbers
 // measured in the same run, and the whole measurement runs -repeat times
 // (three by default): the table gives the median of each cell, and each

@@ -7,6 +7,8 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -62,8 +64,11 @@ func main() {
 	flag.IntVar(&c.p.randOps, "randops", 4000, "operations of each random workload")
 	flag.IntVar(&c.p.metaFiles, "files", 2000, "files of each metadata workload")
 	flag.IntVar(&c.repeat, "repeat", 3, "runs of the whole measurement; the report gives medians")
+	only := flag.String("only", "", "measure only the workloads whose names match this regular expression")
 	flag.Parse()
 	log.SetFlags(0)
+	match := regexp.MustCompile(*only).MatchString
+	workloads = slices.DeleteFunc(workloads, func(w workload) bool { return !match(w.name) })
 
 	if err := bench(c); err != nil {
 		log.Fatalf("bench: %v", err)
@@ -196,8 +201,11 @@ func runCache(c config, res results) error {
 	return errors.Join(err, bc.down())
 }
 
-func coldWarm(res results, _ *burstcache, mnt, backing string, p params) error {
+func coldWarm(res results, bc *burstcache, mnt, backing string, p params) error {
 	for _, w := range workloads {
+		if err := bc.writeBack(); err != nil {
+			return err
+		}
 		sub := filepath.Base(scratch(mnt, "w"))
 		dir, pdir := filepath.Join(mnt, sub), filepath.Join(backing, sub)
 		if err := mkdirs(dir); err != nil {
@@ -240,6 +248,9 @@ func duringWriteBack(res results, bc *burstcache, mnt, _ string, c config) error
 			if _, err := w.run(dir, c.p); err != nil {
 				return err
 			}
+		}
+		if err := bc.writeBack(); err != nil {
+			return err
 		}
 		ballast := scratch(mnt, "ballast")
 		if err := mkdirs(ballast); err != nil {

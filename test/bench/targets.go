@@ -65,6 +65,13 @@ func (b *burstcache) up(backing, cacheDir string) error {
 
 func (b *burstcache) down() error { return b.run("local", "down", "--mount", b.mnt) }
 
+// writeBack writes back every dirty byte, so that a measurement starts from
+// a cache that earlier workloads left clean: dirty data they left would
+// push the cache past its dirty high watermark, where write-back runs at
+// full speed whatever the workload does, and the numbers would depend on
+// the order of the workloads.
+func (b *burstcache) writeBack() error { return b.run("local", "flush", "--mount", b.mnt, b.mnt) }
+
 // flushAsync starts writing back everything under path (a path in the
 // mount), for measuring a workload while write-back runs. The returned
 // function waits for it.
