@@ -38,7 +38,7 @@ type leaseKey struct {
 type lease struct {
 	key        leaseKey
 	pin        uint64
-	link       wire.Link
+	lost       func() bool // the connection that holds the pin broke
 	file       *os.File
 	off        int64
 	valid      int
@@ -70,7 +70,7 @@ type leases struct {
 
 // current reports whether le may be read now.
 func (ls *leases) currentLocked(le *lease) bool {
-	return !le.link.Lost() && le.slot+1 < int64(len(ls.words)) &&
+	return !le.lost() && le.slot+1 < int64(len(ls.words)) &&
 		atomic.LoadUint64(&ls.words[le.slot+1]) == le.gen && atomic.LoadUint64(&ls.words[0]) == le.epoch
 }
 
@@ -151,7 +151,8 @@ func (ls *leases) served(n int) {
 }
 
 // sweeper drops stale leases, so that the slots they pin go back to the
-// server, and reports the reads served from leases.
+// server, and reports the reads served from leases. It ends when no lease
+// is left; put starts it again.
 func (ls *leases) sweeper(stop chan struct{}) {
 	t := time.NewTicker(leaseSweep)
 	defer t.Stop()
@@ -167,8 +168,15 @@ func (ls *leases) sweeper(stop chan struct{}) {
 				ls.dropLocked(le)
 			}
 		}
+		idle := len(ls.m) == 0 && ls.stop == stop
+		if idle {
+			ls.stop = nil
+		}
 		ls.mu.Unlock()
 		ls.unpins.count(ls.reads.Swap(0), ls.bytes.Swap(0))
+		if idle {
+			return
+		}
 	}
 }
 

@@ -258,7 +258,7 @@ func (f *FS) readLocal(ctx context.Context, l *localSlab, path string, pc placem
 		return nil, f.readPiece(ctx, path, pc, dst)
 	}
 	if r.leased && l.leases.mapped(ctx, l, r.id) {
-		le := &lease{key: key, pin: r.pin, link: rep.Link, file: file, off: r.off, valid: r.valid,
+		le := &lease{key: key, pin: r.pin, lost: rep.Link.Lost, file: file, off: r.off, valid: r.valid,
 			slot: r.off / f.layout.ExtentSize, gen: r.gen, epoch: r.epoch}
 		l.leases.put(le)
 		release = func() { l.leases.release(le) }
