@@ -28,8 +28,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, nil
 	}
 	return runPhases(ctx, s, []phaseFunc{
-		r.loadServerPods,
-		r.loadCacheClaims,
+		r.loadServerPodsFresh,
+		r.loadCacheClaimsFresh,
 		r.restoreServers,
 		r.observeServers,
 		r.waitForUnmount,

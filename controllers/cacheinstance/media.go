@@ -49,8 +49,18 @@ func buildCacheClaim(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.Cach
 
 // loadCacheClaims reads the instance's cache claims, by server index.
 func (r *Reconciler) loadCacheClaims(ctx context.Context, s *scope) (ctrl.Result, error) {
+	return r.listCacheClaims(ctx, s, r.Client)
+}
+
+// loadCacheClaimsFresh reads them from the API server, for a teardown, as
+// loadServerPodsFresh reads the pods.
+func (r *Reconciler) loadCacheClaimsFresh(ctx context.Context, s *scope) (ctrl.Result, error) {
+	return r.listCacheClaims(ctx, s, r.APIReader)
+}
+
+func (r *Reconciler) listCacheClaims(ctx context.Context, s *scope, reader client.Reader) (ctrl.Result, error) {
 	var list corev1.PersistentVolumeClaimList
-	err := r.Client.List(ctx, &list, client.InNamespace(s.inst.Namespace), client.MatchingLabels{
+	err := reader.List(ctx, &list, client.InNamespace(s.inst.Namespace), client.MatchingLabels{
 		cachev1alpha1.LabelInstance: s.inst.Name, cachev1alpha1.LabelComponent: cachev1alpha1.ComponentServer,
 	})
 	if err != nil {

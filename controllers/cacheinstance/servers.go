@@ -26,8 +26,20 @@ func serverLabels(inst *cachev1alpha1.CacheInstance) map[string]string {
 
 // loadServerPods reads the instance's server pods, by index.
 func (r *Reconciler) loadServerPods(ctx context.Context, s *scope) (ctrl.Result, error) {
+	return r.listServerPods(ctx, s, r.Client)
+}
+
+// loadServerPodsFresh reads them from the API server, for a teardown: it
+// deletes the pods it finds and then lets the instance go, so a pod that a
+// pass created just before, and the cache does not show yet, would outlive
+// the instance, held forever by its protection finalizer.
+func (r *Reconciler) loadServerPodsFresh(ctx context.Context, s *scope) (ctrl.Result, error) {
+	return r.listServerPods(ctx, s, r.APIReader)
+}
+
+func (r *Reconciler) listServerPods(ctx context.Context, s *scope, reader client.Reader) (ctrl.Result, error) {
 	var pods corev1.PodList
-	err := r.Client.List(ctx, &pods, client.InNamespace(s.inst.Namespace), client.MatchingLabels{
+	err := reader.List(ctx, &pods, client.InNamespace(s.inst.Namespace), client.MatchingLabels{
 		cachev1alpha1.LabelInstance: s.inst.Name, cachev1alpha1.LabelComponent: cachev1alpha1.ComponentServer,
 	})
 	if err != nil {
