@@ -81,6 +81,7 @@ func bench(c config) error {
 		return err
 	}
 	defer restore()
+	defer backMemory()()
 	var runs []results
 	for i := range max(c.repeat, 1) {
 		log.Printf("Run %d of %d", i+1, max(c.repeat, 1))
