@@ -106,7 +106,7 @@ func (f *FS) read(ctx context.Context, path string, p []byte, off int64, direct 
 	var fd *namespace.FileData
 	err = eachPiece(pcs, func(pc placement.Piece) error {
 		dst := p[pc.Start:pc.End]
-		if l := f.local[pc.Server]; l.usable() && (len(dst) >= localReadMin || l.leases.lent()) {
+		if l := f.local[pc.Server]; l.usable() && (len(dst) >= localReadMin || l.leases.offered()) {
 			d, err := f.readLocal(ctx, l, path, pc, dst, direct && len(pcs) == 1)
 			if d != nil {
 				fd = d // only for a lone piece, read without a goroutine

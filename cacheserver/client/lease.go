@@ -248,10 +248,19 @@ func (ls *leases) close() {
 	ls.off = true
 }
 
-// lent reports whether the client holds leases: then even small reads go
-// by readLocal, which serves them from a lease without asking the server.
-func (ls *leases) lent() bool {
+// offered reports whether the server may lend leases: then even small
+// reads go by readLocal, which asks for a lease on their extent and then
+// serves them from it without asking the server.
+func (ls *leases) offered() bool {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	return len(ls.m) > 0
+	return !ls.off
+}
+
+// refused notes a server that answered a request for a lease without
+// knowing of leases.
+func (ls *leases) refused() {
+	ls.mu.Lock()
+	ls.off = true
+	ls.mu.Unlock()
 }

@@ -194,7 +194,9 @@ type spansReply struct {
 	id     slabID
 	pin    uint64
 	spans  []span
-	// With a lease asked for: whether the pin is one, and its terms.
+	// With a lease asked for: whether the server knows of leases, whether
+	// the pin is one, and its terms.
+	leases     bool
 	leased     bool
 	off        int64
 	valid      int
@@ -217,7 +219,7 @@ func decodeSpans(rep wire.Reply, askedLease bool) (spansReply, error) {
 			break
 		}
 	}
-	if askedLease && d.More() {
+	if r.leases = askedLease && d.More(); r.leases {
 		if r.leased = d.Bool(); r.leased {
 			r.off, r.valid, r.gen, r.epoch = d.Int64(), int(d.Uint32()), d.Uint64(), d.Uint64()
 		}
@@ -252,6 +254,9 @@ func (f *FS) readLocal(ctx context.Context, l *localSlab, path string, pc placem
 	if err != nil || r.inline {
 		clear(dst[r.n:])
 		return nil, err
+	}
+	if !r.leases {
+		l.leases.refused()
 	}
 	release := func() {
 		if r.pin != 0 {
