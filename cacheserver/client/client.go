@@ -71,6 +71,8 @@ type FS struct {
 	kick       chan struct{}
 	stop       chan struct{}
 	pusherDone chan struct{}
+	closed     sync.Once
+	closeErr   error
 }
 
 // fileState is what the client knows about a file it has opened.
@@ -149,8 +151,14 @@ func (f *FS) Connect(ctx context.Context) error {
 }
 
 // Close publishes the sizes this client's writes gave files, then closes
-// the connections. The error says if a size could not be published.
+// the connections. The error says if a size could not be published. Only
+// the first call does anything.
 func (f *FS) Close() error {
+	f.closed.Do(func() { f.closeErr = f.close() })
+	return f.closeErr
+}
+
+func (f *FS) close() error {
 	close(f.stop)
 	<-f.pusherDone
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

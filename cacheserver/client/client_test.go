@@ -39,7 +39,7 @@ func connect(t *testing.T, in *servertest.Instance) *FS {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.closeOnce() })
+	t.Cleanup(func() { f.Close() })
 	if err := f.Connect(context.Background()); err != nil {
 		t.Fatal(err)
 	}

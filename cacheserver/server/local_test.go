@@ -356,5 +356,7 @@ func TestLocalReadsAndWritesUnderContention(t *testing.T) {
 			t.Fatalf("extent %d of the backing file is wrong", e)
 		}
 	}
+	// The client's leases pin slots until it closes.
+	c.Close()
 	waitUnpinned(t, engines)
 }
