@@ -27,6 +27,12 @@ if [ "$KUBECONFIG" = "$LOCAL_KUBECONFIG" ]; then
 	hack/local-cluster.sh load bin/images/e2e-workload.tar >/dev/null
 fi
 
+# A namespace that an earlier run's uninstall is still deleting refuses new
+# content: wait until it is gone.
+if [ "$("$kubectl" get namespace "$NS" -o jsonpath='{.status.phase}' 2>/dev/null)" = Terminating ]; then
+	echo "Waiting for namespace $NS of an earlier run to be deleted" >&2
+	"$kubectl" wait --for=delete "namespace/$NS" --timeout=10m >/dev/null
+fi
 "$kubectl" create namespace "$NS" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
 "$kubectl" label namespace "$NS" --overwrite pod-security.kubernetes.io/enforce=privileged \
 	pod-security.kubernetes.io/audit=restricted >/dev/null
