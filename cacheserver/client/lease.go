@@ -37,7 +37,7 @@ type leaseKey struct {
 // epoch and the connection that holds its pin is up.
 type lease struct {
 	key        leaseKey
-	pin        uint64
+	pin        hold
 	lost       func() bool // the connection that holds the pin broke
 	file       *os.File
 	off        int64
@@ -180,16 +180,17 @@ func (ls *leases) sweeper(stop chan struct{}) {
 	}
 }
 
-// words returns the slot generations of the server whose slab is id,
-// mapping them first if they are not, or are of another slab; nil when the
-// server offers no leases.
-func (ls *leases) mapped(ctx context.Context, l *localSlab, id slabID) bool {
+// mapped reports whether the slot generations of the server whose slab is
+// id are mapped, up to slot, mapping them first if they are not, are of
+// another slab, or end before slot (the slab grew when the server
+// restarted); false when the server offers no leases.
+func (ls *leases) mapped(ctx context.Context, l *localSlab, id slabID, slot int64) bool {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.off {
 		return false
 	}
-	if ls.words != nil && ls.id == id {
+	if ls.words != nil && ls.id == id && slot+1 < int64(len(ls.words)) {
 		return true
 	}
 	ls.resetLocked()
@@ -209,7 +210,7 @@ func (ls *leases) mapped(ctx context.Context, l *localSlab, id slabID) bool {
 	}
 	ls.mem, ls.id = mem, id
 	ls.words = unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), len(mem)/8)
-	return true
+	return slot+1 < int64(len(ls.words))
 }
 
 func mapWords(f *os.File) ([]byte, error) {

@@ -13,9 +13,11 @@ func leaseTable(slots int) (ls *leases, words []uint64, unpinned func() []uint64
 	var mu sync.Mutex
 	var got []uint64
 	ls = &leases{es: 1 << 20}
-	ls.unpins = &unpinner{send: func(ids []uint64, _, _ int64) {
+	ls.unpins = &unpinner{send: func(holds []hold, _, _ int64) {
 		mu.Lock()
-		got = append(got, ids...)
+		for _, h := range holds {
+			got = append(got, h.id)
+		}
 		mu.Unlock()
 	}}
 	words = make([]uint64, slots+1)
@@ -45,7 +47,7 @@ func waitUnpinned(t *testing.T, unpinned func() []uint64, want []uint64) {
 func TestLeaseReleasedOnlyWhenUnused(t *testing.T) {
 	ls, words, unpinned := leaseTable(4)
 	defer ls.close()
-	le := &lease{key: leaseKey{"f", 0}, pin: 7, slot: 2, gen: 0, epoch: 1, lost: up}
+	le := &lease{key: leaseKey{"f", 0}, pin: hold{id: 7}, slot: 2, gen: 0, epoch: 1, lost: up}
 	ls.put(le) // held by the read that took it
 	if got := ls.get(le.key); got != le {
 		t.Fatalf("get = %v, want the lease", got)
@@ -69,7 +71,7 @@ func TestLeasesAreBounded(t *testing.T) {
 	defer ls.close()
 	const n = maxLeases + 10
 	for i := range uint64(n) {
-		le := &lease{key: leaseKey{"f", int64(i)}, pin: i + 1, slot: 1, epoch: 1, lost: up}
+		le := &lease{key: leaseKey{"f", int64(i)}, pin: hold{id: i + 1}, slot: 1, epoch: 1, lost: up}
 		ls.put(le)
 		ls.release(le)
 	}
@@ -92,7 +94,7 @@ func TestLostConnectionVoidsLeases(t *testing.T) {
 	ls, _, unpinned := leaseTable(4)
 	defer ls.close()
 	var lost bool
-	le := &lease{key: leaseKey{"f", 0}, pin: 5, slot: 0, epoch: 1, lost: func() bool { return lost }}
+	le := &lease{key: leaseKey{"f", 0}, pin: hold{id: 5}, slot: 0, epoch: 1, lost: func() bool { return lost }}
 	ls.put(le)
 	ls.release(le)
 	if ls.get(le.key) != le {
@@ -111,7 +113,7 @@ func TestLostConnectionVoidsLeases(t *testing.T) {
 func TestEpochVoidsLeases(t *testing.T) {
 	ls, words, unpinned := leaseTable(4)
 	defer ls.close()
-	le := &lease{key: leaseKey{"f", 0}, pin: 3, slot: 0, epoch: 1, lost: up}
+	le := &lease{key: leaseKey{"f", 0}, pin: hold{id: 3}, slot: 0, epoch: 1, lost: up}
 	ls.put(le)
 	ls.release(le)
 	if ls.get(le.key) != le {

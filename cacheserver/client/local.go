@@ -39,6 +39,11 @@ type localSlab struct {
 
 	unpins unpinner
 	leases leases
+
+	// afterBegin and beforeCommit, if set, run between OpWriteBegin and
+	// the write into the slab, and between that write and OpWriteCommit
+	// (tests).
+	afterBegin, beforeCommit func()
 }
 
 // slabID identifies a slab file by device and inode.
@@ -116,35 +121,59 @@ func (l *localSlab) close() {
 	l.file, l.old = nil, nil
 }
 
-func (l *localSlab) sendUnpins(ids []uint64, reads, bytes int64) {
+// hold is something the server holds for the connection link: a pin or
+// an open write, by the id it gave.
+type hold struct {
+	link wire.Link
+	id   uint64
+}
+
+// sendUnpins releases pins, each on the connection that made it, and
+// reports reads served from leases.
+func (l *localSlab) sendUnpins(holds []hold, reads, bytes int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	args := (&wire.Encoder{}).Uint32(uint32(len(ids)))
-	for _, id := range ids {
-		args.Uint64(id)
+	byLink := map[wire.Link][]uint64{}
+	for _, h := range holds {
+		// A lost connection released its pins on the server already.
+		if !h.link.Lost() {
+			byLink[h.link] = append(byLink[h.link], h.id)
+		}
+	}
+	unpin := func(ids []uint64, reads, bytes int64) *wire.Call {
+		args := (&wire.Encoder{}).Uint32(uint32(len(ids)))
+		for _, id := range ids {
+			args.Uint64(id)
+		}
+		if reads > 0 {
+			args.Uint64(uint64(reads)).Uint64(uint64(bytes))
+		}
+		return &wire.Call{Op: wire.OpUnpin, Cred: ident.Process(), Args: args.Bytes()}
+	}
+	for link, ids := range byLink {
+		_, _ = link.Do(ctx, unpin(ids, reads, bytes))
+		reads, bytes = 0, 0
 	}
 	if reads > 0 {
-		args.Uint64(uint64(reads)).Uint64(uint64(bytes))
+		_, _ = l.srv.Do(ctx, unpin(nil, reads, bytes))
 	}
-	// A lost connection released its pins on the server already.
-	_, _ = l.srv.Do(ctx, &wire.Call{Op: wire.OpUnpin, Cred: ident.Process(), Args: args.Bytes()})
 }
 
 // unpinner batches pin releases, and the counts of reads served from
 // leases: while one OpUnpin is in flight, what comes meanwhile waits and
 // goes together in the next.
 type unpinner struct {
-	send         func(ids []uint64, reads, bytes int64)
+	send         func(holds []hold, reads, bytes int64)
 	mu           sync.Mutex
-	ids          []uint64
+	holds        []hold
 	reads, bytes int64
 	running      bool
 }
 
-func (u *unpinner) add(id uint64) {
+func (u *unpinner) add(h hold) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.ids = append(u.ids, id)
+	u.holds = append(u.holds, h)
 	u.startLocked()
 }
 
@@ -169,15 +198,15 @@ func (u *unpinner) startLocked() {
 func (u *unpinner) loop() {
 	for {
 		u.mu.Lock()
-		ids, reads, bytes := u.ids, u.reads, u.bytes
-		u.ids, u.reads, u.bytes = nil, 0, 0
-		if len(ids) == 0 && reads == 0 {
+		holds, reads, bytes := u.holds, u.reads, u.bytes
+		u.holds, u.reads, u.bytes = nil, 0, 0
+		if len(holds) == 0 && reads == 0 {
 			u.running = false
 			u.mu.Unlock()
 			return
 		}
 		u.mu.Unlock()
-		u.send(ids, reads, bytes)
+		u.send(holds, reads, bytes)
 	}
 }
 
@@ -260,7 +289,7 @@ func (f *FS) readLocal(ctx context.Context, l *localSlab, path string, pc placem
 	}
 	release := func() {
 		if r.pin != 0 {
-			l.unpins.add(r.pin)
+			l.unpins.add(hold{rep.Link, r.pin})
 		}
 	}
 	file, err := l.slab(ctx, r.id)
@@ -269,9 +298,9 @@ func (f *FS) readLocal(ctx context.Context, l *localSlab, path string, pc placem
 		f.logSlabError(l, err)
 		return nil, f.readPiece(ctx, path, pc, dst)
 	}
-	if r.leased && l.leases.mapped(ctx, l, r.id) {
-		le := &lease{key: key, pin: r.pin, lost: rep.Link.Lost, file: file, off: r.off, valid: r.valid,
-			slot: r.off / f.layout.ExtentSize, gen: r.gen, epoch: r.epoch}
+	if slot := r.off / f.layout.ExtentSize; r.leased && l.leases.mapped(ctx, l, r.id, slot) {
+		le := &lease{key: key, pin: hold{rep.Link, r.pin}, lost: rep.Link.Lost, file: file, off: r.off, valid: r.valid,
+			slot: slot, gen: r.gen, epoch: r.epoch}
 		l.leases.put(le)
 		release = func() { l.leases.release(le) }
 	}
@@ -346,14 +375,32 @@ func (f *FS) writeLocal(ctx context.Context, l *localSlab, path string, pc place
 	if err := d.Err(); err != nil {
 		return err
 	}
+	if l.afterBegin != nil {
+		l.afterBegin()
+	}
+	// A connection that broke since took the write with it: the server
+	// cancelled it and may reuse the slot, above all a server restarted
+	// over the same cache directory. Then the bytes go through the socket.
+	if rep.Link.Lost() {
+		return f.writePiece(ctx, path, pc, data)
+	}
 	file, werr := l.slab(wctx, id)
 	if werr == nil {
 		_, werr = file.WriteAt(data, off)
 	} else {
 		f.logSlabError(l, werr)
 	}
+	if l.beforeCommit != nil {
+		l.beforeCommit()
+	}
 	commit := (&wire.Encoder{}).Uint64(tx).Bool(werr == nil)
-	if _, err := l.srv.Do(wctx, &wire.Call{Op: wire.OpWriteCommit, Cred: cred(ctx), Args: commit.Bytes()}); err != nil {
+	if _, err := rep.Link.Do(wctx, &wire.Call{Op: wire.OpWriteCommit, Cred: cred(ctx), Args: commit.Bytes()}); err != nil {
+		if errors.Is(err, wire.ErrConnLost) || rep.Link.Lost() {
+			// The write was cancelled with the connection, or took
+			// effect and its answer was lost: writing the same bytes
+			// again through the socket is right either way.
+			return f.writePiece(ctx, path, pc, data)
+		}
 		return err
 	}
 	if werr != nil {

@@ -53,6 +53,16 @@ type Link struct{ c *conn }
 // cheap enough to ask before every use of what the server holds.
 func (l Link) Lost() bool { return l.c == nil || l.c.lost.Load() }
 
+// Do sends call on this connection, never on another: what the server
+// holds for a connection is named by ids that mean something else, or
+// nothing, on another one. A lost connection fails with ErrConnLost.
+func (l Link) Do(ctx context.Context, call *Call) (Reply, error) {
+	if l.Lost() {
+		return Reply{}, ErrConnLost
+	}
+	return l.c.do(ctx, call)
+}
+
 // pending is a call waiting for its response. The reader goroutine claims it
 // before it reads the data section into dst, so that a caller that gives up
 // never has its buffer written after it returned.

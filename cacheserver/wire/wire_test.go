@@ -338,3 +338,33 @@ func BenchmarkSmallCallsParallel(b *testing.B) {
 		}
 	})
 }
+
+// TestLinkCallsStayOnTheirConnection proves that a call sent on a reply's
+// Link goes on that connection or fails, while the client dials anew: ids
+// a server gave on one connection must never reach it on another.
+func TestLinkCallsStayOnTheirConnection(t *testing.T) {
+	addr := startServer(t, "")
+	cl := NewClient(addr, ClientOptions{Conns: 1})
+	defer cl.Close()
+	rep, err := cl.Do(context.Background(), &Call{Op: opWhoAmI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rep.Link.Do(context.Background(), &Call{Op: opWhoAmI}); err != nil || rep.Link.Lost() {
+		t.Fatalf("call on a live link: %v (lost %v)", err, rep.Link.Lost())
+	}
+	cl.Close()
+	if !rep.Link.Lost() {
+		t.Fatal("the link of a closed connection is not lost")
+	}
+	if _, err := rep.Link.Do(context.Background(), &Call{Op: opWhoAmI}); !errors.Is(err, ErrConnLost) {
+		t.Fatalf("call on a lost link = %v, want ErrConnLost", err)
+	}
+	again, err := cl.Do(context.Background(), &Call{Op: opWhoAmI})
+	if err != nil {
+		t.Fatalf("the client does not dial anew: %v", err)
+	}
+	if again.Link == rep.Link {
+		t.Fatal("the new connection has the old link")
+	}
+}
