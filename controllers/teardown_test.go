@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"time"
@@ -12,9 +13,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/controllers/cacheinstance"
 )
 
 var _ = Describe("Teardown", func() {
@@ -72,6 +76,30 @@ var _ = Describe("Teardown", func() {
 		Consistently(gone(inst), 2*time.Second, 200*time.Millisecond).Should(BeFalse())
 		fixWriteBack(w)
 		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
+	})
+
+	It("creates no server for an instance that its reconciler's cache still shows after it is gone", func() {
+		w := newWorld()
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		Eventually(func() int { return len(serverPods(inst)) }, 20*time.Second, 200*time.Millisecond).Should(Equal(1))
+		stale := get(inst)(Default)
+		Expect(stale.Status.Servers).NotTo(BeEmpty())
+		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
+		Eventually(gone(inst), 30*time.Second, 200*time.Millisecond).Should(BeTrue())
+		Expect(serverPods(inst)).To(BeEmpty())
+
+		// A pass on a cache that lags behind the deletion, as a busy
+		// manager's can: this reconciler reads the instance as it was, and
+		// everything else from the API server. The lag cannot be made to
+		// happen at will with a real cache, so a client stands in for it.
+		r := &cacheinstance.Reconciler{
+			Client: laggingCache{Client: k8sClient, inst: stale}, APIReader: k8sClient,
+			Recorder: events.NewFakeRecorder(100), Options: cacheinstance.Options{Resolver: kl.Resolve, Now: time.Now, ServerImage: "burstcache:latest"},
+		}
+		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(inst)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(serverPods(inst)).To(BeEmpty(), "a server pod was created for a deleted instance; its finalizer would hold it forever")
 	})
 
 	It("refuses to delete the namespace of an instance, whose servers would go before its data is written back", func() {
@@ -194,3 +222,18 @@ var _ = Describe("Teardown", func() {
 		Expect(eventReasons(w.ns, inst.Name)).To(ContainElement(cachev1alpha1.ReasonFlushTimedOut))
 	})
 })
+
+// laggingCache answers reads of one instance with a copy older than the
+// API server's, as a manager's cache does for a moment after a change.
+type laggingCache struct {
+	client.Client
+	inst *cachev1alpha1.CacheInstance
+}
+
+func (c laggingCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if in, ok := obj.(*cachev1alpha1.CacheInstance); ok && key == client.ObjectKeyFromObject(c.inst) {
+		c.inst.DeepCopyInto(in)
+		return nil
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}

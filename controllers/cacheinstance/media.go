@@ -97,6 +97,9 @@ func (r *Reconciler) ensureCacheClaims(ctx context.Context, s *scope) (ctrl.Resu
 				"The cache claim %s of running server %s is gone; not giving it an empty one", CacheClaimName(s.inst, i), srv.Name)
 			continue
 		}
+		if ok, err := r.mayCreate(ctx, s); !ok || err != nil {
+			return staleCopy(s), err
+		}
 		pvc := buildCacheClaim(s.inst, s.pool, i, srv)
 		if err := r.createIfMissing(ctx, pvc); err != nil {
 			return ctrl.Result{}, err

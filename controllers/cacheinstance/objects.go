@@ -85,6 +85,9 @@ func (r *Reconciler) ensurePods(ctx context.Context, s *scope) (ctrl.Result, err
 			}
 			continue
 		}
+		if ok, err := r.mayCreate(ctx, s); !ok || err != nil {
+			return staleCopy(s), err
+		}
 		pod = buildServerPod(s.inst, s.pool, i, srv, len(s.inst.Status.Servers), r.Options)
 		if err := r.createIfMissing(ctx, pod); err != nil {
 			return ctrl.Result{}, err

@@ -135,11 +135,12 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope, passErr error) e
 // with RequeueAfter; one that failed returns an error; either ends the pass.
 type phaseFunc func(ctx context.Context, s *scope) (ctrl.Result, error)
 
-// runPhases runs the steps in order until one waits or fails.
+// runPhases runs the steps in order until one waits or fails, or finds
+// the instance gone.
 func runPhases(ctx context.Context, s *scope, phases []phaseFunc) (ctrl.Result, error) {
 	for _, p := range phases {
 		res, err := p(ctx, s)
-		if err != nil || !res.IsZero() {
+		if err != nil || !res.IsZero() || s.gone {
 			return res, err
 		}
 	}

@@ -51,6 +51,9 @@ type scope struct {
 	// gone is set once the finalizer is removed: there is no status to
 	// write any more.
 	gone bool
+	// confirmedLive is set once this pass read the instance from the API
+	// server and found it neither gone nor being deleted (mayCreate).
+	confirmedLive bool
 }
 
 func newScope(inst *cachev1alpha1.CacheInstance) *scope {
