@@ -87,11 +87,15 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 }
 
 // Unlink removes a name. A file that this mount has open is moved to a
-// hidden name instead, so that its descriptors keep working.
+// hidden name instead, so that its descriptors keep working, unless it has
+// other names that keep it: a hidden name would count as a link, and the
+// file would show one link too many until it is closed.
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	ctx = n.ctx(ctx)
 	if c := n.openChild(name); c != nil {
-		return c.hide(ctx, n, name)
+		if a, err := n.m.fsys.GetAttr(ctx, n.child(name)); err != nil || a.Nlink < 2 {
+			return c.hide(ctx, n, name)
+		}
 	}
 	return errno(n.m.fsys.Unlink(ctx, n.child(name)))
 }

@@ -143,6 +143,35 @@ func TestUnlinkOpenFile(t *testing.T) {
 	waitEntries(t, backing, 0)
 }
 
+// TestUnlinkOneNameOfAnOpenFile proves that unlinking one of two names of
+// an open file removes it at once: the other name keeps the file, and a
+// hidden name would count as a link until the file was closed.
+func TestUnlinkOneNameOfAnOpenFile(t *testing.T) {
+	mnt, backing, _ := mount(t, Options{})
+	a, b := filepath.Join(mnt, "a"), filepath.Join(mnt, "b")
+	f, err := os.OpenFile(a, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := os.Link(a, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(b); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(a, &st); err != nil || st.Nlink != 1 {
+		t.Fatalf("stat of the other name: nlink %d, %v; want 1", st.Nlink, err)
+	}
+	if entries, _ := os.ReadDir(backing); len(entries) != 1 || entries[0].Name() != "a" {
+		t.Fatalf("backing holds %v, want only a", entries)
+	}
+	if _, err := f.WriteAt([]byte("still here"), 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRenameOverOpenFile proves that a file replaced by a rename stays
 // readable through its descriptor.
 func TestRenameOverOpenFile(t *testing.T) {
