@@ -26,6 +26,12 @@ const maxLeases = 128
 // and as job I/O that its write-back yields to.
 const leaseSweep = 50 * time.Millisecond
 
+// leaseIdleSweeps is how many sweeps a lease may go unread before the
+// client gives it back (5 s): a lease pins a slot, which the server can
+// neither evict nor reuse, and a job that read a file once and moved on
+// should not hold that capacity for the rest of its life.
+const leaseIdleSweeps = 100
+
 // leaseKey names an extent of a file.
 type leaseKey struct {
 	path string
@@ -49,6 +55,8 @@ type lease struct {
 	refs    int  // reads in progress
 	dropped bool // out of the table; the last read releases the pin
 	used    bool // read since the last eviction pass
+	read    bool // read since the last sweep
+	idle    int  // sweeps since it was last read
 }
 
 // leases are the leases a client holds on the extents of one server on
@@ -88,7 +96,7 @@ func (ls *leases) get(key leaseKey) *lease {
 		return nil
 	}
 	le.refs++
-	le.used = true
+	le.used, le.read = true, true
 	return le
 }
 
@@ -162,22 +170,34 @@ func (ls *leases) sweeper(stop chan struct{}) {
 			return
 		case <-t.C:
 		}
-		ls.mu.Lock()
-		for _, le := range ls.m {
-			if !ls.currentLocked(le) {
-				ls.dropLocked(le)
-			}
-		}
-		idle := len(ls.m) == 0 && ls.stop == stop
-		if idle {
-			ls.stop = nil
-		}
-		ls.mu.Unlock()
-		ls.unpins.count(ls.reads.Swap(0), ls.bytes.Swap(0))
-		if idle {
+		if ls.sweep(stop) {
 			return
 		}
 	}
+}
+
+// sweep drops the leases that went stale or unread for leaseIdleSweeps,
+// reports the reads served from leases, and reports whether the sweeper
+// of stop is done: no lease is left.
+func (ls *leases) sweep(stop chan struct{}) (done bool) {
+	ls.mu.Lock()
+	for _, le := range ls.m {
+		if le.read {
+			le.read, le.idle = false, 0
+		} else {
+			le.idle++
+		}
+		if !ls.currentLocked(le) || le.idle >= leaseIdleSweeps && le.refs == 0 {
+			ls.dropLocked(le)
+		}
+	}
+	done = len(ls.m) == 0 && ls.stop == stop
+	if done {
+		ls.stop = nil
+	}
+	ls.mu.Unlock()
+	ls.unpins.count(ls.reads.Swap(0), ls.bytes.Swap(0))
+	return done
 }
 
 // mapped reports whether the slot generations of the server whose slab is

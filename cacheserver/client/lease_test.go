@@ -128,3 +128,39 @@ func TestEpochVoidsLeases(t *testing.T) {
 }
 
 func sleepBriefly() { time.Sleep(time.Millisecond) }
+
+// TestUnreadLeasesAreGivenBack proves that a lease nobody reads goes back
+// to the server after a while: it pins a slot the server can neither evict
+// nor reuse. One that is read stays.
+func TestUnreadLeasesAreGivenBack(t *testing.T) {
+	ls, _, unpinned := leaseTable(4)
+	defer ls.close()
+	idle := &lease{key: leaseKey{"idle", 0}, pin: hold{id: 1}, slot: 0, epoch: 1, lost: up}
+	busy := &lease{key: leaseKey{"busy", 0}, pin: hold{id: 2}, slot: 1, epoch: 1, lost: up}
+	for _, le := range []*lease{idle, busy} {
+		ls.put(le)
+		ls.release(le)
+	}
+	// The test sweeps by hand.
+	ls.mu.Lock()
+	close(ls.stop)
+	ls.stop = nil
+	ls.mu.Unlock()
+	for range leaseIdleSweeps - 1 {
+		if le := ls.get(busy.key); le != nil {
+			ls.release(le)
+		}
+		ls.sweep(nil)
+	}
+	if len(unpinned()) != 0 {
+		t.Fatalf("unpinned %v before the leases were idle long enough", unpinned())
+	}
+	if le := ls.get(busy.key); le != nil {
+		ls.release(le)
+	}
+	ls.sweep(nil)
+	waitUnpinned(t, unpinned, []uint64{1})
+	if ls.get(busy.key) == nil {
+		t.Fatal("a lease that is read was given back")
+	}
+}
