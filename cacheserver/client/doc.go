@@ -22,7 +22,8 @@
 // slot stops holding what the lease says, before the call that changed it
 // returns, so a read that starts after a write, truncate, unlink, rename,
 // eviction or invalidation finishes never sees what was there before. The
-// client drops stale leases and reports its lease reads every 50 ms.
+// client drops stale leases and reports its lease reads every 50 ms, and
+// gives back leases nobody read for five seconds, since each pins a slot.
 //
 // Sizes follow close-to-open consistency, as NFS gives: a client learns a
 // file's size when it opens it or asks for its attributes, and remembers how
