@@ -83,7 +83,9 @@
 //   - Read-ahead: a miss right after a miss of the previous extent, or a hit
 //     on an extent read ahead, copies up the next two extents in the
 //     background, as the caller. A truncate, drop or invalidation of the
-//     file voids read-ahead started before it.
+//     file voids read-ahead started before it. Hits in file order read the
+//     slots of the next extents into memory, in batches of four or more,
+//     consecutive slots as one range (see readAheadSlots).
 //
 // # On-disk layout
 //

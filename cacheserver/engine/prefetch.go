@@ -49,15 +49,21 @@ func (e *Engine) prefetch(ctx context.Context, f *file, idx int64, epoch uint64)
 
 // readAheadWindow is how many extents ahead of a sequential reader of cached
 // extents the kernel reads their slots into memory.
-const readAheadWindow = 4
+const readAheadWindow = 8
 
 // readAheadSlots returns the slots to read into memory after a hit on extent
 // idx of f, when hits on f look sequential: the hit before was on the
 // extent this engine holds before idx. Slots are not contiguous in the slab
 // as extents are in a file, so the kernel's own read-ahead, which follows
 // file offsets, does not help a reader of cached extents whose pages were
-// dropped; without this each extent waits for the disk in turn. The caller
-// holds e.mu and passes the slots to readAhead after releasing it.
+// dropped; without this each extent waits for the disk in turn.
+//
+// Like the kernel's read-ahead, it works in batches: once the reader has
+// consumed half the window, the rest of the window is asked for at once.
+// Extents written in order sit in consecutive slots, and readAhead asks for
+// those in one range, which reaches the disk as a few large requests
+// instead of one per extent. The caller holds e.mu and passes the slots to
+// readAhead after releasing it.
 func (e *Engine) readAheadSlots(f *file, idx int64) (slots [readAheadWindow]int32, n int) {
 	stride := e.cfg.Stride
 	if f.lastHit == idx {
@@ -71,6 +77,9 @@ func (e *Engine) readAheadSlots(f *file, idx int64) (slots [readAheadWindow]int3
 	end := idx + readAheadWindow*stride
 	next := idx + stride
 	if f.readAhead >= next && f.readAhead <= end {
+		if f.readAhead > idx+readAheadWindow/2*stride {
+			return slots, 0
+		}
 		next = f.readAhead + stride
 	}
 	for ; next <= end; next += stride {
@@ -83,10 +92,16 @@ func (e *Engine) readAheadSlots(f *file, idx int64) (slots [readAheadWindow]int3
 	return slots, n
 }
 
-// readAhead starts reading slots into memory. A slot reused meanwhile for
-// another extent only makes the hint useless.
+// readAhead starts reading slots into memory, consecutive slots as one
+// range. A slot reused meanwhile for another extent only makes the hint
+// useless.
 func (e *Engine) readAhead(slots []int32) {
-	for _, s := range slots {
-		e.slab.WillNeed(int(s), e.es)
+	for i := 0; i < len(slots); {
+		j := i + 1
+		for j < len(slots) && slots[j] == slots[j-1]+1 {
+			j++
+		}
+		e.slab.WillNeed(int(slots[i]), j-i)
+		i = j
 	}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"io"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
+	"github.com/burstcache/burstcache/cacheserver/vfs"
 )
 
 // readLog is a backing store that records which extents were read.
@@ -76,5 +78,95 @@ func TestPrefetchFollowsTheStride(t *testing.T) {
 	}
 	if !slices.Contains(got, 6) || !slices.Contains(got, 9) {
 		t.Fatalf("backing extents read %v: want read-ahead of 6 and 9", got)
+	}
+}
+
+// adviceLog is a file system whose files record the ranges the engine asks
+// to read ahead.
+type adviceLog struct {
+	vfs.OS
+	mu     sync.Mutex
+	ranges [][2]int64 // offset and length
+}
+
+type advisedFile struct {
+	vfs.File
+	log *adviceLog
+}
+
+func (l *adviceLog) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, error) {
+	f, err := l.OS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return advisedFile{f, l}, nil
+}
+
+func (f advisedFile) WillNeed(off, n int64) {
+	f.log.mu.Lock()
+	f.log.ranges = append(f.log.ranges, [2]int64{off, n})
+	f.log.mu.Unlock()
+}
+
+func (l *adviceLog) take() [][2]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.ranges
+	l.ranges = nil
+	return out
+}
+
+// TestReadAheadOfCachedExtents reads a file whose extents sit in consecutive
+// slots. In order, the slots after the reader are asked for in a few large
+// ranges that cover every slot the reader goes on to read; out of order,
+// nothing is.
+func TestReadAheadOfCachedExtents(t *testing.T) {
+	const es, extents = 64 << 10, 24
+	advice := &adviceLog{}
+	r := newRig(t, es, 32, func(c *Config) { c.FS = advice })
+	r.write("f", 0, make([]byte, extents*es))
+	slots := make([]int32, extents)
+	r.e.mu.Lock()
+	for idx := range slots {
+		slots[idx] = r.e.files["f"].extents[int64(idx)].slot
+	}
+	r.e.mu.Unlock()
+	if !slices.IsSorted(slots) || slots[extents-1]-slots[0] != extents-1 {
+		t.Fatalf("extents written in order sit in slots %v, want consecutive slots", slots)
+	}
+	advice.take()
+
+	buf := make([]byte, es)
+	for _, idx := range []int64{5, 2, 9, 14, 3, 20} {
+		if _, err := r.e.ReadAt(context.Background(), "f", buf, idx*es); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := advice.take(); len(got) != 0 {
+		t.Errorf("reads out of order asked to read ahead %v, want nothing", got)
+	}
+
+	for idx := int64(0); idx < extents; idx++ {
+		if _, err := r.e.ReadAt(context.Background(), "f", buf, idx*es); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := advice.take()
+	covered := map[int32]bool{}
+	for _, rg := range got {
+		if rg[0]%es != 0 || rg[1]%es != 0 {
+			t.Fatalf("read-ahead of [%d, +%d) is not whole slots", rg[0], rg[1])
+		}
+		for s := rg[0] / es; s < (rg[0]+rg[1])/es; s++ {
+			covered[int32(s)] = true
+		}
+	}
+	for idx := 2; idx < extents; idx++ {
+		if !covered[slots[idx]] {
+			t.Errorf("the slot of extent %d (%d) was never read ahead; ranges %v", idx, slots[idx], got)
+		}
+	}
+	if len(got) > extents/readAheadWindow*2+1 {
+		t.Errorf("%d reads of extents in order asked for %d ranges (%v), want a few large ones", extents, len(got), got)
 	}
 }

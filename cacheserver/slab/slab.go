@@ -88,12 +88,12 @@ func (s *Slab) WriteByDescriptor(slot int, off, n int64, fn func(fd int, fileOff
 	return dw.WriteByDescriptor(at, n, func(fd int) (int64, error) { return fn(fd, at) })
 }
 
-// WillNeed starts reading the first n bytes of slot into the page cache,
-// for a reader expected to want them soon; it returns without waiting.
-// On a slab file that offers no read-ahead it does nothing.
-func (s *Slab) WillNeed(slot int, n int64) {
-	if a, ok := s.f.(vfs.Advisor); ok && s.check(slot, int(n), 0) == nil {
-		a.WillNeed(int64(slot)*s.slotSize, n)
+// WillNeed starts reading count slots from first into the page cache, for
+// a reader expected to want them soon; it returns without waiting. On a
+// slab file that offers no read-ahead it does nothing.
+func (s *Slab) WillNeed(first, count int) {
+	if a, ok := s.f.(vfs.Advisor); ok && count > 0 && s.check(first, 0, 0) == nil && s.check(first+count-1, 0, 0) == nil {
+		a.WillNeed(int64(first)*s.slotSize, int64(count)*s.slotSize)
 	}
 }
 

@@ -90,11 +90,6 @@ func (f osFile) WriteByDescriptor(_, _ int64, fn func(fd int) (int64, error)) (i
 	return fn(int(f.Fd()))
 }
 
-// WillNeed implements Advisor. An error only means no read-ahead.
-func (f osFile) WillNeed(off, n int64) {
-	_ = unix.Fadvise(int(f.Fd()), off, n, unix.FADV_WILLNEED)
-}
-
 func (f osFile) Allocate(off, n int64) error {
 	if err := unix.Fallocate(int(f.Fd()), 0, off, n); err != nil {
 		return &fs.PathError{Op: "fallocate", Path: f.Name(), Err: err}

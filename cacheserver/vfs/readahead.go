@@ -1,0 +1,107 @@
+package vfs
+
+import (
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// A read-ahead reads its range as a reader would, by splicing it into
+// /dev/null, rather than with POSIX_FADV_WILLNEED. The two differ in what
+// reaches the disk. The hint reads into single pages, and a request holds
+// at most as many pages as the device takes segments (254 on the virtio
+// disks measured), so a range arrives as requests of 500 KiB or less. The
+// read path's own read-ahead fills large folios, and the same range
+// arrives as requests of 2-3 MiB. On the development VM, whose disk serves
+// about a thousand requests a second whatever their size, two readers of
+// cached extents read 1.0-1.2 GB/s from the slab with the hint and
+// 1.95-2.15 GB/s with the splice. Splicing into /dev/null moves page
+// references, never the bytes.
+//
+// A read-ahead holds a thread in splice(2) while the disk reads, so at most
+// maxReadAheads run at once; a hint past that falls back to the fadvise.
+const maxReadAheads = 8
+
+var readAheads = make(chan struct{}, maxReadAheads)
+
+// readAheadPipe is the capacity asked for the pipe a read-ahead moves its
+// pages through, and so the most one splice reads.
+const readAheadPipe = 1 << 20
+
+var devNull = sync.OnceValues(func() (*os.File, error) { return os.OpenFile(os.DevNull, os.O_WRONLY, 0) })
+
+// WillNeed implements Advisor: it starts reading [off, off+n) in the
+// background. An error only means less read-ahead.
+func (f osFile) WillNeed(off, n int64) {
+	select {
+	case readAheads <- struct{}{}:
+		go func() {
+			defer func() { <-readAheads }()
+			if done, err := f.spliceToNull(off, n); err != nil {
+				f.fadvise(off+done, n-done)
+			}
+		}()
+	default:
+		f.fadvise(off, n)
+	}
+}
+
+func (f osFile) fadvise(off, n int64) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) { _ = unix.Fadvise(int(fd), off, n, unix.FADV_WILLNEED) })
+}
+
+// spliceToNull reads [off, off+n) of f into the page cache and discards
+// it, returning how many bytes it read. It holds the descriptor for the
+// whole time (Control), so a Close meanwhile waits for it rather than
+// leaving it to read whatever file gets the descriptor's number next.
+func (f osFile) spliceToNull(off, n int64) (done int64, err error) {
+	null, err := devNull()
+	if err != nil {
+		return 0, err
+	}
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return 0, err
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	// Best effort: a smaller pipe only costs more system calls.
+	_, _ = unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, readAheadPipe)
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	nullFd := int(null.Fd())
+	cerr := rc.Control(func(fd uintptr) {
+		for done < n {
+			var in, out int64
+			in, err = unix.Splice(int(fd), &off, p[1], nil, int(min(n-done, readAheadPipe)), 0)
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err != nil || in == 0:
+				return // an error, or the end of the file
+			}
+			for in > 0 {
+				out, err = unix.Splice(p[0], nil, nullFd, nil, int(in), 0)
+				switch {
+				case err == unix.EINTR:
+					continue
+				case err != nil:
+					return
+				}
+				in -= out
+				done += out
+			}
+		}
+	})
+	if cerr != nil {
+		return done, cerr
+	}
+	return done, err
+}
