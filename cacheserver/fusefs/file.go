@@ -50,14 +50,30 @@ func (n *node) newHandle(ctx context.Context, flags uint32) (*handle, uint32) {
 			h.passFd = fd
 		}
 	}
+	return h, n.m.opts.openFlags(flags, h.passFd >= 0)
+}
+
+// openFlags returns the FUSE open flags for an open with flags. Without the
+// client cache a write-only open bypasses the page cache (FOPEN_DIRECT_IO):
+// a write-through write would copy the bytes into the page cache and then
+// out to the mount, which nothing of that descriptor reads back, and the
+// kernel sends the writes as they come either way. The kernel writes back
+// dirty pages of the range, from shared mappings through other
+// descriptors, before a direct write and drops cached pages of the range,
+// so readers on the node see the new bytes. Handles that read keep the
+// page cache: its read-ahead serves small sequential reads and mmap.
+func (o Options) openFlags(flags uint32, passthrough bool) uint32 {
 	var fuseFlags uint32
-	if n.m.opts.ClientCache {
+	if o.ClientCache {
 		fuseFlags |= fuse.FOPEN_KEEP_CACHE
 	}
-	if h.passFd >= 0 {
+	switch {
+	case passthrough:
 		fuseFlags |= fuse.FOPEN_PASSTHROUGH
+	case !o.ClientCache && flags&syscall.O_ACCMODE == syscall.O_WRONLY:
+		fuseFlags |= fuse.FOPEN_DIRECT_IO
 	}
-	return h, fuseFlags
+	return fuseFlags
 }
 
 // addOpen counts an open of n.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
 	"github.com/burstcache/burstcache/cacheserver/posixns"
@@ -266,5 +267,92 @@ func TestFlushReachesFlusher(t *testing.T) {
 	}
 	if n := fsys.flushes.Load(); n != 1 {
 		t.Fatalf("%d flushes after one close, want 1", n)
+	}
+}
+
+// TestWriteOnlyOpensBypassThePageCache: without the client cache, a
+// write-only open asks for direct I/O, and nothing else does.
+func TestWriteOnlyOpensBypassThePageCache(t *testing.T) {
+	for _, c := range []struct {
+		opts        Options
+		flags       uint32
+		passthrough bool
+		want        uint32
+	}{
+		{Options{}, syscall.O_WRONLY, false, fuse.FOPEN_DIRECT_IO},
+		{Options{}, syscall.O_WRONLY | syscall.O_APPEND | syscall.O_CREAT, false, fuse.FOPEN_DIRECT_IO},
+		{Options{}, syscall.O_RDWR, false, 0},
+		{Options{}, syscall.O_RDONLY, false, 0},
+		{Options{ClientCache: true}, syscall.O_WRONLY, false, fuse.FOPEN_KEEP_CACHE},
+		{Options{}, syscall.O_WRONLY, true, fuse.FOPEN_PASSTHROUGH},
+		{Options{ClientCache: true}, syscall.O_RDONLY, true, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_PASSTHROUGH},
+	} {
+		if got := c.opts.openFlags(c.flags, c.passthrough); got != c.want {
+			t.Errorf("client cache %v, open flags %#o, passthrough %v: FUSE flags %#x, want %#x",
+				c.opts.ClientCache, c.flags, c.passthrough, got, c.want)
+		}
+	}
+}
+
+// TestDirectWritesAreSeenOnTheNode writes through a write-only descriptor
+// (direct I/O) over a page that another descriptor has cached and a shared
+// mapping has dirtied: the reader and the mapping see the new bytes, and
+// the mapping's older bytes outside the write survive it.
+func TestDirectWritesAreSeenOnTheNode(t *testing.T) {
+	mnt, backing, _ := mount(t, Options{})
+	p := filepath.Join(mnt, "f")
+	page := os.Getpagesize()
+	if err := os.WriteFile(p, []byte(strings.Repeat("a", 2*page)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rw, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rw.Close()
+	m, err := unix.Mmap(int(rw.Fd()), 0, 2*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	buf := make([]byte, 4)
+	if _, err := r.ReadAt(buf, int64(page)); err != nil || string(buf) != "aaaa" {
+		t.Fatalf("first read %q, %v", buf, err)
+	}
+	copy(m, "MMMMMMMM") // dirty, not yet written back
+
+	w, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteAt([]byte("dddd"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteAt([]byte("cccc"), int64(page)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ReadAt(buf, int64(page)); err != nil || string(buf) != "cccc" {
+		t.Errorf("a reader that had the page cached reads %q, %v after the write, want cccc", buf, err)
+	}
+	if got := string(m[page : page+4]); got != "cccc" {
+		t.Errorf("a shared mapping shows %q after the write, want cccc", got)
+	}
+	if got := string(m[:8]); got != "ddddMMMM" {
+		t.Errorf("the mapping that dirtied the page shows %q after the write, want ddddMMMM", got)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Msync(m, unix.MS_SYNC); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(backing, "f"))
+	if err != nil || string(got[:8]) != "ddddMMMM" || string(got[page:page+4]) != "cccc" {
+		t.Errorf("backing file starts %q and holds %q at %d, %v; want ddddMMMM and cccc", got[:8], got[page:page+4], page, err)
 	}
 }
