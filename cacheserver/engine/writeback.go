@@ -58,24 +58,37 @@ func (e *Engine) worker(id int) {
 // write-back to yield to it.
 const jobIOWindow = 100 * time.Millisecond
 
+// yieldShare: while jobs read or write, write-back that nothing urgent
+// waits for keeps the workers busy, together, about 1/yieldShare of the
+// time, as if one worker wrote back a fifth of the time.
+const yieldShare = 5
+
+// maxYield bounds one pause of yieldToJobs.
+const maxYield = time.Second
+
 // yieldToJobs pauses write-back that nothing urgent waits for, after an
-// extent that took spent, while jobs read or write: for twice spent, so
-// that write-back takes about a third of the device and CPU time it would
-// take alone and the job keeps the rest. Write-back past the dirty high
-// watermark, or with writers waiting for space, does not pause: the jobs
-// themselves wait for it then.
+// extent that took spent, while jobs read or write: each worker pauses for
+// yieldShare x workers - 1 times what it spent (19 times with four
+// workers), so that the jobs keep most of the device and CPU time. A pause
+// for each worker alone, as if it were the only one, let four workers on
+// each of two servers take as much time as the jobs. Write-back past the
+// dirty high watermark, or with writers waiting for space, does not pause:
+// the jobs themselves wait for it then. No pause is longer than maxYield:
+// an extent that took long waited for a slow backing store more than it
+// used the node.
 func (e *Engine) yieldToJobs(spent time.Duration) {
 	e.mu.Lock()
 	pause := !e.wbActive && e.spaceWaiters == 0 && !e.closed && time.Since(e.lastIO) < jobIOWindow
 	if pause {
 		e.st.yields++
 	}
+	workers := max(e.tun.WriteBackThreads, 1)
 	e.mu.Unlock()
 	if !pause {
 		return
 	}
 	select {
-	case <-time.After(2 * spent):
+	case <-time.After(min(spent*time.Duration(yieldShare*workers-1), maxYield)):
 	case <-e.stop:
 	}
 }
