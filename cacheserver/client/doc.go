@@ -14,7 +14,7 @@
 // since pins and open writes belong to the connection that made them.
 //
 // The pin of a read inside one extent is kept as a lease on the extent
-// (up to 128 per server): later reads of the extent, of any size, are read
+// (up to 1024 per server): later reads of the extent, of any size, are read
 // from the slab without asking the server, for as long as the slot's
 // generation and the server's epoch, in the server's slot generation file
 // that the client maps read-only, are those of the lease and the
@@ -24,6 +24,10 @@
 // eviction or invalidation finishes never sees what was there before. The
 // client drops stale leases and reports its lease reads every 50 ms, and
 // gives back leases nobody read for five seconds, since each pins a slot.
+// Reads from leases never reach the server, so the client reads ahead for
+// them as the server does for the reads it serves: when a file's extents
+// on a server are read in order, it reads the slots of the next leased
+// extents into memory, through a slab descriptor of its own (readAhead).
 //
 // Sizes follow close-to-open consistency, as NFS gives: a client learns a
 // file's size when it opens it or asks for its attributes, and remembers how

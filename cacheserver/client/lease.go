@@ -77,6 +77,8 @@ type leases struct {
 	words []uint64
 	m     map[leaseKey]*lease
 	stop  chan struct{}
+	// streams follows sequential readers, by path (aheadOf).
+	streams map[string]*stream
 
 	reads, bytes atomic.Int64
 }

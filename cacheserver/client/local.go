@@ -32,6 +32,11 @@ type localSlab struct {
 	off  bool // the server cannot hand out its slab: read through it
 	file *os.File
 	id   slabID
+	// raFile is a descriptor of the slab file raID for read-ahead
+	// (readAheadFile); raOff: the server hands out none.
+	raFile *os.File
+	raID   slabID
+	raOff  bool
 	// old keeps descriptors of slab files replaced after a server restart
 	// open, so that their numbers, which reads in flight may still use, are
 	// not reused for other files.
@@ -99,7 +104,8 @@ func (l *localSlab) slab(ctx context.Context, id slabID) (*os.File, error) {
 	// Slots follow each other in the slab as extents do not in a file: the
 	// kernel's read-ahead, which follows file offsets, would read other
 	// extents' slots. The server reads ahead the slots of the next extents
-	// of a sequential reader itself (FADV_WILLNEED).
+	// of a sequential reader itself, and so does the client for the
+	// extents it reads from leases (readAhead).
 	_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM)
 	if l.file != nil {
 		l.old = append(l.old, l.file)
@@ -113,12 +119,12 @@ func (l *localSlab) close() {
 	_ = l.srv.Close()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, f := range append(l.old, l.file) {
+	for _, f := range append(l.old, l.file, l.raFile) {
 		if f != nil {
 			_ = f.Close()
 		}
 	}
-	l.file, l.old = nil, nil
+	l.file, l.raFile, l.old = nil, nil, nil
 }
 
 // hold is something the server holds for the connection link: a pin or
@@ -264,6 +270,7 @@ func decodeSpans(rep wire.Reply, askedLease bool) (spansReply, error) {
 func (f *FS) readLocal(ctx context.Context, l *localSlab, path string, pc placement.Piece, dst []byte, direct bool) (*namespace.FileData, error) {
 	key := leaseKey{path, pc.Off / f.layout.ExtentSize}
 	in := pc.Off % f.layout.ExtentSize
+	l.readAhead(ctx, key, int64(f.layout.Servers))
 	if le := l.leases.get(key); le != nil {
 		if in+int64(len(dst)) <= int64(le.valid) {
 			return readLeased(l, le, in, dst, direct)

@@ -31,23 +31,28 @@ const readAheadPipe = 1 << 20
 
 var devNull = sync.OnceValues(func() (*os.File, error) { return os.OpenFile(os.DevNull, os.O_WRONLY, 0) })
 
-// WillNeed implements Advisor: it starts reading [off, off+n) in the
-// background. An error only means less read-ahead.
-func (f osFile) WillNeed(off, n int64) {
+// WillNeed implements Advisor with ReadAhead.
+func (f osFile) WillNeed(off, n int64) { ReadAhead(f.File, off, n) }
+
+// ReadAhead starts reading [off, off+n) of f into the page cache in the
+// background and returns at once. An error only means less read-ahead. A
+// descriptor set for random access (POSIX_FADV_RANDOM) reads single pages
+// whatever it is asked, so f should not be one.
+func ReadAhead(f *os.File, off, n int64) {
 	select {
 	case readAheads <- struct{}{}:
 		go func() {
 			defer func() { <-readAheads }()
-			if done, err := f.spliceToNull(off, n); err != nil {
-				f.fadvise(off+done, n-done)
+			if done, err := spliceToNull(f, off, n); err != nil {
+				fadvise(f, off+done, n-done)
 			}
 		}()
 	default:
-		f.fadvise(off, n)
+		fadvise(f, off, n)
 	}
 }
 
-func (f osFile) fadvise(off, n int64) {
+func fadvise(f *os.File, off, n int64) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return
@@ -59,7 +64,7 @@ func (f osFile) fadvise(off, n int64) {
 // it, returning how many bytes it read. It holds the descriptor for the
 // whole time (Control), so a Close meanwhile waits for it rather than
 // leaving it to read whatever file gets the descriptor's number next.
-func (f osFile) spliceToNull(off, n int64) (done int64, err error) {
+func spliceToNull(f *os.File, off, n int64) (done int64, err error) {
 	null, err := devNull()
 	if err != nil {
 		return 0, err

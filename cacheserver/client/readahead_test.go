@@ -1,0 +1,159 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestLeaseReadAhead reads the extents a server holds of a file (every
+// second one, as with two servers) in order, then out of order, and checks
+// what aheadOf asks to read: in order, the slots of the leased extents
+// ahead, in few ranges that merge consecutive slots, and never an extent
+// without a current lease; out of order, nothing.
+func TestLeaseReadAhead(t *testing.T) {
+	const stride, extents = 2, 40
+	ls, words, _ := leaseTable(extents)
+	defer ls.close()
+	es := ls.es
+	for i := range int64(extents) {
+		idx := i * stride
+		// Extents 0..19 sit in slots 0..19 and 20..39 in slots 30..39,
+		// then 20..29: two runs that are not contiguous.
+		slot := i
+		if i >= 20 {
+			slot = (i-20+10)%20 + 20
+		}
+		le := &lease{key: leaseKey{"f", idx}, pin: hold{id: uint64(i + 1)}, slot: slot, off: slot * es, epoch: 1, lost: up}
+		ls.put(le)
+		ls.release(le)
+	}
+	words[12+1]++ // the lease on extent 24 (slot 12) went stale
+
+	for _, idx := range []int64{10, 4, 30, 8} {
+		if _, got := ls.aheadOf(leaseKey{"f", idx}, stride); len(got) != 0 {
+			t.Fatalf("a read of extent %d out of order read ahead %v", idx, got)
+		}
+	}
+
+	read := map[int64]bool{} // slab offsets read ahead
+	calls, ranges := 0, 0
+	for i := range int64(extents) {
+		_, got := ls.aheadOf(leaseKey{"f", i * stride}, stride)
+		if len(got) > 0 {
+			calls++
+		}
+		ranges += len(got)
+		for _, r := range got {
+			if r.off%es != 0 || int64(r.n)%es != 0 {
+				t.Fatalf("range %+v is not whole slots", r)
+			}
+			for off := r.off; off < r.off+int64(r.n); off += es {
+				read[off] = true
+			}
+		}
+		// The same extent again (the next piece of it) asks for nothing.
+		if _, again := ls.aheadOf(leaseKey{"f", i * stride}, stride); len(again) != 0 {
+			t.Fatalf("a second read of extent %d read ahead %v", i*stride, again)
+		}
+	}
+	for i := int64(2); i < extents; i++ {
+		slot := i
+		if i >= 20 {
+			slot = (i-20+10)%20 + 20
+		}
+		if want := slot != 12; read[slot*es] != want {
+			t.Errorf("slot %d of extent %d read ahead: %v, want %v", slot, i*stride, read[slot*es], want)
+		}
+	}
+	if calls > extents/leaseReadAhead*2+2 {
+		t.Errorf("%d extents read in order asked for read-ahead %d times, want batches", extents, calls)
+	}
+	if ranges >= len(read)/2 {
+		t.Errorf("%d slots read ahead in %d ranges, want consecutive slots merged", len(read), ranges)
+	}
+}
+
+// TestLeaseReadsReadAhead reads a cached file again through leases, after
+// its slots left the page cache: the first extents read bring the slots of
+// the next ones into memory before they are read.
+func TestLeaseReadsReadAhead(t *testing.T) {
+	const extents = 24
+	f, err := New(Options{Servers: []string{startLocal(t, t.TempDir())}, ExtentSize: localExtent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx := context.Background()
+	if _, err := f.Create(ctx, "f", syscall.O_RDWR, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("r"), localExtent)
+	buf := make([]byte, localExtent)
+	for i := range int64(extents) {
+		if _, err := f.WriteAt(ctx, "f", data, i*localExtent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range int64(extents) { // takes leases
+		if _, err := f.ReadAt(ctx, "f", buf, i*localExtent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := f.local[0]
+	l.leases.mu.Lock()
+	le := l.leases.m[leaseKey{"f", 6}]
+	l.leases.mu.Unlock()
+	if le == nil {
+		t.Fatal("no lease on extent 6 after reading it")
+	}
+	slab := le.file
+	if err := unix.Fdatasync(int(slab.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(slab.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	if resident(t, slab, le.off, localExtent) {
+		t.Skip("the slab's file system keeps pages it was asked to drop")
+	}
+	for i := range int64(4) {
+		if _, err := f.ReadAt(ctx, "f", buf, i*localExtent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !resident(t, slab, le.off, localExtent) {
+		if time.Now().After(deadline) {
+			t.Fatal("the slot of extent 6 is not in memory 10s after extents 0-3 were read in order")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// resident reports whether every page of [off, off+n) of f is in memory.
+func resident(t *testing.T, f *os.File, off, n int64) bool {
+	t.Helper()
+	m, err := unix.Mmap(int(f.Fd()), off, int(n), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	page := int64(os.Getpagesize())
+	vec := make([]byte, (n+page-1)/page)
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatal(errno)
+	}
+	for _, v := range vec {
+		if v&1 == 0 {
+			return false
+		}
+	}
+	return true
+}
