@@ -5,20 +5,28 @@ import (
 	"fmt"
 )
 
-// allocSlot takes a free slot, evicting clean extents or waiting for
-// write-back and index commits when none is free. The caller must hold no
-// extent lock: a writer that needs space that is all dirty waits here while
-// write-back, which needs extent locks, cleans extents.
-func (e *Engine) allocSlot(ctx context.Context) (int32, error) {
+// allocSlot takes a free slot for extent idx of f, evicting clean extents
+// or waiting for write-back and index commits when none is free. The
+// caller must hold no extent lock: a writer that needs space that is all
+// dirty waits here while write-back, which needs extent locks, cleans
+// extents.
+func (e *Engine) allocSlot(ctx context.Context, f *file, idx int64) (int32, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for {
-		if n := len(e.free); n > 0 {
-			s := e.free[n-1]
-			e.free = e.free[:n-1]
+		s, ok := e.takeFromRunLocked(f, idx)
+		if !ok && len(e.free) > 0 {
+			s, ok = e.free[len(e.free)-1], true
+			e.free = e.free[:len(e.free)-1]
+			e.reserveRunLocked(f, idx, s)
+		}
+		if ok {
 			e.used++
 			e.evictToWatermarkLocked()
 			return s, nil
+		}
+		if e.releaseRunsLocked() {
+			continue
 		}
 		if e.commitErr != nil && len(e.pendingFree) > 0 {
 			// Slots wait for a commit that keeps failing: the cache device
@@ -36,6 +44,110 @@ func (e *Engine) allocSlot(ctx context.Context) (int32, error) {
 			return -1, err
 		}
 	}
+}
+
+// runLen is how many consecutive slots a file takes from the free list at
+// a time, for the extents it fills next.
+const runLen = 16
+
+// slotRun is a run of consecutive free slots that a file took for its
+// next extents: slot base+i is for extent first+i*Stride while bit i of
+// left is set. Jobs write and read several files at once, and slots taken
+// one at a time from the free list interleave their extents in the slab;
+// in runs, the extents of a file that follow each other in the file mostly
+// follow each other in the slab too, so that read-ahead and write-back read
+// them in large requests. Reserved slots stay free: they are not counted
+// as used, and go back to the free list when the file takes more runs or
+// when the free list runs out.
+type slotRun struct {
+	base  int32
+	first int64
+	left  uint32
+}
+
+// takeFromRunLocked takes the slot that a run of f holds for extent idx.
+func (e *Engine) takeFromRunLocked(f *file, idx int64) (int32, bool) {
+	for i, r := range f.runs {
+		if r == nil {
+			continue
+		}
+		d := idx - r.first
+		if d < 0 || d%e.cfg.Stride != 0 || d/e.cfg.Stride >= runLen {
+			continue
+		}
+		bit := uint32(1) << (d / e.cfg.Stride)
+		if r.left&bit == 0 {
+			return 0, false
+		}
+		if r.left &^= bit; r.left == 0 {
+			f.runs[i] = nil
+			if f.runs == [2]*slotRun{} {
+				delete(e.runs, f)
+			}
+		}
+		return r.base + int32(d/e.cfg.Stride), true
+	}
+	return 0, false
+}
+
+// reserveRunLocked gives f, which just took slot s for extent idx, a run
+// of the free slots after s for its next extents, when those are on top of
+// the free list and plenty are left for others. A file keeps its last two
+// runs, since extents read ahead or written by several threads come a
+// little out of order; the one before goes back.
+func (e *Engine) reserveRunLocked(f *file, idx int64, s int32) {
+	var left uint32
+	for i := int32(1); i < runLen; i++ {
+		n := len(e.free)
+		if n < 4*runLen || e.free[n-1] != s+i {
+			break
+		}
+		e.free = e.free[:n-1]
+		left |= 1 << i
+	}
+	if left == 0 {
+		return
+	}
+	e.releaseOneRunLocked(f.runs[0])
+	f.runs = [2]*slotRun{f.runs[1], {base: s, first: idx, left: left}}
+	if e.runs == nil {
+		e.runs = map[*file]struct{}{}
+	}
+	e.runs[f] = struct{}{}
+}
+
+// releaseRunLocked puts the slots left in the runs of f back on the free
+// list.
+func (e *Engine) releaseRunLocked(f *file) {
+	for _, r := range f.runs {
+		e.releaseOneRunLocked(r)
+	}
+	f.runs = [2]*slotRun{}
+	delete(e.runs, f)
+}
+
+// releaseOneRunLocked puts the slots left in r back on the free list,
+// lowest on top.
+func (e *Engine) releaseOneRunLocked(r *slotRun) {
+	if r == nil {
+		return
+	}
+	for i := int32(runLen - 1); i >= 0; i-- {
+		if r.left&(1<<i) != 0 {
+			e.free = append(e.free, r.base+i)
+		}
+	}
+	r.left = 0
+}
+
+// releaseRunsLocked puts back the slots of every run, and reports whether
+// there were any.
+func (e *Engine) releaseRunsLocked() bool {
+	found := len(e.runs) > 0
+	for f := range e.runs {
+		e.releaseRunLocked(f)
+	}
+	return found
 }
 
 // releaseSlot returns a slot no index entry names (it was allocated and not

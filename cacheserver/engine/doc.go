@@ -85,7 +85,10 @@
 //     background, as the caller. A truncate, drop or invalidation of the
 //     file voids read-ahead started before it. Hits in file order read the
 //     slots of the next extents into memory, in batches of four or more,
-//     consecutive slots as one range (see readAheadSlots).
+//     consecutive slots as one range (see readAheadSlots). To keep those
+//     ranges long while jobs fill several files at once, a file takes free
+//     slots in runs of 16 for its next extents (slotRun), which go back to
+//     the free list when the free list runs out.
 //
 // # On-disk layout
 //

@@ -36,6 +36,7 @@ type Engine struct {
 	nfile int64 // files with a record
 
 	free        []int32            // slots no durable index entry refers to
+	runs        map[*file]struct{} // files holding a run of free slots (slotRun)
 	pendingFree []int32            // slots freed in memory, still named by the index
 	pins        map[int32]int32    // slots ReadSpans handed out, with their pin counts
 	pinnedFree  map[int32]struct{} // retired slots that wait for their pins

@@ -73,11 +73,12 @@ type file struct {
 	record      bool   // has a durable file record (counts against MaxFiles)
 	cred        *ident.Cred
 	dead        bool
-	epoch       uint64 // bumped when extents are dropped or trimmed
-	lastMiss    int64  // extent of the last read miss, to detect sequential reads
-	lastHit     int64  // extent of the last read hit, likewise
-	readAhead   int64  // last extent whose slot was read ahead
-	prefetching int    // prefetches of this file in flight
+	epoch       uint64      // bumped when extents are dropped or trimmed
+	lastMiss    int64       // extent of the last read miss, to detect sequential reads
+	lastHit     int64       // extent of the last read hit, likewise
+	readAhead   int64       // last extent whose slot was read ahead
+	prefetching int         // prefetches of this file in flight
+	runs        [2]*slotRun // runs of free slots for the next extents
 }
 
 // xlist is an intrusive doubly linked list of extents: the clean list in

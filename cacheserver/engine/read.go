@@ -240,7 +240,7 @@ func (e *Engine) readCached(x *extent, p []byte, in int64) (done, prefetched boo
 // of it, unless someone else is copying it up (served is false: read it).
 // With an epoch other than anyEpoch, it gives up when f changed since.
 func (e *Engine) copyUp(ctx context.Context, f *file, idx int64, p []byte, in int64, epoch uint64) (served bool, err error) {
-	slot, err := e.allocSlot(ctx)
+	slot, err := e.allocSlot(ctx, f, idx)
 	if err != nil {
 		return false, err
 	}

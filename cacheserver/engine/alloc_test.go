@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+)
+
+// slotsOf returns the slots of extents 0, stride, 2*stride... of p.
+func (r *rig) slotsOf(p string, n int, stride int64) []int32 {
+	r.t.Helper()
+	r.e.mu.Lock()
+	defer r.e.mu.Unlock()
+	var out []int32
+	for i := range int64(n) {
+		x := r.e.files[p].extents[i*stride]
+		if x == nil {
+			r.t.Fatalf("extent %d of %s is not cached", i*stride, p)
+		}
+		out = append(out, x.slot)
+	}
+	return out
+}
+
+// breaks counts the places where the next extent is not in the next slot.
+func breaks(slots []int32) int {
+	n := 0
+	for i := 1; i < len(slots); i++ {
+		if slots[i] != slots[i-1]+1 {
+			n++
+		}
+	}
+	return n
+}
+
+// TestFilesFillRunsOfSlots writes two files at once, extent by extent in
+// turn, through an engine that holds every second extent (one of two
+// striped servers): each file's extents follow each other in the slab,
+// but for a break every run.
+func TestFilesFillRunsOfSlots(t *testing.T) {
+	const es, stride, extents = 4 << 10, 2, 40
+	r := newRig(t, es, 256, func(c *Config) { c.Stride = stride })
+	data := bytes.Repeat([]byte("s"), es)
+	for i := range int64(extents) {
+		r.write("a", i*stride*es, data)
+		r.write("b", i*stride*es, data)
+	}
+	for _, p := range []string{"a", "b"} {
+		slots := r.slotsOf(p, extents, stride)
+		if n := breaks(slots); n > extents/runLen+1 {
+			t.Errorf("the extents of %s sit in slots %v: %d breaks, want at most %d", p, slots, n, extents/runLen+1)
+		}
+	}
+}
+
+// TestRunsGiveWayWhenSpaceRunsOut fills the cache to the last slot while
+// another file holds a run of free slots it will not use: the writer gets
+// those slots, with no write-back or eviction to make room.
+func TestRunsGiveWayWhenSpaceRunsOut(t *testing.T) {
+	const es, slots = 4 << 10, 128
+	r := newRig(t, es, slots, func(c *Config) {
+		c.Tunables.DirtyHigh, c.Tunables.DirtyLow = 100, 90
+		c.Tunables.EvictHigh, c.Tunables.EvictLow = 100, 90
+	})
+	data := bytes.Repeat([]byte("f"), es)
+	r.write("holder", 0, data)
+	r.e.mu.Lock()
+	held := r.e.files["holder"].runs != [2]*slotRun{}
+	r.e.mu.Unlock()
+	if !held {
+		t.Fatal("the first file took no run of slots")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range int64(slots - 1) {
+		if n, err := r.e.WriteAt(ctx, "filler", data, i*es); err != nil || n != es {
+			t.Fatalf("write of extent %d of %d: %d, %v", i, slots-1, n, err)
+		}
+	}
+	st := r.e.Stats()
+	if st.WriteBackBytes != 0 || st.Evictions != 0 {
+		t.Fatalf("filling the cache wrote back %d bytes and evicted %d extents, want none", st.WriteBackBytes, st.Evictions)
+	}
+	r.e.mu.Lock()
+	defer r.e.mu.Unlock()
+	if len(r.e.free) != 0 || len(r.e.runs) != 0 {
+		t.Fatalf("after filling every slot: %d free, %d runs", len(r.e.free), len(r.e.runs))
+	}
+}
