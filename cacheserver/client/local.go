@@ -270,14 +270,16 @@ func decodeSpans(rep wire.Reply, askedLease bool) (spansReply, error) {
 func (f *FS) readLocal(ctx context.Context, l *localSlab, path string, pc placement.Piece, dst []byte, direct bool) (*namespace.FileData, error) {
 	key := leaseKey{path, pc.Off / f.layout.ExtentSize}
 	in := pc.Off % f.layout.ExtentSize
-	l.readAhead(ctx, key, int64(f.layout.Servers))
+	seq := l.readAhead(ctx, key, int64(f.layout.Servers))
 	if le := l.leases.get(key); le != nil {
 		if in+int64(len(dst)) <= int64(le.valid) {
 			return readLeased(l, le, in, dst, direct)
 		}
 		l.leases.release(le)
 	}
-	args := pathArgs(path).Int64(pc.Off).Uint32(uint32(len(dst))).Bool(true)
+	// The server reads ahead for a reader that goes in order, which it
+	// cannot tell by itself when some of the reads came from leases.
+	args := pathArgs(path).Int64(pc.Off).Uint32(uint32(len(dst))).Bool(true).Bool(seq)
 	rep, err := l.srv.Do(ctx, &wire.Call{Op: wire.OpReadSpans, Cred: cred(ctx), Args: args.Bytes(), Dst: dst})
 	if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EOPNOTSUPP) {
 		l.disable()

@@ -24,6 +24,12 @@ const localExtent = 1 << 16
 // that a client reaches it by the local data path.
 func startLocal(t *testing.T, backingDir string) string {
 	t.Helper()
+	return startLocalWith(t, backingDir, nil)
+}
+
+// startLocalWith is startLocal with the server's cache wrapped by wrap.
+func startLocalWith(t *testing.T, backingDir string, wrap func(server.Cache) server.Cache) string {
+	t.Helper()
 	tun := engine.Tunables{}
 	e, err := engine.Open(engine.Config{Dir: t.TempDir(), Backing: backing.NewDir(backingDir), ExtentSize: localExtent,
 		Capacity: 64 * localExtent, Tunables: tun, Logger: slog.New(slog.DiscardHandler)})
@@ -34,7 +40,11 @@ func startLocal(t *testing.T, backingDir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := server.New(server.Config{Cache: server.EngineCache(e, tun), NS: ns, Cred: ident.Process(),
+	cache := server.EngineCache(e, tun)
+	if wrap != nil {
+		cache = wrap(cache)
+	}
+	s := server.New(server.Config{Cache: cache, NS: ns, Cred: ident.Process(),
 		Info: control.ServerInfo{Instance: "t", Servers: 1, ExtentSize: localExtent}, Log: slog.New(slog.DiscardHandler)})
 	dl, err := net.Listen("unix", filepath.Join(t.TempDir(), "data.sock"))
 	if err != nil {

@@ -24,16 +24,19 @@ const maxStreams = 1024
 
 // stream is where the reads of one file on one server are: the extent read
 // last, and the last extent read ahead.
-type stream struct{ last, ahead int64 }
+type stream struct {
+	last, ahead int64
+	seq         bool // the reads got to last in order
+}
 
-// aheadOf records a read of extent key.idx and returns the slab ranges to
-// read ahead after it, when the reads of key.path look sequential: the
-// extent read last is the one this server holds before it, stride extents
-// earlier. Like the engine it works in batches, once the reader has
+// aheadOf records a read of extent key.idx, reports whether the reads of
+// key.path look sequential (the extent read before it is the one this
+// server holds before it, stride extents earlier), and if so returns the
+// slab ranges to read ahead after it. Like the engine it works in batches, once the reader has
 // consumed half the window, and returns the slots of consecutive extents
 // that follow each other in the slab as one range. Only extents with a
 // current lease are read ahead; the others go to the server when read.
-func (ls *leases) aheadOf(key leaseKey, stride int64) (id slabID, ranges []span) {
+func (ls *leases) aheadOf(key leaseKey, stride int64) (id slabID, seq bool, ranges []span) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	st := ls.streams[key.path]
@@ -42,22 +45,23 @@ func (ls *leases) aheadOf(key leaseKey, stride int64) (id slabID, ranges []span)
 			ls.streams = map[string]*stream{}
 		}
 		ls.streams[key.path] = &stream{last: key.idx, ahead: key.idx}
-		return ls.id, nil
+		return ls.id, seq, nil
 	}
 	if st.last == key.idx {
-		return ls.id, nil
+		return ls.id, st.seq, nil
 	}
-	seq := st.last == key.idx-stride
+	seq = st.last == key.idx-stride
+	st.seq = seq
 	st.last = key.idx
 	end := key.idx + leaseReadAhead*stride
 	next := key.idx + stride
 	if !seq {
 		st.ahead = key.idx
-		return ls.id, nil
+		return ls.id, seq, nil
 	}
 	if st.ahead >= next && st.ahead <= end {
 		if st.ahead > key.idx+leaseReadAhead/2*stride {
-			return ls.id, nil
+			return ls.id, seq, nil
 		}
 		next = st.ahead + stride
 	}
@@ -73,23 +77,25 @@ func (ls *leases) aheadOf(key leaseKey, stride int64) (id slabID, ranges []span)
 		}
 		ranges = append(ranges, span{off: le.off, n: int(ls.es)})
 	}
-	return ls.id, ranges
+	return ls.id, true, ranges
 }
 
 // readAhead starts reading the slab ranges of the extents after key into
-// memory, when the reads of its file look sequential (aheadOf).
-func (l *localSlab) readAhead(ctx context.Context, key leaseKey, stride int64) {
-	id, ranges := l.leases.aheadOf(key, stride)
+// memory, when the reads of its file look sequential (aheadOf), and
+// reports whether they do.
+func (l *localSlab) readAhead(ctx context.Context, key leaseKey, stride int64) (seq bool) {
+	id, seq, ranges := l.leases.aheadOf(key, stride)
 	if len(ranges) == 0 {
-		return
+		return seq
 	}
 	f := l.readAheadFile(ctx, id)
 	if f == nil {
-		return
+		return seq
 	}
 	for _, r := range ranges {
 		vfs.ReadAhead(f, r.off, int64(r.n))
 	}
+	return seq
 }
 
 // readAheadFile returns a descriptor of the slab file id for read-ahead. It

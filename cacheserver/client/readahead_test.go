@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/burstcache/burstcache/cacheserver/server"
 )
 
 // TestLeaseReadAhead reads the extents a server holds of a file (every
@@ -37,7 +40,7 @@ func TestLeaseReadAhead(t *testing.T) {
 	words[12+1]++ // the lease on extent 24 (slot 12) went stale
 
 	for _, idx := range []int64{10, 4, 30, 8} {
-		if _, got := ls.aheadOf(leaseKey{"f", idx}, stride); len(got) != 0 {
+		if _, _, got := ls.aheadOf(leaseKey{"f", idx}, stride); len(got) != 0 {
 			t.Fatalf("a read of extent %d out of order read ahead %v", idx, got)
 		}
 	}
@@ -45,7 +48,7 @@ func TestLeaseReadAhead(t *testing.T) {
 	read := map[int64]bool{} // slab offsets read ahead
 	calls, ranges := 0, 0
 	for i := range int64(extents) {
-		_, got := ls.aheadOf(leaseKey{"f", i * stride}, stride)
+		_, _, got := ls.aheadOf(leaseKey{"f", i * stride}, stride)
 		if len(got) > 0 {
 			calls++
 		}
@@ -59,7 +62,7 @@ func TestLeaseReadAhead(t *testing.T) {
 			}
 		}
 		// The same extent again (the next piece of it) asks for nothing.
-		if _, again := ls.aheadOf(leaseKey{"f", i * stride}, stride); len(again) != 0 {
+		if _, _, again := ls.aheadOf(leaseKey{"f", i * stride}, stride); len(again) != 0 {
 			t.Fatalf("a second read of extent %d read ahead %v", i*stride, again)
 		}
 	}
@@ -156,4 +159,64 @@ func resident(t *testing.T, f *os.File, off, n int64) bool {
 		}
 	}
 	return true
+}
+
+// localCache is what a server's engine cache offers a client on its
+// machine.
+type localCache interface {
+	server.Cache
+	server.Leaser
+	server.ReadAheader
+}
+
+// hintLog records the read-ahead hints a server gets.
+type hintLog struct {
+	localCache
+	hints atomic.Int64
+}
+
+func (h *hintLog) ReadAheadAfter(path string, off int64) {
+	h.hints.Add(1)
+	h.localCache.ReadAheadAfter(path, off)
+}
+
+// TestSequentialReadsHintTheServer reads a file in order for the first
+// time, so that every extent goes to the server for its lease: the client
+// tells the server the reader goes in order, since the server would not
+// know it once reads come from leases.
+func TestSequentialReadsHintTheServer(t *testing.T) {
+	var log *hintLog
+	addr := startLocalWith(t, t.TempDir(), func(c server.Cache) server.Cache {
+		log = &hintLog{localCache: c.(localCache)}
+		return log
+	})
+	f, err := New(Options{Servers: []string{addr}, ExtentSize: localExtent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx := context.Background()
+	if _, err := f.Create(ctx, "f", syscall.O_RDWR, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(ctx, "f", bytes.Repeat([]byte("h"), 8*localExtent), 0); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, localExtent)
+	for _, i := range []int64{5, 2, 7} {
+		if _, err := f.ReadAt(ctx, "f", buf, i*localExtent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := log.hints.Load(); n != 0 {
+		t.Fatalf("reads out of order sent %d read-ahead hints", n)
+	}
+	for i := range int64(5) {
+		if _, err := f.ReadAt(ctx, "f", buf, i*localExtent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := log.hints.Load(); n < 3 {
+		t.Fatalf("five extents read in order for the first time sent %d read-ahead hints, want 3 or more", n)
+	}
 }

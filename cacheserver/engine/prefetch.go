@@ -74,6 +74,14 @@ func (e *Engine) readAheadSlots(f *file, idx int64) (slots [readAheadWindow]int3
 	if !seq {
 		return slots, 0
 	}
+	return e.readAheadWindowLocked(f, idx)
+}
+
+// readAheadWindowLocked returns the slots to read ahead of a sequential
+// reader at extent idx of f: the rest of the window once half of it is
+// consumed.
+func (e *Engine) readAheadWindowLocked(f *file, idx int64) (slots [readAheadWindow]int32, n int) {
+	stride := e.cfg.Stride
 	end := idx + readAheadWindow*stride
 	next := idx + stride
 	if f.readAhead >= next && f.readAhead <= end {
@@ -90,6 +98,28 @@ func (e *Engine) readAheadSlots(f *file, idx int64) (slots [readAheadWindow]int3
 	}
 	f.readAhead = end
 	return slots, n
+}
+
+// ReadAheadAfter reads into memory the slots of the extents after the one
+// at off of path, for a reader whose client saw it go through the file in
+// order. A client serves reads from leases without asking the engine, so
+// the engine sees only some of the reads of a sequential reader, and
+// readAheadSlots alone would not take them for one.
+func (e *Engine) ReadAheadAfter(path string, off int64) {
+	if off < 0 {
+		return
+	}
+	e.mu.Lock()
+	f := e.files[path]
+	if f == nil || f.dead {
+		e.mu.Unlock()
+		return
+	}
+	idx := off / e.es
+	f.lastHit = idx
+	slots, n := e.readAheadWindowLocked(f, idx)
+	e.mu.Unlock()
+	e.readAhead(slots[:n])
 }
 
 // readAhead starts reading slots into memory, consecutive slots as one

@@ -170,3 +170,33 @@ func TestReadAheadOfCachedExtents(t *testing.T) {
 		t.Errorf("%d reads of extents in order asked for %d ranges (%v), want a few large ones", extents, len(got), got)
 	}
 }
+
+// TestReadAheadAfterAClientsHint: a client that served the reads before
+// from leases tells the engine the reader goes in order; the engine, which
+// saw none of those reads, reads the next slots ahead.
+func TestReadAheadAfterAClientsHint(t *testing.T) {
+	const es, extents = 64 << 10, 12
+	advice := &adviceLog{}
+	r := newRig(t, es, 32, func(c *Config) { c.FS = advice })
+	r.write("f", 0, make([]byte, extents*es))
+	advice.take()
+	buf := make([]byte, es)
+	if _, err := r.e.ReadAt(context.Background(), "f", buf, 5*es); err != nil {
+		t.Fatal(err)
+	}
+	if got := advice.take(); len(got) != 0 {
+		t.Fatalf("a lone read asked to read ahead %v", got)
+	}
+	r.e.ReadAheadAfter("f", 5*es)
+	got := advice.take()
+	if len(got) == 0 {
+		t.Fatal("a hint of a sequential reader read nothing ahead")
+	}
+	r.e.mu.Lock()
+	want := r.e.files["f"].extents[6].slot
+	r.e.mu.Unlock()
+	if got[0][0] != int64(want)*es {
+		t.Errorf("read-ahead starts at %d, want the slot of extent 6 (%d)", got[0][0], int64(want)*es)
+	}
+	r.e.ReadAheadAfter("missing", 0) // no file: nothing, and no panic
+}

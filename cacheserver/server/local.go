@@ -31,6 +31,13 @@ type Leaser interface {
 	CountLeaseReads(reads, bytes int64)
 }
 
+// ReadAheader is implemented by caches that read the slots of the next
+// extents into memory for a reader its client saw read a file in order
+// (the last argument of OpReadSpans).
+type ReadAheader interface {
+	ReadAheadAfter(path string, off int64)
+}
+
 // maxHolds bounds the pins and writes one connection holds open; past it
 // reads and writes go inline, so that a client that does not end them
 // cannot hold the cache.
@@ -139,6 +146,7 @@ func (s *Server) readSpans(ctx context.Context, req *wire.Request, resp *wire.Re
 		return err
 	}
 	wantLease := req.Args.More() && req.Args.Bool()
+	sequential := req.Args.More() && req.Args.Bool()
 	l, canLease := sr.(Leaser)
 	var (
 		spans []engine.Span
@@ -150,6 +158,9 @@ func (s *Server) readSpans(ctx context.Context, req *wire.Request, resp *wire.Re
 		spans, pin, lease, lent, err = l.LeaseSpans(ctx, p, off, n)
 	} else {
 		spans, pin, err = sr.ReadSpans(ctx, p, off, n)
+	}
+	if ra, ok := sr.(ReadAheader); ok && sequential && err == nil {
+		ra.ReadAheadAfter(p, off)
 	}
 	eof := errors.Is(err, io.EOF) || errors.Is(err, fs.ErrNotExist)
 	if err != nil && !eof {

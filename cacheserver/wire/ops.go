@@ -95,7 +95,8 @@ const (
 	// descriptor of the server's slab file, attached to the reply
 	// (SCM_RIGHTS), so that the client can read cached extents itself.
 	OpSlabFile
-	// OpReadSpans (path, off i64, len u32[, lease bool]) reads like OpRead
+	// OpReadSpans (path, off i64, len u32[, lease bool[, sequential bool]])
+	// reads like OpRead
 	// but answers where the bytes are in the slab file instead of the
 	// bytes: a bool that is true at the end of the file the server knows, a
 	// bool that is true when the bytes came inline in the data section after
@@ -108,6 +109,9 @@ const (
 	// bool, true when the pin is a lease on the extent, and then the slot's
 	// slab offset (i64), the bytes of the extent it holds (u32), the slot's
 	// generation and the server's epoch (u64 each): see OpSlotGens.
+	// Sequential tells the server that the client saw this reader go
+	// through the file in order, reads it served from leases included, so
+	// that the server reads the slots of the next extents ahead.
 	OpReadSpans
 	// OpUnpin (count u32, that many pin ids u64[, reads u64, bytes u64])
 	// releases pins of OpReadSpans replies on the same connection, and
