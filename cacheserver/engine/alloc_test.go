@@ -88,3 +88,32 @@ func TestRunsGiveWayWhenSpaceRunsOut(t *testing.T) {
 		t.Fatalf("after filling every slot: %d free, %d runs", len(r.e.free), len(r.e.runs))
 	}
 }
+
+// TestFreedSlotsMakeRunsAgain drops a cached file, whose extents go back to
+// the free list in no particular order, and then writes two files at once:
+// they still get runs of consecutive slots.
+func TestFreedSlotsMakeRunsAgain(t *testing.T) {
+	const es, extents = 4 << 10, 48
+	r := newRig(t, es, 256, nil)
+	data := bytes.Repeat([]byte("s"), es)
+	ctx := context.Background()
+	for i := range int64(extents * 2) {
+		r.write("old", i*es, data)
+	}
+	if err := r.e.Drop(ctx, "old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.e.Sync(ctx, ""); err != nil { // the commit makes the slots reusable
+		t.Fatal(err)
+	}
+	for i := range int64(extents) {
+		r.write("a", i*es, data)
+		r.write("b", i*es, data)
+	}
+	for _, p := range []string{"a", "b"} {
+		slots := r.slotsOf(p, extents, 1)
+		if n := breaks(slots); n > extents/runLen+2 {
+			t.Errorf("the extents of %s sit in slots %v: %d breaks, want at most %d", p, slots, n, extents/runLen+2)
+		}
+	}
+}

@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 )
@@ -208,8 +210,12 @@ func (e *Engine) unpin(slots []int32) {
 }
 
 // reuseLocked makes slots whose retirement is durable reusable, except
-// pinned ones, which become reusable when their last pin is released.
+// pinned ones, which become reusable when their last pin is released. They
+// go on the free list highest first, so that consecutive ones come off it
+// in order and can make a run (slotRun): the extents of a file freed
+// together come in no particular order.
 func (e *Engine) reuseLocked(slots []int32) {
+	slices.SortFunc(slots, func(a, b int32) int { return cmp.Compare(b, a) })
 	for _, s := range slots {
 		if e.pins[s] > 0 {
 			if e.pinnedFree == nil {
