@@ -59,7 +59,7 @@ func main() {
 	flag.StringVar(&c.capacity, "capacity", "2Gi", "cache capacity")
 	flag.Int64Var(&c.ballast, "ballast", 256<<20, "dirty bytes being written back during the write-back column")
 	flag.IntVar(&c.p.procs, "procs", 2, "concurrent processes (goroutines with their own files)")
-	flag.Int64Var(&c.p.fileSize, "size", 64<<20, "bytes per process")
+	flag.Int64Var(&c.p.fileSize, "size", 256<<20, "bytes per process")
 	flag.IntVar(&c.p.blockSize, "block", 1<<20, "sequential transfer size")
 	flag.IntVar(&c.p.randOps, "randops", 4000, "operations of each random workload")
 	flag.IntVar(&c.p.metaFiles, "files", 2000, "files of each metadata workload")
@@ -141,6 +141,20 @@ func measure(res results, col, root, prepareRoot string, p params, only func(wor
 			return fmt.Errorf("%s: %w", w.name, err)
 		}
 		res.set(w.name, col, rate)
+		if err := removeAll(filepath.Join(root, sub), filepath.Join(prepareRoot, sub)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeAll removes the scratch directories of a measurement, so that a
+// run holds the data of one workload at a time rather than of all.
+func removeAll(dirs ...string) error {
+	for _, d := range dirs {
+		if err := os.RemoveAll(d); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -217,15 +231,17 @@ func coldWarm(res results, bc *burstcache, mnt, backing string, p params) error 
 			return fmt.Errorf("%s cold: %w", w.name, err)
 		}
 		res.set(w.name, colCold, cold)
-		if !isData(w) {
-			continue
+		if isData(w) {
+			dropCaches()
+			warm, err := timed(func() (float64, error) { return w.run(dir, p) })
+			if err != nil {
+				return fmt.Errorf("%s warm: %w", w.name, err)
+			}
+			res.set(w.name, colWarm, warm)
 		}
-		dropCaches()
-		warm, err := timed(func() (float64, error) { return w.run(dir, p) })
-		if err != nil {
-			return fmt.Errorf("%s warm: %w", w.name, err)
+		if err := removeAll(dir, pdir); err != nil {
+			return err
 		}
-		res.set(w.name, colWarm, warm)
 	}
 	return nil
 }
@@ -271,6 +287,9 @@ func duringWriteBack(res results, bc *burstcache, mnt, _ string, c config) error
 			return fmt.Errorf("%s: %w", w.name, err)
 		}
 		res.set(w.name, colWriteBack, rate)
+		if err := removeAll(dir, ballast); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -326,6 +345,9 @@ func slowCached(c config, res results, _ *fuse.Server, smnt string) error {
 				return fmt.Errorf("%s: %w", w.name, err)
 			}
 			res.set(w.name, colSlowCached, rate)
+			if err := removeAll(dir); err != nil {
+				return err
+			}
 		}
 		return nil
 	}()
