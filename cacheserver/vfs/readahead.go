@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"errors"
 	"os"
 	"sync"
 
@@ -87,7 +88,7 @@ func spliceToNull(f *os.File, off, n int64) (done int64, err error) {
 			var in, out int64
 			in, err = unix.Splice(int(fd), &off, p[1], nil, int(min(n-done, readAheadPipe)), 0)
 			switch {
-			case err == unix.EINTR:
+			case errors.Is(err, unix.EINTR):
 				continue
 			case err != nil || in == 0:
 				return // an error, or the end of the file
@@ -95,7 +96,7 @@ func spliceToNull(f *os.File, off, n int64) (done int64, err error) {
 			for in > 0 {
 				out, err = unix.Splice(p[0], nil, nullFd, nil, int(in), 0)
 				switch {
-				case err == unix.EINTR:
+				case errors.Is(err, unix.EINTR):
 					continue
 				case err != nil:
 					return
