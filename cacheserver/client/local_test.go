@@ -67,6 +67,21 @@ func startLocalWith(t *testing.T, backingDir string, wrap func(server.Cache) ser
 	return dl.Addr().String()
 }
 
+// newWithFile returns a client of the server at addr, closed with the test,
+// on which file "f" was just created.
+func newWithFile(t *testing.T, addr string) *FS {
+	t.Helper()
+	f, err := New(Options{Servers: []string{addr}, ExtentSize: localExtent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if _, err := f.Create(context.Background(), "f", syscall.O_RDWR, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // TestSlabWriteOfABrokenConnectionGoesThroughTheSocket breaks the
 // connection that holds a write into the slab, before the client writes
 // the bytes and before it commits them. The server cancelled the write with
@@ -79,16 +94,8 @@ func TestSlabWriteOfABrokenConnectionGoesThroughTheSocket(t *testing.T) {
 		"before the commit":     func(l *localSlab, brk func()) { l.beforeCommit = brk },
 	} {
 		t.Run(name, func(t *testing.T) {
-			backingDir := t.TempDir()
-			f, err := New(Options{Servers: []string{startLocal(t, backingDir)}, ExtentSize: localExtent})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
+			f := newWithFile(t, startLocal(t, t.TempDir()))
 			ctx := context.Background()
-			if _, err := f.Create(ctx, "f", syscall.O_RDWR, 0o644); err != nil {
-				t.Fatal(err)
-			}
 			l := f.local[0]
 			broke := 0
 			breakAt(l, func() {

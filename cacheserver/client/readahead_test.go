@@ -5,14 +5,13 @@ import (
 	"context"
 	"os"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/burstcache/burstcache/cacheserver/server"
+	"github.com/burstcache/burstcache/cacheserver/vfs"
 )
 
 // TestLeaseReadAhead reads the extents a server holds of a file (every
@@ -88,15 +87,8 @@ func TestLeaseReadAhead(t *testing.T) {
 // the next ones into memory before they are read.
 func TestLeaseReadsReadAhead(t *testing.T) {
 	const extents = 24
-	f, err := New(Options{Servers: []string{startLocal(t, t.TempDir())}, ExtentSize: localExtent})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := newWithFile(t, startLocal(t, t.TempDir()))
 	ctx := context.Background()
-	if _, err := f.Create(ctx, "f", syscall.O_RDWR, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	data := bytes.Repeat([]byte("r"), localExtent)
 	buf := make([]byte, localExtent)
 	for i := range int64(extents) {
@@ -123,7 +115,7 @@ func TestLeaseReadsReadAhead(t *testing.T) {
 	if err := unix.Fadvise(int(slab.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 		t.Fatal(err)
 	}
-	if resident(t, slab, le.off, localExtent) {
+	if resident(t, slab, le.off) {
 		t.Skip("the slab's file system keeps pages it was asked to drop")
 	}
 	for i := range int64(4) {
@@ -132,33 +124,12 @@ func TestLeaseReadsReadAhead(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for !resident(t, slab, le.off, localExtent) {
+	for !resident(t, slab, le.off) {
 		if time.Now().After(deadline) {
 			t.Fatal("the slot of extent 6 is not in memory 10s after extents 0-3 were read in order")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// resident reports whether every page of [off, off+n) of f is in memory.
-func resident(t *testing.T, f *os.File, off, n int64) bool {
-	t.Helper()
-	m, err := unix.Mmap(int(f.Fd()), off, int(n), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(m)
-	page := int64(os.Getpagesize())
-	vec := make([]byte, (n+page-1)/page)
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
-		t.Fatal(errno)
-	}
-	for _, v := range vec {
-		if v&1 == 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // localCache is what a server's engine cache offers a client on its
@@ -190,15 +161,8 @@ func TestSequentialReadsHintTheServer(t *testing.T) {
 		log = &hintLog{localCache: c.(localCache)}
 		return log
 	})
-	f, err := New(Options{Servers: []string{addr}, ExtentSize: localExtent})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := newWithFile(t, addr)
 	ctx := context.Background()
-	if _, err := f.Create(ctx, "f", syscall.O_RDWR, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := f.WriteAt(ctx, "f", bytes.Repeat([]byte("h"), 8*localExtent), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -219,4 +183,14 @@ func TestSequentialReadsHintTheServer(t *testing.T) {
 	if n := log.hints.Load(); n < 3 {
 		t.Fatalf("five extents read in order for the first time sent %d read-ahead hints, want 3 or more", n)
 	}
+}
+
+// resident reports whether the extent at off of the slab is in memory.
+func resident(t *testing.T, slab *os.File, off int64) bool {
+	t.Helper()
+	pages, in, err := vfs.Resident(slab, off, localExtent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in == pages
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -110,4 +111,25 @@ func spliceToNull(f *os.File, off, n int64) (done int64, err error) {
 		return done, cerr
 	}
 	return done, err
+}
+
+// Resident reports how many pages [off, off+n) of f spans and how many of
+// them are in the page cache (mincore(2)).
+func Resident(f *os.File, off, n int64) (pages, in int, err error) {
+	m, err := unix.Mmap(int(f.Fd()), off, int(n), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { err = errors.Join(err, unix.Munmap(m)) }()
+	page := int64(os.Getpagesize())
+	vec := make([]byte, (n+page-1)/page)
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		return 0, 0, errno
+	}
+	for _, v := range vec {
+		if v&1 != 0 {
+			in++
+		}
+	}
+	return len(vec), in, nil
 }

@@ -5,39 +5,19 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// resident reports, page by page, whether [off, off+n) of f is in the page
-// cache.
-func resident(t *testing.T, f *os.File, off, n int64) []bool {
+// resident returns how many pages [off, off+n) of f spans and how many of
+// them are in memory.
+func resident(t *testing.T, f *os.File, off, n int64) (pages, in int) {
 	t.Helper()
-	m, err := unix.Mmap(int(f.Fd()), off, int(n), unix.PROT_READ, unix.MAP_SHARED)
+	pages, in, err := Resident(f, off, n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Munmap(m)
-	page := int64(os.Getpagesize())
-	vec := make([]byte, (n+page-1)/page)
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
-		t.Fatal(errno)
-	}
-	out := make([]bool, len(vec))
-	for i, v := range vec {
-		out[i] = v&1 != 0
-	}
-	return out
-}
-
-func count(pages []bool) (in int) {
-	for _, p := range pages {
-		if p {
-			in++
-		}
-	}
-	return in
+	return pages, in
 }
 
 // TestWillNeedReadsTheRange drops a file from the page cache, asks for a
@@ -60,19 +40,18 @@ func TestWillNeedReadsTheRange(t *testing.T) {
 	if err := unix.Fadvise(int(of.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 		t.Fatal(err)
 	}
-	if in := count(resident(t, of, 4*mib, 8*mib)); in != 0 {
+	if _, in := resident(t, of, 4*mib, 8*mib); in != 0 {
 		t.Skipf("this file system keeps %d pages of a file that was asked to drop them", in)
 	}
 	f.(Advisor).WillNeed(4*mib, 8*mib)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		pages := resident(t, of, 4*mib, 8*mib)
-		in := count(pages)
-		if in == len(pages) {
+		pages, in := resident(t, of, 4*mib, 8*mib)
+		if in == pages {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d pages of the range in memory 10s after WillNeed", in, len(pages))
+			t.Fatalf("%d of %d pages of the range in memory 10s after WillNeed", in, pages)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
