@@ -33,6 +33,14 @@ if [ "$("$kubectl" get namespace "$NS" -o jsonpath='{.status.phase}' 2>/dev/null
 	echo "Waiting for namespace $NS of an earlier run to be deleted" >&2
 	"$kubectl" wait --for=delete "namespace/$NS" --timeout=10m >/dev/null
 fi
+# The e2e pool keeps its servers' cache directories here. A server drained
+# by its instance's teardown removes its files when it stops, but a run that
+# was interrupted, or a teardown that discarded data, leaves them, each with
+# its preallocated slab: with no instance left they are scratch.
+e2e_cache=/var/lib/burstcache-e2e/cache
+if [ -d "$e2e_cache" ] && [ -z "$("$kubectl" get cacheinstances -A -o name 2>/dev/null)" ]; then
+	rm -rf "${e2e_cache:?}"/*
+fi
 "$kubectl" create namespace "$NS" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
 "$kubectl" label namespace "$NS" --overwrite pod-security.kubernetes.io/enforce=privileged \
 	pod-security.kubernetes.io/audit=restricted >/dev/null

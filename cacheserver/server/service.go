@@ -27,6 +27,9 @@ func (s *Server) Drain(ctx context.Context) (int64, error) {
 	return s.Flush(ctx)
 }
 
+// Drained reports whether Drain was called: the server refuses writes.
+func (s *Server) Drained() bool { return s.draining.Load() }
+
 // FlushPath writes back the dirty data of path.
 func (s *Server) FlushPath(ctx context.Context, p string) error {
 	return s.pathCall(ctx, p, s.cfg.Cache.FlushPath)

@@ -114,7 +114,12 @@ func runServer(ctx context.Context, f *serverFlags) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = eng.Close() }()
+	engineOpen := true
+	defer func() {
+		if engineOpen {
+			_ = eng.Close()
+		}
+	}()
 	ns, err := posixns.New(f.backing)
 	if err != nil {
 		return badInput("backing directory: %w", err)
@@ -132,7 +137,32 @@ func runServer(ctx context.Context, f *serverFlags) error {
 			DataAddress: data.Addr().String(), Backing: absPath(f.backing), Durability: f.durability,
 		},
 	})
-	return serveUntilSignal(ctx, s, data, ctl, f.readyFile, log)
+	if err := serveUntilSignal(ctx, s, data, ctl, f.readyFile, log); err != nil {
+		return err
+	}
+	engineOpen = false
+	return retire(eng, s.Drained(), log)
+}
+
+// retire ends the engine of a server stopped by a signal. A server that
+// was drained (the teardown of its instance drains it before deleting its
+// pod) and closed with nothing dirty holds nothing the backing store lacks:
+// it removes its slab and index, which would otherwise keep their
+// preallocated space on the node for good. Any other server keeps them, for
+// a restart to recover.
+func retire(eng *engine.Engine, drained bool, log *slog.Logger) error {
+	err := eng.Close()
+	st := eng.Stats()
+	if err != nil || !drained || st.DirtyExtents != 0 || st.DirtyBytes != 0 {
+		log.Info("Keeping the cache files", "drained", drained, "dirtyBytes", st.DirtyBytes, "closeErr", err)
+		return err
+	}
+	dir := filepath.Dir(eng.SlabFile())
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("removing the cache files of a drained server: %w", err)
+	}
+	log.Info("Removed the cache files of a drained server with nothing dirty", "dir", dir)
+	return nil
 }
 
 func serveUntilSignal(ctx context.Context, s *server.Server, data, ctl net.Listener, readyFile string, log *slog.Logger) error {
@@ -151,7 +181,7 @@ func serveUntilSignal(ctx context.Context, s *server.Server, data, ctl net.Liste
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("Stopping on signal; dirty data stays in the cache directory")
+	log.Info("Stopping on signal")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return s.Shutdown(sctx)

@@ -15,7 +15,7 @@ import (
 	"github.com/burstcache/burstcache/controllers/metrics"
 )
 
-// flush writes every server's dirty data back with a blocking Flush. A
+// flush writes every server's dirty data back with a blocking Drain. A
 // failure is an Event and a returned error, so the pass is retried with the
 // controller's backoff; the instance stays Flushing with the reason in its
 // Flushed condition. Only spec.teardown (Discard, or a timeout that
@@ -100,7 +100,10 @@ func (r *Reconciler) flushServer(ctx context.Context, s *scope, i int) (int64, e
 	ctrl.LoggerFrom(ctx).Info("Flushing server", "server", s.inst.Status.Servers[i].Name)
 	fctx, cancel := context.WithTimeout(ctx, r.Options.FlushAttemptTimeout)
 	defer cancel()
-	res, err := c.Flush(fctx)
+	// Drain, not just Flush: no write may come after the teardown's
+	// write-back, and a drained server that stops with nothing dirty
+	// removes its cache files, which would keep their space on the node.
+	res, err := c.Drain(fctx)
 	if err != nil {
 		return res.RemainingBytes, fmt.Errorf("flush: %w", err)
 	}

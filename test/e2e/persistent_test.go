@@ -59,6 +59,13 @@ var _ = Describe("A persistent CacheInstance", func() {
 		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
 		Eventually(w.instances).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(BeEmpty())
 		expectPattern(string(inst.Spec.Backing.Path), count, size)
+
+		By("the drained servers removed their cache files from the node")
+		hostDir := filepath.Join("/var/lib/burstcache-e2e/cache", inst.Namespace, inst.Name+"-"+string(inst.UID))
+		Expect(filepath.Join(hostDir, "server-0")).To(BeADirectory())
+		Eventually(func() ([]string, error) {
+			return filepath.Glob(filepath.Join(hostDir, "server-*", "extents"))
+		}).WithTimeout(time.Minute).Should(BeEmpty())
 	})
 
 	It("waits in Flushing while dirty data cannot be written back, across a manager restart, and deletes only after write-back", func() {

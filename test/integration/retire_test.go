@@ -1,0 +1,103 @@
+package integration
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// slabOf returns the slab file of server i of a local instance.
+func slabOf(in instance, i int) string {
+	return filepath.Join(in.cacheDir, "server-"+string(rune('0'+i)), "extents", "slab")
+}
+
+func drain(t *testing.T, control string) int {
+	t.Helper()
+	resp, err := http.Post("http://"+control+"/v1/drain", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func stop(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pid)
+}
+
+// TestDrainedServerRemovesItsCacheFiles stops servers with SIGTERM, as
+// Kubernetes stops a pod. One that holds dirty data keeps its cache files,
+// for a restart to recover them, and so does one that holds none but was
+// not drained (its cache stays warm); one that was drained (the teardown of an
+// instance drains its servers) and holds nothing dirty removes them, so
+// that they do not keep their preallocated space on the node.
+func TestDrainedServerRemovesItsCacheFiles(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 1, holdDirty...)
+	data := randomBytes(3<<20, 4)
+	writeSynced(t, filepath.Join(in.mount, "ckpt"), data)
+
+	st := readState(t, in.cacheDir)
+	stop(t, st.Servers[0].PID)
+	if _, err := os.Stat(slabOf(in, 0)); err != nil {
+		t.Fatalf("a server stopped with dirty data lost its slab: %v", err)
+	}
+	restart := func() {
+		must(t, "local", "up", "--backing", in.backing, "--mount", in.mount, "--cache-dir", in.cacheDir, "--servers", "1", "--capacity", "256Mi")
+	}
+	restart()
+	sameFile(t, filepath.Join(in.mount, "ckpt"), data)
+
+	// Clean but not drained, as after a flush: the cache stays warm.
+	must(t, "local", "flush", "--mount", in.mount, in.mount)
+	stop(t, readState(t, in.cacheDir).Servers[0].PID)
+	if _, err := os.Stat(slabOf(in, 0)); err != nil {
+		t.Fatalf("a server stopped clean but not drained lost its slab: %v", err)
+	}
+	restart()
+
+	st = readState(t, in.cacheDir)
+	if code := drain(t, st.Servers[0].Control); code != http.StatusOK {
+		t.Fatalf("drain: HTTP %d", code)
+	}
+	sameFile(t, filepath.Join(in.backing, "ckpt"), data)
+	stop(t, st.Servers[0].PID)
+	if _, err := os.Stat(filepath.Dir(slabOf(in, 0))); !os.IsNotExist(err) {
+		t.Fatalf("a drained server with nothing dirty kept its cache files: %v", err)
+	}
+}
+
+// TestDrainedServerWithDirtyDataKeepsItsCacheFiles drains a server whose
+// write-back cannot finish and stops it: its cache files stay.
+func TestDrainedServerWithDirtyDataKeepsItsCacheFiles(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	if err := os.Chown(in.backing, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Dir(in.backing), 0o755)
+	os.Chmod(filepath.Dir(filepath.Dir(in.backing)), 0o755)
+	up(t, in, 1, append(holdDirty, "--uid", "1000", "--gid", "1000")...)
+	if err := os.WriteFile(filepath.Join(in.mount, "result"), randomBytes(2<<20, 3), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(in.backing, "result"), 2000, 2000); err != nil {
+		t.Fatal(err)
+	}
+	st := readState(t, in.cacheDir)
+	if code := drain(t, st.Servers[0].Control); code == http.StatusOK {
+		t.Fatal("drain succeeded although write-back cannot")
+	}
+	stop(t, st.Servers[0].PID)
+	if _, err := os.Stat(slabOf(in, 0)); err != nil {
+		t.Fatalf("a drained server with dirty data lost its slab: %v", err)
+	}
+	os.Chown(filepath.Join(in.backing, "result"), 1000, 1000)
+}
