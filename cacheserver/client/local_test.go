@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/control"
@@ -16,6 +15,7 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/posixns"
 	"github.com/burstcache/burstcache/cacheserver/server"
+	"github.com/burstcache/burstcache/cacheserver/server/servertest"
 )
 
 const localExtent = 1 << 16
@@ -54,16 +54,7 @@ func startLocalWith(t *testing.T, backingDir string, wrap func(server.Cache) ser
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(dl, cl) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-		<-done
-		_ = e.Close()
-		_ = ns.Close()
-	})
+	servertest.Serve(t, s, dl, cl, func() { _ = e.Close() }, func() { _ = ns.Close() })
 	return dl.Addr().String()
 }
 

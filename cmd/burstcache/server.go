@@ -114,12 +114,7 @@ func runServer(ctx context.Context, f *serverFlags) error {
 	if err != nil {
 		return err
 	}
-	engineOpen := true
-	defer func() {
-		if engineOpen {
-			_ = eng.Close()
-		}
-	}()
+	defer func() { _ = eng.Close() }() // after retire, a no-op (ErrClosed)
 	ns, err := posixns.New(f.backing)
 	if err != nil {
 		return badInput("backing directory: %w", err)
@@ -140,7 +135,6 @@ func runServer(ctx context.Context, f *serverFlags) error {
 	if err := serveUntilSignal(ctx, s, data, ctl, f.readyFile, log); err != nil {
 		return err
 	}
-	engineOpen = false
 	return retire(eng, s.Drained(), log)
 }
 

@@ -45,6 +45,29 @@ func TestKilledServerLosesNothing(t *testing.T) {
 	sameFile(t, filepath.Join(in.backing, "ckpt"), data)
 }
 
+// upWithUnwritableResult starts servers that act as uid 1000, writes data
+// to the file "result" through the mount, where it stays dirty, and makes
+// its write-back impossible until the backing file goes back to uid 1000.
+func upWithUnwritableResult(t *testing.T, in instance, servers int, data []byte) {
+	t.Helper()
+	if err := os.Chown(in.backing, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	// The servers act as uid 1000: let it reach the backing directory.
+	os.Chmod(filepath.Dir(in.backing), 0o755)
+	os.Chmod(filepath.Dir(filepath.Dir(in.backing)), 0o755)
+	up(t, in, servers, append(holdDirty, "--uid", "1000", "--gid", "1000")...)
+	if err := os.WriteFile(filepath.Join(in.mount, "result"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The servers act as uid 1000, which may no longer write the backing
+	// directory's file once it belongs to another user (a mode change alone
+	// would not do: write-back reaches a read-only file for its owner).
+	if err := os.Chown(filepath.Join(in.backing, "result"), 2000, 2000); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func writeSynced(t *testing.T, path string, data []byte) {
 	t.Helper()
 	f, err := os.Create(path)
@@ -77,23 +100,8 @@ func waitGone(t *testing.T, pid int) {
 func TestFailedWriteBackKeepsDataForTheNextUp(t *testing.T) {
 	requireFUSE(t)
 	in := dirs(t)
-	if err := os.Chown(in.backing, 1000, 1000); err != nil {
-		t.Fatal(err)
-	}
-	// The servers act as uid 1000: let it reach the backing directory.
-	os.Chmod(filepath.Dir(in.backing), 0o755)
-	os.Chmod(filepath.Dir(filepath.Dir(in.backing)), 0o755)
-	up(t, in, 2, append(holdDirty, "--uid", "1000", "--gid", "1000")...)
 	data := randomBytes(4<<20, 6)
-	if err := os.WriteFile(filepath.Join(in.mount, "result"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// The servers act as uid 1000, which may no longer write the backing
-	// directory's file once it belongs to another user (a mode change alone
-	// would not do: write-back reaches a read-only file for its owner).
-	if err := os.Chown(filepath.Join(in.backing, "result"), 2000, 2000); err != nil {
-		t.Fatal(err)
-	}
+	upWithUnwritableResult(t, in, 2, data)
 	r := burstcache(t, "local", "down", "--mount", in.mount)
 	if r.code != 6 || !strings.Contains(r.out, "write-back incomplete") {
 		t.Fatalf("down with write-back failing: exit %d, want 6:\n%s", r.code, r.out)

@@ -79,18 +79,7 @@ func TestDrainedServerRemovesItsCacheFiles(t *testing.T) {
 func TestDrainedServerWithDirtyDataKeepsItsCacheFiles(t *testing.T) {
 	requireFUSE(t)
 	in := dirs(t)
-	if err := os.Chown(in.backing, 1000, 1000); err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(filepath.Dir(in.backing), 0o755)
-	os.Chmod(filepath.Dir(filepath.Dir(in.backing)), 0o755)
-	up(t, in, 1, append(holdDirty, "--uid", "1000", "--gid", "1000")...)
-	if err := os.WriteFile(filepath.Join(in.mount, "result"), randomBytes(2<<20, 3), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(filepath.Join(in.backing, "result"), 2000, 2000); err != nil {
-		t.Fatal(err)
-	}
+	upWithUnwritableResult(t, in, 1, randomBytes(2<<20, 3))
 	st := readState(t, in.cacheDir)
 	if code := drain(t, st.Servers[0].Control); code == http.StatusOK {
 		t.Fatal("drain succeeded although write-back cannot")

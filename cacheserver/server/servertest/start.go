@@ -51,23 +51,32 @@ func Start(t testing.TB, backing string, opts Options) *Instance {
 			Log:  slog.New(slog.DiscardHandler),
 		})
 		data, ctl := listen(t), listen(t)
-		done := make(chan error, 1)
-		go func() { done <- s.Serve(data, ctl) }()
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = s.Shutdown(ctx)
-			if err := <-done; err != nil {
-				t.Logf("serving ended: %v", err)
-			}
-			_ = ns.Close()
-		})
+		Serve(t, s, data, ctl, func() { _ = ns.Close() })
 		in.Data = append(in.Data, data.Addr().String())
 		in.Control = append(in.Control, ctl.Addr().String())
 		in.Caches = append(in.Caches, mc)
 		in.Servers = append(in.Servers, s)
 	}
 	return in
+}
+
+// Serve serves s on data and ctl until the test ends; then it shuts s
+// down and runs after, in order.
+func Serve(t testing.TB, s *server.Server, data, ctl net.Listener, after ...func()) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(data, ctl) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		if err := <-done; err != nil {
+			t.Logf("serving ended: %v", err)
+		}
+		for _, fn := range after {
+			fn()
+		}
+	})
 }
 
 func listen(t testing.TB) net.Listener {
