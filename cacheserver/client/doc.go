@@ -25,8 +25,9 @@
 // client drops stale leases and reports its lease reads every 50 ms, and
 // gives back leases nobody read for five seconds, since each pins a slot.
 // Reads from leases never reach the server, so the client reads ahead for
-// them as the server does for the reads it serves: when a file's extents
-// on a server are read in order, it reads the slots of the next leased
+// them as the server does for the reads it serves: when a reader goes
+// through a file's extents on a server in order (package seqread), it
+// reads the slots of the next leased
 // extents into memory, through a slab descriptor of its own (readAhead).
 //
 // Sizes follow close-to-open consistency, as NFS gives: a client learns a

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/seqread"
 	"github.com/burstcache/burstcache/cacheserver/wire"
 )
 
@@ -78,7 +79,7 @@ type leases struct {
 	m     map[leaseKey]*lease
 	stop  chan struct{}
 	// streams follows sequential readers, by path (aheadOf).
-	streams map[string]*stream
+	streams map[string]*seqread.Streams
 
 	reads, bytes atomic.Int64
 }

@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/seqread"
 	"github.com/burstcache/burstcache/cacheserver/vfs"
 	"github.com/burstcache/burstcache/cacheserver/wire"
 )
@@ -19,54 +20,31 @@ import (
 // requests of the size it asked for.
 const leaseReadAhead = 8
 
-// maxStreams bounds the files whose reads a client follows per server.
-const maxStreams = 1024
+// maxStreamFiles bounds the files whose readers a client follows per
+// server.
+const maxStreamFiles = 1024
 
-// stream is where the reads of one file on one server are: the extent read
-// last, and the last extent read ahead.
-type stream struct {
-	last, ahead int64
-	seq         bool // the reads got to last in order
-}
-
-// aheadOf records a read of extent key.idx, reports whether the reads of
-// key.path look sequential (the extent read before it is the one this
-// server holds before it, stride extents earlier), and if so returns the
-// slab ranges to read ahead after it. Like the engine it works in batches, once the reader has
-// consumed half the window, and returns the slots of consecutive extents
-// that follow each other in the slab as one range. Only extents with a
-// current lease are read ahead; the others go to the server when read.
+// aheadOf records a read of extent key.idx, reports whether it continues a
+// reader of key.path that goes through the file in order on this server,
+// stride extents at a time (package seqread), and if so returns the slab
+// ranges to read ahead of it. Like the engine it works in batches, once the
+// reader has consumed half the window, and returns the slots of
+// consecutive extents that follow each other in the slab as one range.
+// Only extents with a current lease are read ahead; the others go to the
+// server when read.
 func (ls *leases) aheadOf(key leaseKey, stride int64) (id slabID, seq bool, ranges []span) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	st := ls.streams[key.path]
 	if st == nil {
-		if ls.streams == nil || len(ls.streams) >= maxStreams {
-			ls.streams = map[string]*stream{}
+		if ls.streams == nil || len(ls.streams) >= maxStreamFiles {
+			ls.streams = map[string]*seqread.Streams{}
 		}
-		ls.streams[key.path] = &stream{last: key.idx, ahead: key.idx}
-		return ls.id, seq, nil
+		st = &seqread.Streams{}
+		ls.streams[key.path] = st
 	}
-	if st.last == key.idx {
-		return ls.id, st.seq, nil
-	}
-	seq = st.last == key.idx-stride
-	st.seq = seq
-	st.last = key.idx
-	end := key.idx + leaseReadAhead*stride
-	next := key.idx + stride
-	if !seq {
-		st.ahead = key.idx
-		return ls.id, seq, nil
-	}
-	if st.ahead >= next && st.ahead <= end {
-		if st.ahead > key.idx+leaseReadAhead/2*stride {
-			return ls.id, seq, nil
-		}
-		next = st.ahead + stride
-	}
-	st.ahead = end
-	for ; next <= end; next += stride {
+	seq, ahead := st.Read(key.idx, stride, leaseReadAhead)
+	for next := ahead.First; next <= ahead.Last; next += ahead.Stride {
 		le := ls.m[leaseKey{key.path, next}]
 		if le == nil || !ls.currentLocked(le) {
 			continue
@@ -77,7 +55,7 @@ func (ls *leases) aheadOf(key leaseKey, stride int64) (id slabID, seq bool, rang
 		}
 		ranges = append(ranges, span{off: le.off, n: int(ls.es)})
 	}
-	return ls.id, true, ranges
+	return ls.id, seq, ranges
 }
 
 // readAhead starts reading the slab ranges of the extents after key into

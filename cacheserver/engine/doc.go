@@ -83,8 +83,10 @@
 //   - Read-ahead: a miss right after a miss of the previous extent, or a hit
 //     on an extent read ahead, copies up the next two extents in the
 //     background, as the caller. A truncate, drop or invalidation of the
-//     file voids read-ahead started before it. Hits in file order read the
-//     slots of the next extents into memory, in batches of four or more,
+//     file voids read-ahead started before it. Hits of a reader that goes
+//     through the file in order (package seqread: up to eight readers of
+//     a file, each taken for sequential after three steps in order) read
+//     the slots of the next extents into memory, in batches of four or more,
 //     consecutive slots as one range (see readAheadSlots). To keep those
 //     ranges long while jobs fill several files at once, a file takes free
 //     slots in runs of 16 for its next extents (slotRun), which go back to

@@ -6,6 +6,7 @@ import (
 
 	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/index"
+	"github.com/burstcache/burstcache/cacheserver/seqread"
 )
 
 // extentState is the life cycle of an in-memory extent.
@@ -73,12 +74,11 @@ type file struct {
 	record      bool   // has a durable file record (counts against MaxFiles)
 	cred        *ident.Cred
 	dead        bool
-	epoch       uint64      // bumped when extents are dropped or trimmed
-	lastMiss    int64       // extent of the last read miss, to detect sequential reads
-	lastHit     int64       // extent of the last read hit, likewise
-	readAhead   int64       // last extent whose slot was read ahead
-	prefetching int         // prefetches of this file in flight
-	runs        [2]*slotRun // runs of free slots for the next extents
+	epoch       uint64          // bumped when extents are dropped or trimmed
+	lastMiss    int64           // extent of the last read miss, to detect sequential reads
+	hits        seqread.Streams // readers of cached extents, for read-ahead
+	prefetching int             // prefetches of this file in flight
+	runs        [2]*slotRun     // runs of free slots for the next extents
 }
 
 // xlist is an intrusive doubly linked list of extents: the clean list in

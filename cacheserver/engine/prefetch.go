@@ -1,6 +1,10 @@
 package engine
 
-import "context"
+import (
+	"context"
+
+	"github.com/burstcache/burstcache/cacheserver/seqread"
+)
 
 // prefetchWindow is how many extents ahead of a sequential reader are
 // copied up in the background.
@@ -52,11 +56,11 @@ func (e *Engine) prefetch(ctx context.Context, f *file, idx int64, epoch uint64)
 const readAheadWindow = 8
 
 // readAheadSlots returns the slots to read into memory after a hit on extent
-// idx of f, when hits on f look sequential: the hit before was on the
-// extent this engine holds before idx. Slots are not contiguous in the slab
-// as extents are in a file, so the kernel's own read-ahead, which follows
-// file offsets, does not help a reader of cached extents whose pages were
-// dropped; without this each extent waits for the disk in turn.
+// idx of f, when the hits of one of its readers go through f in order
+// (package seqread). Slots are not contiguous in the slab as extents are in
+// a file, so the kernel's own read-ahead, which follows file offsets, does
+// not help a reader of cached extents whose pages were dropped; without
+// this each extent waits for the disk in turn.
 //
 // Like the kernel's read-ahead, it works in batches: once the reader has
 // consumed half the window, the rest of the window is asked for at once.
@@ -65,38 +69,19 @@ const readAheadWindow = 8
 // instead of one per extent. The caller holds e.mu and passes the slots to
 // readAhead after releasing it.
 func (e *Engine) readAheadSlots(f *file, idx int64) (slots [readAheadWindow]int32, n int) {
-	stride := e.cfg.Stride
-	if f.lastHit == idx {
-		return slots, 0
-	}
-	seq := f.lastHit == idx-stride
-	f.lastHit = idx
-	if !seq {
-		return slots, 0
-	}
-	return e.readAheadWindowLocked(f, idx)
+	_, ahead := f.hits.Read(idx, e.cfg.Stride, readAheadWindow)
+	return e.readySlotsLocked(f, ahead)
 }
 
-// readAheadWindowLocked returns the slots to read ahead of a sequential
-// reader at extent idx of f: the rest of the window once half of it is
-// consumed.
-func (e *Engine) readAheadWindowLocked(f *file, idx int64) (slots [readAheadWindow]int32, n int) {
-	stride := e.cfg.Stride
-	end := idx + readAheadWindow*stride
-	next := idx + stride
-	if f.readAhead >= next && f.readAhead <= end {
-		if f.readAhead > idx+readAheadWindow/2*stride {
-			return slots, 0
-		}
-		next = f.readAhead + stride
-	}
-	for ; next <= end; next += stride {
+// readySlotsLocked returns the slots of the extents of ahead that hold
+// data.
+func (e *Engine) readySlotsLocked(f *file, ahead seqread.Ahead) (slots [readAheadWindow]int32, n int) {
+	for next := ahead.First; next <= ahead.Last && n < len(slots); next += ahead.Stride {
 		if x := f.extents[next]; x != nil && x.state == ready {
 			slots[n] = x.slot
 			n++
 		}
 	}
-	f.readAhead = end
 	return slots, n
 }
 
@@ -115,9 +100,7 @@ func (e *Engine) ReadAheadAfter(path string, off int64) {
 		e.mu.Unlock()
 		return
 	}
-	idx := off / e.es
-	f.lastHit = idx
-	slots, n := e.readAheadWindowLocked(f, idx)
+	slots, n := e.readySlotsLocked(f, f.hits.Sequential(off/e.es, e.cfg.Stride, readAheadWindow))
 	e.mu.Unlock()
 	e.readAhead(slots[:n])
 }

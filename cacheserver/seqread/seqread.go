@@ -1,0 +1,123 @@
+package seqread
+
+// Confirm is how many steps in a row, each one stride of extents after the
+// one before, make a stream sequential.
+const Confirm = 3
+
+// MaxStreams is how many readers of one file Streams follows; a read that
+// continues none of them replaces the one read least recently.
+const MaxStreams = 8
+
+// Streams follows the readers of one file. The zero value follows none
+// yet. It is not safe for concurrent use.
+type Streams struct {
+	s     []stream
+	clock uint64
+}
+
+// stream is one reader: the extent it read last, how many steps in order
+// led to it, and the last extent read ahead of it.
+type stream struct {
+	last, ahead int64
+	run         int
+	used        uint64
+}
+
+// Ahead is a range of extents to read ahead, First to Last by Stride; it is
+// empty when First > Last.
+type Ahead struct {
+	First, Last, Stride int64
+}
+
+// Empty reports whether there is nothing to read ahead.
+func (a Ahead) Empty() bool { return a.First > a.Last }
+
+// Read records a read of extent idx, whose next extent is stride later,
+// reports whether it continues a sequential stream, and returns what to
+// read ahead of it within window extents.
+func (s *Streams) Read(idx, stride int64, window int) (seq bool, ahead Ahead) {
+	st := s.find(idx, stride)
+	switch {
+	case st == nil:
+		s.replace(idx)
+		return false, none
+	case st.last == idx:
+		return st.run >= Confirm, none
+	}
+	st.last = idx
+	st.run++
+	if st.run < Confirm {
+		return false, none
+	}
+	return true, st.window(idx, stride, window)
+}
+
+// Sequential records a read of extent idx by a reader that the caller knows
+// to be sequential, and returns what to read ahead of it within window
+// extents.
+func (s *Streams) Sequential(idx, stride int64, window int) Ahead {
+	st := s.find(idx, stride)
+	if st == nil {
+		st = s.replace(idx)
+	}
+	st.last, st.run = idx, max(st.run, Confirm)
+	return st.window(idx, stride, window)
+}
+
+var none = Ahead{First: 1, Last: 0, Stride: 1}
+
+// find returns the stream that read extent idx or the one a stride before
+// it, and marks it used; nil if none did. Of several, it takes the one
+// with the longest run in order, and of those the one at idx: a stream that
+// reached idx by chance must not capture the reader that goes on from it.
+func (s *Streams) find(idx, stride int64) *stream {
+	var best *stream
+	for i := range s.s {
+		st := &s.s[i]
+		if st.last != idx && st.last != idx-stride {
+			continue
+		}
+		if best == nil || st.run > best.run || st.run == best.run && st.last == idx {
+			best = st
+		}
+	}
+	if best != nil {
+		s.clock++
+		best.used = s.clock
+	}
+	return best
+}
+
+// replace starts a stream at idx, in place of the stream read least
+// recently once there are MaxStreams.
+func (s *Streams) replace(idx int64) *stream {
+	s.clock++
+	st := stream{last: idx, ahead: idx, used: s.clock}
+	if len(s.s) < MaxStreams {
+		s.s = append(s.s, st)
+		return &s.s[len(s.s)-1]
+	}
+	old := 0
+	for i := range s.s {
+		if s.s[i].used < s.s[old].used {
+			old = i
+		}
+	}
+	s.s[old] = st
+	return &s.s[old]
+}
+
+// window returns the extents to read ahead of a reader at idx: the rest of
+// the window once half of it is consumed, or nothing before then.
+func (st *stream) window(idx, stride int64, window int) Ahead {
+	end := idx + int64(window)*stride
+	next := idx + stride
+	if st.ahead >= next && st.ahead <= end {
+		if st.ahead > idx+int64(window/2)*stride {
+			return none
+		}
+		next = st.ahead + stride
+	}
+	st.ahead = end
+	return Ahead{First: next, Last: end, Stride: stride}
+}
