@@ -191,9 +191,10 @@ var _ = Describe("Teardown", func() {
 		Expect(os.ReadFile(outFile(w))).To(Equal(data))
 	})
 
-	It("goes past a failing flush when the user switches to Discard, and records it", func() {
+	It("goes past a failing flush when the user switches to Discard, records it, and leaves no cache files", func() {
 		w := newWorld()
 		inst, _ := ready(w, nil)
+		pod := serverPods(inst)[0]
 		breakWriteBack(w)
 		DeferCleanup(func() { fixWriteBack(w) })
 		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
@@ -207,6 +208,12 @@ var _ = Describe("Teardown", func() {
 		}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
 		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
 		Expect(eventReasons(w.ns, inst.Name)).To(ContainElement(cachev1alpha1.ReasonDiscarded))
+
+		By("the discarded server removed its cache files, dirty data included, from the node when its pod stopped")
+		kl.Stop(pod.Namespace + "/" + pod.Name)
+		hostDir := filepath.Join(kl.Root, "nvme", inst.Namespace, inst.Name+"-"+string(inst.UID))
+		Expect(filepath.Join(hostDir, "server-0")).To(BeADirectory())
+		Expect(filepath.Glob(filepath.Join(hostDir, "server-*", "extents"))).To(BeEmpty())
 	})
 
 	It("goes past a failing flush when the user's timeout expires, and records it", func() {

@@ -43,6 +43,14 @@ func (c *Client) Drain(ctx context.Context) (FlushResult, error) {
 	return c.flush(ctx, "drain")
 }
 
+// Discard makes the server refuse new writes with EROFS and remove its
+// cache files when it stops, with the data not written back. Only a
+// teardown that drops unwritten data, as the instance's owner asked, calls
+// it.
+func (c *Client) Discard(ctx context.Context) error {
+	return c.call(ctx, "discard", http.MethodPost, "/v1/discard", nil, nil)
+}
+
 func (c *Client) flush(ctx context.Context, op string) (FlushResult, error) {
 	var res FlushResult
 	err := c.call(ctx, op, http.MethodPost, "/v1/"+op, nil, &res)

@@ -31,6 +31,7 @@ func (f *fakeService) record(call string) error {
 
 func (f *fakeService) Flush(context.Context) (int64, error) { return f.remaining, f.record("flush") }
 func (f *fakeService) Drain(context.Context) (int64, error) { return f.remaining, f.record("drain") }
+func (f *fakeService) Discard(context.Context) error        { return f.record("discard") }
 func (f *fakeService) FlushPath(_ context.Context, p string) error {
 	return f.record("flush " + p)
 }
@@ -70,6 +71,7 @@ func TestPathCallsReachTheService(t *testing.T) {
 		"flush path":      {call: func(c *Client) error { return c.FlushPath(ctx, "a/b") }, want: "flush a/b"},
 		"evict":           {call: func(c *Client) error { return c.EvictPath(ctx, "a") }, want: "evict a"},
 		"invalidate":      {call: func(c *Client) error { return c.InvalidatePath(ctx, "x") }, want: "invalidate x"},
+		"discard":         {call: func(c *Client) error { return c.Discard(ctx) }, want: "discard"},
 		"preload":         {call: func(c *Client) error { _, err := c.Preload(ctx, "y"); return err }, want: "preload y"},
 		"errno preserved": {call: func(c *Client) error { _, err := c.Preload(ctx, "z"); return err }, svcErr: fmt.Errorf("open z: %w", syscall.ENOENT), want: "preload z", wantErrn: syscall.ENOENT},
 	}

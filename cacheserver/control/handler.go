@@ -17,6 +17,11 @@ type Service interface {
 	Flush(ctx context.Context) (remaining int64, err error)
 	// Drain makes new writes fail with EROFS, then flushes.
 	Drain(ctx context.Context) (remaining int64, err error)
+	// Discard makes new writes fail with EROFS and has the server remove
+	// its cache files, dirty data included, when it is stopped: the
+	// teardown of its instance goes past the data not written back, as
+	// its owner asked.
+	Discard(ctx context.Context) error
 	FlushPath(ctx context.Context, path string) error
 	EvictPath(ctx context.Context, path string) error
 	InvalidatePath(ctx context.Context, path string) error
@@ -38,6 +43,7 @@ func NewHandler(svc Service, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/flush", h.flush(svc.Flush, "flush"))
 	mux.HandleFunc("POST /v1/drain", h.flush(svc.Drain, "drain"))
+	mux.HandleFunc("POST /v1/discard", h.discard)
 	mux.HandleFunc("POST /v1/paths/flush", h.path(svc.FlushPath))
 	mux.HandleFunc("POST /v1/paths/evict", h.path(svc.EvictPath))
 	mux.HandleFunc("POST /v1/paths/invalidate", h.path(svc.InvalidatePath))
@@ -67,6 +73,15 @@ func (h *handler) flush(fn func(context.Context) (int64, error), op string) http
 		}
 		writeJSON(w, http.StatusOK, FlushResult{RemainingBytes: remaining})
 	}
+}
+
+func (h *handler) discard(w http.ResponseWriter, r *http.Request) {
+	h.log.Info("Discarding on request: the cache files go when the server stops, dirty data included")
+	if err := h.svc.Discard(r.Context()); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
 }
 
 func (h *handler) path(fn func(context.Context, string) error) http.HandlerFunc {

@@ -67,15 +67,16 @@ type Config struct {
 
 // Server serves the data path and the control API.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
-	wire     wire.Server
-	http     http.Server
-	draining atomic.Bool
-	serving  atomic.Bool
-	sizes    sizeHints
-	flushes  flushTimes
-	preloads preloadTally
+	cfg       Config
+	log       *slog.Logger
+	wire      wire.Server
+	http      http.Server
+	draining  atomic.Bool
+	discarded atomic.Bool
+	serving   atomic.Bool
+	sizes     sizeHints
+	flushes   flushTimes
+	preloads  preloadTally
 
 	slabOnce sync.Once
 	slab     SlabID

@@ -27,8 +27,24 @@ func (s *Server) Drain(ctx context.Context) (int64, error) {
 	return s.Flush(ctx)
 }
 
-// Drained reports whether Drain was called: the server refuses writes.
+// Drained reports whether Drain or Discard was called: the server refuses
+// writes.
 func (s *Server) Drained() bool { return s.draining.Load() }
+
+// Discard makes writes fail with EROFS and marks the server's cache files
+// for removal when it stops (see Discarded).
+func (s *Server) Discard(context.Context) error {
+	s.log.Warn("Discarding: refusing new writes; the cache files go when the server stops, dirty data included",
+		"dirtyBytes", s.cfg.Cache.Stats().DirtyBytes)
+	s.draining.Store(true)
+	s.discarded.Store(true)
+	return nil
+}
+
+// Discarded reports whether Discard was called: the teardown of the
+// server's instance dropped the data not written back, and the files that
+// hold it are to go with the server.
+func (s *Server) Discarded() bool { return s.discarded.Load() }
 
 // FlushPath writes back the dirty data of path.
 func (s *Server) FlushPath(ctx context.Context, p string) error {

@@ -135,23 +135,32 @@ func runServer(ctx context.Context, f *serverFlags) error {
 	if err := serveUntilSignal(ctx, s, data, ctl, f.readyFile, log); err != nil {
 		return err
 	}
-	return retire(eng, s.Drained(), log)
+	return retire(eng, s.Drained(), s.Discarded(), log)
 }
 
 // retire ends the engine of a server stopped by a signal. A server that
 // was drained (the teardown of its instance drains it before deleting its
 // pod) and closed with nothing dirty holds nothing the backing store lacks:
 // it removes its slab and index, which would otherwise keep their
-// preallocated space on the node for good. Any other server keeps them, for
-// a restart to recover.
-func retire(eng *engine.Engine, drained bool, log *slog.Logger) error {
+// preallocated space on the node for good. So does a server told to
+// discard (a teardown that goes past unwritten data, as the instance's
+// owner asked), dirty data included. Any other server keeps them, for a
+// restart to recover.
+func retire(eng *engine.Engine, drained, discarded bool, log *slog.Logger) error {
 	err := eng.Close()
 	st := eng.Stats()
+	dir := filepath.Dir(eng.SlabFile())
+	if discarded {
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("removing the cache files of a discarded server: %w", err)
+		}
+		log.Warn("Removed the cache files of a discarded server", "dir", dir, "droppedDirtyBytes", st.DirtyBytes)
+		return nil
+	}
 	if err != nil || !drained || st.DirtyExtents != 0 || st.DirtyBytes != 0 {
 		log.Info("Keeping the cache files", "drained", drained, "dirtyBytes", st.DirtyBytes, "closeErr", err)
 		return err
 	}
-	dir := filepath.Dir(eng.SlabFile())
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("removing the cache files of a drained server: %w", err)
 	}

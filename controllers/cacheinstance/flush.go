@@ -29,7 +29,11 @@ func (r *Reconciler) flush(ctx context.Context, s *scope) (ctrl.Result, error) {
 		s.inst.Status.Flush = &cachev1alpha1.FlushStatus{StartedAt: &metav1.Time{Time: now}}
 	}
 	if reason, why := dropReason(s.inst, now); reason != "" {
-		return ctrl.Result{}, r.dropUnwritten(ctx, s, reason, why)
+		if err := r.dropUnwritten(ctx, s, reason, why); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.discardServers(ctx, s)
+		return ctrl.Result{}, nil
 	}
 	if s.inst.Status.NeverReady && !s.allServersReady() {
 		// Nothing can be dirty, and waiting for servers that never started
@@ -108,6 +112,29 @@ func (r *Reconciler) flushServer(ctx context.Context, s *scope, i int) (int64, e
 		return res.RemainingBytes, fmt.Errorf("flush: %w", err)
 	}
 	return res.RemainingBytes, nil
+}
+
+// discardServers tells every running server that the teardown goes past
+// its unwritten data, so that it removes its cache files when its pod
+// stops instead of keeping them, and their preallocated space, on the node
+// for a restart that will never come. It is best effort: a server that
+// cannot be reached keeps its files, which the admin guide says.
+func (r *Reconciler) discardServers(ctx context.Context, s *scope) {
+	log := ctrl.LoggerFrom(ctx)
+	for i, srv := range s.inst.Status.Servers {
+		if s.pods[i] == nil || !srv.Ready {
+			continue
+		}
+		c, err := r.client(ctx, s, i)
+		if err == nil {
+			dctx, cancel := context.WithTimeout(ctx, r.Options.FlushAttemptTimeout)
+			err = c.Discard(dctx)
+			cancel()
+		}
+		if err != nil {
+			log.Info("Server keeps its cache files: telling it to discard them failed", "server", srv.Name, "err", err)
+		}
+	}
 }
 
 // dropUnwritten goes past the data not written back, as the user asked,

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,7 +16,13 @@ func slabOf(in instance, i int) string {
 
 func drain(t *testing.T, control string) int {
 	t.Helper()
-	resp, err := http.Post("http://"+control+"/v1/drain", "application/json", nil)
+	return post(t, control, "drain")
+}
+
+// post calls op of a server's control API and returns the HTTP status.
+func post(t *testing.T, control, op string) int {
+	t.Helper()
+	resp, err := http.Post("http://"+control+"/v1/"+op, "application/json", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,4 +96,33 @@ func TestDrainedServerWithDirtyDataKeepsItsCacheFiles(t *testing.T) {
 		t.Fatalf("a drained server with dirty data lost its slab: %v", err)
 	}
 	os.Chown(filepath.Join(in.backing, "result"), 1000, 1000)
+}
+
+// TestDiscardedServerRemovesItsCacheFiles tells a server whose write-back
+// cannot finish to discard, as the teardown of an instance with
+// teardown.policy Discard does, and stops it: its cache files go, dirty data
+// included, instead of keeping their space on the node for good. Before
+// the discard, the same stop keeps them.
+func TestDiscardedServerRemovesItsCacheFiles(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	upWithUnwritableResult(t, in, 1, randomBytes(2<<20, 5))
+	defer os.Chown(filepath.Join(in.backing, "result"), 1000, 1000)
+	stop(t, readState(t, in.cacheDir).Servers[0].PID)
+	if _, err := os.Stat(slabOf(in, 0)); err != nil {
+		t.Fatalf("a server stopped with dirty data before any discard lost its slab: %v", err)
+	}
+	must(t, "local", "up", "--backing", in.backing, "--mount", in.mount, "--cache-dir", in.cacheDir, "--servers", "1", "--capacity", "256Mi")
+
+	st := readState(t, in.cacheDir)
+	if code := post(t, st.Servers[0].Control, "discard"); code != http.StatusOK {
+		t.Fatalf("discard: HTTP %d", code)
+	}
+	if err := os.WriteFile(filepath.Join(in.mount, "late"), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("a write after the discard: %v, want EROFS", err)
+	}
+	stop(t, st.Servers[0].PID)
+	if _, err := os.Stat(filepath.Dir(slabOf(in, 0))); !os.IsNotExist(err) {
+		t.Fatalf("a discarded server kept its cache files: %v", err)
+	}
 }
