@@ -17,10 +17,18 @@ func (e *Engine) markFileLocked(f *file) { e.idxFile[f.path] = struct{}{} }
 // freeSlotLocked retires a slot that an index entry may still name: it
 // becomes reusable only after the commit that forgets that entry is durable,
 // or a crash could leave the old entry pointing at new data.
+//
+// Only a writer waiting for space hurries the commit along. Otherwise the
+// slots freed together (a file dropped, evicted or truncated) wait for one
+// commit and come back on the free list together, in order, so that files
+// take them in runs (slotRun); a commit kicked at each slot took a few at a
+// time, and the free list came back in pieces of random order.
 func (e *Engine) freeSlotLocked(slot int32) {
 	e.gens.bump(slot)
 	e.pendingFree = append(e.pendingFree, slot)
-	e.kickCommit()
+	if e.spaceWaiters > 0 {
+		e.kickCommit()
+	}
 }
 
 func (e *Engine) kickCommit() {
