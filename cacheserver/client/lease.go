@@ -20,7 +20,7 @@ import (
 
 // maxLeases is how many extents a client keeps leases on, per server: each
 // pins a slot of the server's slab (engine.Lease). The server lends no more
-// once a quarter of its slots are pinned, and unread leases go back after
+// once half of its slots are pinned, and unread leases go back after
 // leaseIdleSweeps, so the bound is for the client's table more than for the
 // server. With 128, random 4 KiB reads over a 512 MiB file on two servers
 // (256 extents each) took 240 us each, most going to the server for a

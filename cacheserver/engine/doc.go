@@ -65,7 +65,7 @@
 //     without calling the engine while the generation is unchanged, and
 //     every change to what the slot holds moves the generation on before
 //     the call that made it returns. Eviction passes over pinned slots, and
-//     at most a quarter of the slots are pinned at once.
+//     at most half of the slots are pinned at once.
 //     BeginWrite prepares the slot of a write that needs no read
 //     (into a dirty extent, over a whole extent, or where the backing file
 //     has no data), and holds the extent locked until WriteTx.Commit, which
