@@ -10,7 +10,8 @@
 //     the cost of FUSE alone;
 //   - burstcache: a standalone cache (`burstcache local up`) over the backing
 //     directory, cold (nothing cached), warm (everything cached), and while
-//     write-back is running;
+//     write-back is running (warm again: each workload runs once first, so
+//     that its data is cached, and for writes dirty, as in the warm column);
 //   - slow: a backing store that adds a fixed latency to every operation
 //     (a latency-injecting FUSE loopback with the kernel page cache off, the
 //     way a remote parallel file system feels), alone and behind burstcache.
