@@ -116,6 +116,10 @@ func (e *Engine) reserveRunLocked(f *file, idx int64, s int32) {
 	e.runs[f] = struct{}{}
 }
 
+// hasFreeLocked reports whether a slot is free, on the free list or
+// reserved in a run, which allocSlot hands out before it evicts anything.
+func (e *Engine) hasFreeLocked() bool { return len(e.free) > 0 || len(e.runs) > 0 }
+
 // releaseRunLocked puts the slots left in the runs of f back on the free
 // list.
 func (e *Engine) releaseRunLocked(f *file) {

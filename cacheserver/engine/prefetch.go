@@ -25,7 +25,7 @@ func (e *Engine) prefetchAfter(ctx context.Context, f *file, idx int64, miss boo
 	}
 	var todo []int64
 	for next := idx + stride; seq && next <= idx+prefetchWindow*stride; next += stride {
-		if f.prefetching < prefetchWindow && !f.dead && !e.closed && len(e.free) > 0 &&
+		if f.prefetching < prefetchWindow && !f.dead && !e.closed && e.hasFreeLocked() &&
 			f.extents[next] == nil && next*e.es < max(f.size, f.backingSize) {
 			f.prefetching++
 			e.active++

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/seqread"
@@ -200,4 +201,55 @@ func TestReadAheadAfterAClientsHint(t *testing.T) {
 		t.Errorf("read-ahead starts at %d, want the slot of extent 6 (%d)", got[0][0], int64(want)*es)
 	}
 	r.e.ReadAheadAfter("missing", 0) // no file: nothing, and no panic
+}
+
+// TestPrefetchUsesTheFilesRun reads a file in order while its run holds
+// the slots of its next extents and other writers have taken every slot of
+// the free list: read-ahead must still copy up the next extents into the
+// run, since slots reserved in runs count as free.
+func TestPrefetchUsesTheFilesRun(t *testing.T) {
+	const es, slots = 4 << 10, 128
+	r := newRig(t, es, slots, func(c *Config) {
+		c.Tunables.DirtyHigh, c.Tunables.DirtyLow = 100, 90
+		c.Tunables.EvictHigh, c.Tunables.EvictLow = 100, 90
+	})
+	r.writeBacking("c", make([]byte, 8*es))
+	ctx := context.Background()
+	buf := make([]byte, es)
+	if _, err := r.e.ReadAt(ctx, "c", buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, es)
+	for i := int64(0); ; i++ {
+		r.e.mu.Lock()
+		free := len(r.e.free)
+		r.e.mu.Unlock()
+		if free == 0 {
+			break
+		}
+		r.write("filler", i*es, data)
+	}
+	r.e.mu.Lock()
+	run := r.e.files["c"].runs != [2]*slotRun{}
+	r.e.mu.Unlock()
+	if !run {
+		t.Fatal("the reader's run of slots went back before the test could read")
+	}
+	if _, err := r.e.ReadAt(ctx, "c", buf, es); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r.e.mu.Lock()
+		x := r.e.files["c"].extents[2]
+		ready := x != nil && x.state == ready
+		r.e.mu.Unlock()
+		if ready {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("extent 2 was not read ahead after extents 0 and 1 were read in order")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
