@@ -80,7 +80,8 @@
 //     which the file record keeps. A hit is served without asking the
 //     backing store: checking access when a file is opened is the caller's
 //     business.
-//   - Read-ahead: a miss right after a miss of the previous extent, or a hit
+//   - Read-ahead: a miss right after a miss of the previous extent by one
+//     of the file's readers (package seqread follows up to eight), or a hit
 //     on an extent read ahead, copies up the next two extents in the
 //     background, as the caller. A truncate, drop or invalidation of the
 //     file voids read-ahead started before it. Hits of a reader that goes

@@ -75,7 +75,7 @@ type file struct {
 	cred        *ident.Cred
 	dead        bool
 	epoch       uint64          // bumped when extents are dropped or trimmed
-	lastMiss    int64           // extent of the last read miss, to detect sequential reads
+	misses      seqread.Streams // readers of missing extents, for prefetch
 	hits        seqread.Streams // readers of cached extents, for read-ahead
 	prefetching int             // prefetches of this file in flight
 	runs        [2]*slotRun     // runs of free slots for the next extents

@@ -10,22 +10,30 @@ import (
 // copied up in the background.
 const prefetchWindow = 2
 
+// missConfirm is how many misses in order make a reader sequential.
+const missConfirm = 1
+
 // prefetchAfter copies up the extents after idx of f in the background when
-// reads of f look sequential: a miss right after a miss of the previous
-// extent this engine holds (Stride before), or a hit on an extent that was
-// itself prefetched. Copying up the
-// next extents while the reader consumes this one overlaps backing-store
-// latency with the reader's work, as kernel read-ahead does.
+// reads of f look sequential: a miss right after a miss of one of its
+// readers on the previous extent this engine holds (Stride before), or a
+// hit on an extent that was itself prefetched. Copying up the next extents
+// while the reader consumes this one overlaps backing-store latency with
+// the reader's work, as kernel read-ahead does. One step in order is
+// enough here (missConfirm), unlike for read-ahead of cached extents: a
+// miss waits for the backing store, and a prefetch for nothing costs the
+// backing store little next to the extent a random reader's miss copies up
+// anyway.
 func (e *Engine) prefetchAfter(ctx context.Context, f *file, idx int64, miss bool) {
 	stride := e.cfg.Stride
 	e.mu.Lock()
-	seq := !miss || f.lastMiss == idx-stride
+	seq := !miss
 	if miss {
-		f.lastMiss = idx
+		f.misses.Confirm = missConfirm
+		seq, _ = f.misses.Read(idx, stride, prefetchWindow)
 	}
 	var todo []int64
 	for next := idx + stride; seq && next <= idx+prefetchWindow*stride; next += stride {
-		if f.prefetching < prefetchWindow && !f.dead && !e.closed && e.hasFreeLocked() &&
+		if f.prefetching < prefetchWindow*seqread.MaxStreams && !f.dead && !e.closed && e.hasFreeLocked() &&
 			f.extents[next] == nil && next*e.es < max(f.size, f.backingSize) {
 			f.prefetching++
 			e.active++

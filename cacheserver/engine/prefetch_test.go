@@ -253,3 +253,37 @@ func TestPrefetchUsesTheFilesRun(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestPrefetchFollowsInterleavedReaders reads two parts of one file in
+// turn, as two processes that each read their own part of a shared file
+// do: each reader in order gets the extents after it copied up ahead.
+func TestPrefetchFollowsInterleavedReaders(t *testing.T) {
+	const es = 64 << 10
+	root := t.TempDir()
+	log := &readLog{Store: backing.NewDir(root), es: es, reads: map[int64]bool{}}
+	r := &rig{t: t, root: root}
+	r.writeBacking("f", make([]byte, 40*es))
+	r.cfg = Config{
+		Dir: filepath.Join(t.TempDir(), "cache"), Backing: log, ExtentSize: es, Capacity: 64 * es,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	r.open()
+	t.Cleanup(func() { r.e.Close() })
+	buf := make([]byte, es)
+	for _, idx := range []int64{0, 20, 1, 21} {
+		if _, err := r.e.ReadAt(context.Background(), "f", buf, idx*es); err != nil {
+			t.Fatalf("read extent %d: %v", idx, err)
+		}
+	}
+	waitFor(t, func() bool {
+		r.e.mu.Lock()
+		defer r.e.mu.Unlock()
+		return r.e.active == 0
+	})
+	got := log.extents()
+	for _, want := range []int64{2, 22} {
+		if !slices.Contains(got, want) {
+			t.Errorf("backing extents read %v: want read-ahead of %d", got, want)
+		}
+	}
+}

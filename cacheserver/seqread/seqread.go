@@ -1,7 +1,8 @@
 package seqread
 
 // Confirm is how many steps in a row, each one stride of extents after the
-// one before, make a stream sequential.
+// one before, make a stream sequential, unless Streams.Confirm says
+// otherwise.
 const Confirm = 3
 
 // MaxStreams is how many readers of one file Streams follows; a read that
@@ -9,8 +10,14 @@ const Confirm = 3
 const MaxStreams = 8
 
 // Streams follows the readers of one file. The zero value follows none
-// yet. It is not safe for concurrent use.
+// yet, and takes a stream for sequential after the package's Confirm
+// steps. It is not safe for concurrent use.
 type Streams struct {
+	// Confirm, if positive, replaces the package's Confirm: a caller for
+	// whom reading ahead for nothing costs little, and waiting for each
+	// step much, may take fewer.
+	Confirm int
+
 	s     []stream
 	clock uint64
 }
@@ -42,11 +49,11 @@ func (s *Streams) Read(idx, stride int64, window int) (seq bool, ahead Ahead) {
 		s.replace(idx)
 		return false, none
 	case st.last == idx:
-		return st.run >= Confirm, none
+		return st.run >= s.confirm(), none
 	}
 	st.last = idx
 	st.run++
-	if st.run < Confirm {
+	if st.run < s.confirm() {
 		return false, none
 	}
 	return true, st.window(idx, stride, window)
@@ -60,11 +67,18 @@ func (s *Streams) Sequential(idx, stride int64, window int) Ahead {
 	if st == nil {
 		st = s.replace(idx)
 	}
-	st.last, st.run = idx, max(st.run, Confirm)
+	st.last, st.run = idx, max(st.run, s.confirm())
 	return st.window(idx, stride, window)
 }
 
 var none = Ahead{First: 1, Last: 0, Stride: 1}
+
+func (s *Streams) confirm() int {
+	if s.Confirm > 0 {
+		return s.Confirm
+	}
+	return Confirm
+}
 
 // find returns the stream that read extent idx or the one a stride before
 // it, and marks it used; nil if none did. Of several, it takes the one

@@ -152,3 +152,14 @@ func TestStaleStreamDoesNotCapture(t *testing.T) {
 		}
 	}
 }
+
+// TestConfirmOfItsOwn checks that Streams.Confirm replaces the package's.
+func TestConfirmOfItsOwn(t *testing.T) {
+	s := Streams{Confirm: 1}
+	if seq, _ := s.Read(4, 2, 8); seq {
+		t.Fatal("a first read counts as sequential")
+	}
+	if seq, a := s.Read(6, 2, 8); !seq || a.Empty() {
+		t.Fatalf("one step in order with Confirm 1: sequential %v, reads ahead %v", seq, extents(a))
+	}
+}
