@@ -8,10 +8,13 @@
 // A server on this machine, reached over a Unix socket, lends the client its
 // slab file: reads of 32 KiB and more come back as pinned places in the
 // slab that the client reads itself (or splices to the kernel, see
-// ReadAtFile), and writes of 32 KiB and more that the slab can take without
-// a read go into the slab between OpWriteBegin and OpWriteCommit (see
-// package wire). Each such server has a connection of its own for this,
-// since pins and open writes belong to the connection that made them.
+// ReadAtFile). Writes of 32 KiB and more go into a pipe of the server's
+// without a copy (vmsplice), and the server moves them into its slab
+// (OpWritePiped, in one round trip). The client's slab descriptor is
+// read-only: a client stalled across a restart of its server, for however
+// long, cannot write into a slot the new server reused, since its pipe went
+// with the old server. Each such server has a connection of its own for
+// this, since pins belong to the connection that made them.
 //
 // The pin of a read inside one extent is kept as a lease on the extent
 // (up to 1024 per server): later reads of the extent, of any size, are read

@@ -44,11 +44,7 @@ type localSlab struct {
 
 	unpins unpinner
 	leases leases
-
-	// afterBegin and beforeCommit, if set, run between OpWriteBegin and
-	// the write into the slab, and between that write and OpWriteCommit
-	// (tests).
-	afterBegin, beforeCommit func()
+	pipes  writePipes
 }
 
 // slabID identifies a slab file by device and inode.
@@ -116,6 +112,7 @@ func (l *localSlab) slab(ctx context.Context, id slabID) (*os.File, error) {
 
 func (l *localSlab) close() {
 	l.leases.close()
+	l.pipes.close()
 	_ = l.srv.Close()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -354,68 +351,44 @@ func readSpans(file *os.File, spans []span, dst []byte) error {
 	return nil
 }
 
-// localWriteMin is the smallest piece written into a local server's slab:
-// a smaller one costs less copied through the socket than the second round
-// trip of a write into the slab.
+// localWriteMin is the smallest piece written through a local server's
+// pipe: a smaller one costs less copied through the socket.
 const localWriteMin = 32 << 10
 
-// writeLocal writes piece pc of path, held by the local server of l, into
-// the server's slab file: the server prepares the slot and locks the
-// extent, the client writes the bytes, and the server commits the write.
-// A write the server cannot take that way goes through the socket.
+// writeLocal writes piece pc of path, held by the local server of l,
+// through a pipe of the server's: the client puts the bytes into the pipe
+// without copying them (vmsplice), and the server moves them into its slab
+// and answers, in one round trip. The client never writes the slab: a
+// client stalled across a restart of the server, however long, finds its
+// pipe closed, and cannot write into a slot the new server reused. A write
+// the pipe cannot take goes through the socket.
 func (f *FS) writeLocal(ctx context.Context, l *localSlab, path string, pc placement.Piece, data []byte) error {
-	// A write begun must end: neither call is given up halfway, or the
-	// extent would stay locked until the connection closes.
-	wctx := context.WithoutCancel(ctx)
-	args := pathArgs(path).Int64(pc.Off).Uint32(uint32(len(data)))
-	rep, err := l.srv.Do(wctx, &wire.Call{Op: wire.OpWriteBegin, Cred: cred(ctx), Args: args.Bytes()})
-	if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EOPNOTSUPP) {
-		l.disable()
+	p := l.pipes.get(ctx, l)
+	if p == nil {
 		return f.writePiece(ctx, path, pc, data)
 	}
-	if err != nil {
+	if err := p.fill(data); err != nil {
+		l.pipes.drop(p)
+		return f.writePiece(ctx, path, pc, data)
+	}
+	args := pathArgs(path).Int64(pc.Off).Uint32(uint32(len(data))).Uint64(p.id)
+	_, err := l.srv.Do(ctx, &wire.Call{Op: wire.OpWritePiped, Cred: cred(ctx), Args: args.Bytes()})
+	if err == nil {
+		l.pipes.put(p)
+		return nil
+	}
+	// The server closes the pipe after a failed write, and the bytes may
+	// still be in it: it is not used again.
+	l.pipes.drop(p)
+	switch {
+	case errors.Is(err, syscall.ENOSYS), errors.Is(err, syscall.EOPNOTSUPP):
+		l.pipes.disable()
+	case !errors.Is(err, wire.ErrConnLost) && !errors.Is(err, syscall.EBADF) && !errors.Is(err, syscall.EINVAL):
 		return err
 	}
-	d := wire.NewDecoder(rep.Meta)
-	if !d.Bool() {
-		return f.writePiece(ctx, path, pc, data)
-	}
-	id, tx, off := slabID{d.Uint64(), d.Uint64()}, d.Uint64(), d.Int64()
-	if err := d.Err(); err != nil {
-		return err
-	}
-	if l.afterBegin != nil {
-		l.afterBegin()
-	}
-	// A connection that broke since took the write with it: the server
-	// cancelled it and may reuse the slot, above all a server restarted
-	// over the same cache directory. Then the bytes go through the socket.
-	if rep.Link.Lost() {
-		return f.writePiece(ctx, path, pc, data)
-	}
-	file, werr := l.slab(wctx, id)
-	if werr == nil {
-		_, werr = file.WriteAt(data, off)
-	} else {
-		f.logSlabError(l, werr)
-	}
-	if l.beforeCommit != nil {
-		l.beforeCommit()
-	}
-	commit := (&wire.Encoder{}).Uint64(tx).Bool(werr == nil)
-	if _, err := rep.Link.Do(wctx, &wire.Call{Op: wire.OpWriteCommit, Cred: cred(ctx), Args: commit.Bytes()}); err != nil {
-		if errors.Is(err, wire.ErrConnLost) || rep.Link.Lost() {
-			// The write was cancelled with the connection, or took
-			// effect and its answer was lost: writing the same bytes
-			// again through the socket is right either way.
-			return f.writePiece(ctx, path, pc, data)
-		}
-		return err
-	}
-	if werr != nil {
-		return f.writePiece(ctx, path, pc, data)
-	}
-	return nil
+	// The server restarted, or the connection broke with the write done
+	// or not: writing the same bytes through the socket is right either way.
+	return f.writePiece(ctx, path, pc, data)
 }
 
 // logSlabError stops local reads from a server whose slab cannot be

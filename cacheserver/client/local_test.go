@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/cacheserver/engine"
@@ -73,38 +75,59 @@ func newWithFile(t *testing.T, addr string) *FS {
 	return f
 }
 
-// TestSlabWriteOfABrokenConnectionGoesThroughTheSocket breaks the
-// connection that holds a write into the slab, before the client writes
-// the bytes and before it commits them. The server cancelled the write with
-// the connection and may reuse its slot, so the client must not write
-// there, and must not fail the write either: it sends the bytes through the
-// socket.
-func TestSlabWriteOfABrokenConnectionGoesThroughTheSocket(t *testing.T) {
-	for name, breakAt := range map[string]func(l *localSlab, brk func()){
-		"before the slab write": func(l *localSlab, brk func()) { l.afterBegin = brk },
-		"before the commit":     func(l *localSlab, brk func()) { l.beforeCommit = brk },
+// TestPipeWritesFallBackToTheSocket breaks a local write the ways a
+// server restart or a broken connection does: the server no longer knows
+// the client's pipe, the pipe's other end is closed, or the connection is
+// gone. The write must neither fail nor be lost: it goes through the
+// socket, and the pipe is not used again.
+func TestPipeWritesFallBackToTheSocket(t *testing.T) {
+	for name, tc := range map[string]struct {
+		breakIt func(l *localSlab, p *writePipe)
+		// pipeOK: the pipe itself is sound, and may serve again.
+		pipeOK bool
+	}{
+		"pipe unknown to the server": {breakIt: func(_ *localSlab, p *writePipe) { p.id ^= 1 }},
+		"pipe closed by the server":  {breakIt: func(_ *localSlab, p *writePipe) { p.fd = brokenPipe(t) }},
+		"connection gone":            {breakIt: func(l *localSlab, _ *writePipe) { _ = l.srv.Close() }, pipeOK: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newWithFile(t, startLocal(t, t.TempDir()))
 			ctx := context.Background()
 			l := f.local[0]
-			broke := 0
-			breakAt(l, func() {
-				broke++
-				_ = l.srv.Close()
-			})
+			first := bytes.Repeat([]byte("1"), localExtent)
+			if _, err := f.WriteAt(ctx, "f", first, 0); err != nil {
+				t.Fatal(err)
+			}
+			if len(l.pipes.idle) != 1 {
+				t.Fatalf("%d idle pipes after a local write, want 1", len(l.pipes.idle))
+			}
+			p := l.pipes.idle[0]
+			tc.breakIt(l, p)
 			want := bytes.Repeat([]byte("w"), localExtent)
-			if _, err := f.WriteAt(ctx, "f", want, 0); err != nil {
+			if _, err := f.WriteAt(ctx, "f", want, localExtent); err != nil {
 				t.Fatalf("WriteAt: %v", err)
 			}
-			l.afterBegin, l.beforeCommit = nil, nil
-			if broke != 1 {
-				t.Fatalf("the connection broke %d times, want 1", broke)
+			for _, q := range l.pipes.idle {
+				if q == p && !tc.pipeOK {
+					t.Error("the broken pipe is still in use")
+				}
 			}
-			got := make([]byte, localExtent)
-			if n, err := f.ReadAt(ctx, "f", got, 0); n != localExtent || !bytes.Equal(got, want) {
+			got := make([]byte, 2*localExtent)
+			if n, err := f.ReadAt(ctx, "f", got, 0); n != len(got) || !bytes.Equal(got, append(first, want...)) {
 				t.Fatalf("ReadAt = %d, %v; the bytes written are not there", n, err)
 			}
 		})
 	}
+}
+
+// brokenPipe returns the write end of a pipe whose read end is closed.
+func brokenPipe(t *testing.T) int {
+	t.Helper()
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fds[0])
+	t.Cleanup(func() { unix.Close(fds[1]) })
+	return fds[1]
 }

@@ -55,8 +55,9 @@
 //     has one name left. A file that was cached before it got a second
 //     name outside the cache keeps its cached data until dropped; a link
 //     made through a mount writes back and drops the data first.
-//   - Local readers and writers: a process on this machine may read and
-//     write the slab file itself. ReadSpans answers where the bytes of a
+//   - Local readers and writers: a process on this machine may read the
+//     slab file itself, and a server may put bytes a client hands it into
+//     a slot without a copy through memory it owns. ReadSpans answers where the bytes of a
 //     read are and pins their slots: a slot retired while pinned (evicted,
 //     dropped, replaced by copy-on-write) is reused only after the pin is
 //     released. LeaseSpans also hands out the pin as a lease on the

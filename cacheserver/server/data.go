@@ -28,9 +28,9 @@ var dataHandlers = map[wire.Op]handlerFunc{
 	wire.OpSlabFile:     (*Server).slabFile,
 	wire.OpReadSpans:    (*Server).readSpans,
 	wire.OpUnpin:        (*Server).unpin,
-	wire.OpWriteBegin:   (*Server).writeBegin,
-	wire.OpWriteCommit:  (*Server).writeCommit,
 	wire.OpSlotGens:     (*Server).slotGens,
+	wire.OpWritePipe:    (*Server).writePipe,
+	wire.OpWritePiped:   (*Server).writePiped,
 }
 
 func (s *Server) info(_ context.Context, _ *wire.Request, resp *wire.Response) error {

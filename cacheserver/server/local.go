@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -102,7 +101,7 @@ func (t *holdTable) endAll() {
 
 // inlineOps end what a request in flight may wait for: they are served on
 // the connection's read loop, never queued behind the requests in flight.
-func inlineOps(op wire.Op) bool { return op == wire.OpUnpin || op == wire.OpWriteCommit }
+func inlineOps(op wire.Op) bool { return op == wire.OpUnpin }
 
 // slabFile hands a local client a descriptor of the slab file. The client
 // holds the data path's secret, so it may read and write every cached file
@@ -112,7 +111,7 @@ func (s *Server) slabFile(_ context.Context, req *wire.Request, resp *wire.Respo
 	if !ok || !req.Local {
 		return wire.ErrNotLocal
 	}
-	return openInto(resp, sr.SlabFile(), os.O_RDWR)
+	return openInto(resp, sr.SlabFile(), os.O_RDONLY)
 }
 
 // slotGens hands a local client a read-only descriptor of the slot
@@ -249,59 +248,6 @@ func (s *Server) unpin(ctx context.Context, req *wire.Request, _ *wire.Response)
 		if req.Args.Err() == nil {
 			l.CountLeaseReads(int64(reads), int64(bytes))
 		}
-	}
-	return nil
-}
-
-// writeBegin prepares a write that the client puts into the slab itself,
-// or answers false when the write must come by OpWrite.
-func (s *Server) writeBegin(ctx context.Context, req *wire.Request, resp *wire.Response) error {
-	sr, t, err := s.local(ctx, req)
-	if err != nil {
-		return err
-	}
-	p, err := readPath(req.Args)
-	if err != nil {
-		return err
-	}
-	if s.draining.Load() {
-		return errDraining
-	}
-	off, n := req.Args.Int64(), int(req.Args.Uint32())
-	slab, err := s.slabID(sr)
-	if err != nil {
-		return err
-	}
-	tx, err := sr.BeginWrite(ctx, p, off, n)
-	if errors.Is(err, engine.ErrNoSpans) {
-		resp.Meta.Bool(false)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	id, ok := t.add(tx.Commit)
-	if !ok {
-		tx.Commit(false)
-		resp.Meta.Bool(false)
-		return nil
-	}
-	resp.Meta.Bool(true).Uint64(slab.Dev).Uint64(slab.Ino).Uint64(id).Int64(tx.Off)
-	return nil
-}
-
-// writeCommit ends a write of writeBegin.
-func (s *Server) writeCommit(ctx context.Context, req *wire.Request, _ *wire.Response) error {
-	t := holdsOf(ctx)
-	if t == nil {
-		return wire.ErrNotLocal
-	}
-	id, wrote := req.Args.Uint64(), req.Args.Bool()
-	if err := req.Args.Err(); err != nil {
-		return err
-	}
-	if !t.end(id, wrote) {
-		return fmt.Errorf("no write %d on this connection: %w", id, syscall.EINVAL)
 	}
 	return nil
 }

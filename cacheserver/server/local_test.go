@@ -178,11 +178,13 @@ func writeBackingFile(t *testing.T, dir, name string, data []byte) {
 	}
 }
 
-// TestLocalWritesGoIntoTheSlab writes the way a local mount does: the
-// server prepares the slot, the client writes it, the server commits. A
-// write whose connection closes before the commit is cancelled and its
-// extent unlocked.
-func TestLocalWritesGoIntoTheSlab(t *testing.T) {
+// TestLocalWritesGoThroughPipes writes the way a local mount does: the
+// client puts the bytes into a pipe of the server's and the server moves
+// them into its slab. The client's slab descriptor cannot write, and a
+// write through a pipe that does not hold what it says fails and closes the
+// pipe, as the death of the server closes all of them: the client's next
+// write through it fails (EPIPE) instead of landing anywhere.
+func TestLocalWritesGoThroughPipes(t *testing.T) {
 	const es = 1 << 16
 	backingDir := t.TempDir()
 	data, ctl, _ := startOn(t, "unix", backingDir, 1, same)
@@ -192,52 +194,51 @@ func TestLocalWritesGoIntoTheSlab(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer slab.Close()
-	begin := func(c *wire.Client, off int64) (tx uint64, slabOff int64) {
+	if _, err := slab.WriteAt([]byte("x"), 0); err == nil {
+		t.Fatal("a client wrote the slab with the descriptor the server handed it")
+	}
+	pipe := func() (*os.File, uint64) {
 		t.Helper()
-		args := (&wire.Encoder{}).String("f").Int64(off).Uint32(es)
-		rep, err := c.Do(ctx, &wire.Call{Op: wire.OpWriteBegin, Cred: ident.Process(), Args: args.Bytes()})
+		w, meta, err := wire.FetchFile(ctx, data[0], nil, ident.Process(), wire.OpWritePipe, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := wire.NewDecoder(rep.Meta)
-		if !d.Bool() {
-			t.Fatal("the server refused a whole-extent write into the slab")
-		}
-		d.Uint64()
-		d.Uint64()
-		return d.Uint64(), d.Int64()
+		t.Cleanup(func() { w.Close() })
+		return w, wire.NewDecoder(meta).Uint64()
 	}
 	c := wire.NewClient(data[0], wire.ClientOptions{Conns: 1})
 	defer c.Close()
-	want := bytes.Repeat([]byte("slab"), es/4)
-	tx, off := begin(c, 0)
-	if _, err := slab.WriteAt(want, off); err != nil {
-		t.Fatal(err)
-	}
-	commit := (&wire.Encoder{}).Uint64(tx).Bool(true)
-	if _, err := c.Do(ctx, &wire.Call{Op: wire.OpWriteCommit, Cred: ident.Process(), Args: commit.Bytes()}); err != nil {
-		t.Fatal(err)
+	piped := func(off int64, n int, id uint64) error {
+		args := (&wire.Encoder{}).String("f").Int64(off).Uint32(uint32(n)).Uint64(id)
+		_, err := c.Do(ctx, &wire.Call{Op: wire.OpWritePiped, Cred: ident.Process(), Args: args.Bytes()})
+		return err
 	}
 
-	// A write left open by a client that goes away.
-	gone := wire.NewClient(data[0], wire.ClientOptions{Conns: 1})
-	_, off = begin(gone, es)
-	if _, err := slab.WriteAt(bytes.Repeat([]byte("lost"), es/4), off); err != nil {
-		t.Fatal(err)
+	w, id := pipe()
+	want := bytes.Repeat([]byte("pipe"), es/4)
+	for _, off := range []int64{0, es} { // the pipe serves write after write
+		if _, err := w.Write(want); err != nil {
+			t.Fatal(err)
+		}
+		if err := piped(off, es, id); err != nil {
+			t.Fatalf("piped write at %d: %v", off, err)
+		}
 	}
-	gone.Close()
+	if err := piped(0, es, id^1); !errors.Is(err, syscall.EBADF) {
+		t.Errorf("a write through a pipe the server does not know: %v, want EBADF", err)
+	}
 
-	fs, err := client.New(client.Options{Servers: data, ExtentSize: es, RemoteReads: true})
-	if err != nil {
+	short, sid := pipe()
+	if _, err := short.Write([]byte("short")); err != nil {
 		t.Fatal(err)
 	}
-	defer fs.Close()
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	tail := bytes.Repeat([]byte("tail"), 8)
-	if _, err := fs.WriteAt(wctx, "f", tail, es); err != nil {
-		t.Fatalf("writing where a cancelled write was: %v", err)
+	if err := piped(2*es, es, sid); err == nil {
+		t.Fatal("a write of more bytes than the pipe holds succeeded")
 	}
+	if _, err := short.Write([]byte("late")); !errors.Is(err, syscall.EPIPE) {
+		t.Errorf("a write into a pipe the server closed: %v, want EPIPE", err)
+	}
+
 	if _, err := control.NewClient(ctl[0], nil).Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -245,8 +246,8 @@ func TestLocalWritesGoIntoTheSlab(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, append(append([]byte{}, want...), tail...)) {
-		t.Fatalf("backing file has %d bytes, want the committed extent and the tail only", len(got))
+	if !bytes.Equal(got, append(append([]byte{}, want...), want...)) {
+		t.Fatalf("backing file has %d bytes, want the two piped extents only", len(got))
 	}
 }
 

@@ -73,6 +73,7 @@ type Server struct {
 	http      http.Server
 	draining  atomic.Bool
 	discarded atomic.Bool
+	pipes     pipeTable
 	serving   atomic.Bool
 	sizes     sizeHints
 	flushes   flushTimes
@@ -118,6 +119,7 @@ func (s *Server) Serve(data, ctl net.Listener) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.serving.Store(false)
 	_ = s.wire.Close()
+	s.pipes.close()
 	return s.http.Shutdown(ctx)
 }
 
@@ -187,7 +189,7 @@ var mutating = map[wire.Op]bool{
 	wire.OpSetAttr: true, wire.OpTruncate: true, wire.OpMkdir: true, wire.OpMknod: true,
 	wire.OpRmdir: true, wire.OpUnlink: true, wire.OpRename: true, wire.OpSymlink: true,
 	wire.OpLink: true, wire.OpCreate: true, wire.OpSetxattr: true, wire.OpRemovexattr: true,
-	wire.OpClearSetid: true, wire.OpMayUnlink: true, wire.OpTruncateOpen: true, wire.OpWriteBegin: true,
+	wire.OpClearSetid: true, wire.OpMayUnlink: true, wire.OpTruncateOpen: true, wire.OpWritePiped: true,
 }
 
 func init() {

@@ -93,7 +93,8 @@ const (
 	OpTruncateOpen
 	// OpSlabFile () answers, to a client on a Unix socket only, a read-only
 	// descriptor of the server's slab file, attached to the reply
-	// (SCM_RIGHTS), so that the client can read cached extents itself.
+	// (SCM_RIGHTS), so that the client can read cached extents itself. A
+	// client cannot write the slab with it.
 	OpSlabFile
 	// OpReadSpans (path, off i64, len u32[, lease bool[, sequential bool]])
 	// reads like OpRead
@@ -117,17 +118,11 @@ const (
 	// releases pins of OpReadSpans replies on the same connection, and
 	// counts the reads the client served from leases since its last OpUnpin.
 	OpUnpin
-	// OpWriteBegin (path, off i64, len u32) prepares a write that a client
-	// on a Unix socket puts into the slab file itself. It answers a bool:
-	// false when the write must go by OpWrite instead, true followed by the
-	// slab file's device and inode (u64 each), a write id (u64) and the
-	// slab offset to write the bytes at (i64). The extent stays locked until
-	// OpWriteCommit, or until the connection closes, which cancels the
-	// write.
+	// OpWriteBegin and OpWriteCommit are no longer served (ENOSYS): a
+	// client wrote into the slab itself between them, which a client
+	// stalled across a restart of the server could do into a slot reused
+	// meanwhile. OpWritePiped replaced them.
 	OpWriteBegin
-	// OpWriteCommit (write id u64, wrote bool) ends a write of OpWriteBegin
-	// on the same connection: with wrote, the bytes are in the slab and the
-	// write takes effect; without, it is cancelled.
 	OpWriteCommit
 	// OpSlotGens () answers, to a client on a Unix socket only, a read-only
 	// descriptor of the server's slot generation file (SCM_RIGHTS): word 0
@@ -137,6 +132,19 @@ const (
 	// generation and the epoch are those of the lease and the connection
 	// that holds the pin is up.
 	OpSlotGens
+	// OpWritePipe () answers, to a client on a Unix socket only, the write
+	// end of a pipe of the server's (SCM_RIGHTS) and its id (u64): the
+	// client puts the bytes of a write into it (vmsplice, without a copy)
+	// and asks OpWritePiped to write them. The pipe holds a whole extent.
+	// A client never writes the slab file: a client stalled across a
+	// restart of the server finds its pipe closed.
+	OpWritePipe
+	// OpWritePiped (path, off i64, len u32, pipe id u64) writes like
+	// OpWrite the len bytes the client put into the pipe, which must hold
+	// them and nothing else; the server moves them into the slab itself.
+	// It answers the count written (u32). After an error the server closes
+	// the pipe.
+	OpWritePiped
 )
 
 // Attr appends a.

@@ -1,0 +1,126 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/wire"
+)
+
+// maxWritePipes bounds the pipes a client writes through per server, and
+// so its writes through pipes at once; more go through the socket.
+const maxWritePipes = 8
+
+// writePipes are the pipes of one local server that a client writes
+// through (wire.OpWritePipe).
+type writePipes struct {
+	mu   sync.Mutex
+	off  bool // the server offers none
+	idle []*writePipe
+	open int
+}
+
+// writePipe is the write end of a server's pipe, and the pipe's id.
+type writePipe struct {
+	id uint64
+	w  *os.File
+	fd int
+}
+
+// get returns an idle pipe, fetching one from the server while fewer than
+// maxWritePipes are open; nil when there is none to have.
+func (ps *writePipes) get(ctx context.Context, l *localSlab) *writePipe {
+	ps.mu.Lock()
+	if n := len(ps.idle); n > 0 {
+		p := ps.idle[n-1]
+		ps.idle = ps.idle[:n-1]
+		ps.mu.Unlock()
+		return p
+	}
+	if ps.off || ps.open >= maxWritePipes {
+		ps.mu.Unlock()
+		return nil
+	}
+	ps.open++
+	ps.mu.Unlock()
+	p, err := fetchPipe(ctx, l)
+	if err != nil {
+		ps.mu.Lock()
+		ps.open--
+		if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EOPNOTSUPP) {
+			ps.off = true
+		}
+		ps.mu.Unlock()
+		return nil
+	}
+	return p
+}
+
+func fetchPipe(ctx context.Context, l *localSlab) (*writePipe, error) {
+	w, meta, err := wire.FetchFile(ctx, l.addr, l.secret, ident.Process(), wire.OpWritePipe, nil)
+	if err != nil {
+		return nil, err
+	}
+	d := wire.NewDecoder(meta)
+	id := d.Uint64()
+	if err := d.Err(); err != nil {
+		_ = w.Close()
+		return nil, err
+	}
+	return &writePipe{id: id, w: w, fd: int(w.Fd())}, nil
+}
+
+// put makes p idle again.
+func (ps *writePipes) put(p *writePipe) {
+	ps.mu.Lock()
+	ps.idle = append(ps.idle, p)
+	ps.mu.Unlock()
+}
+
+// drop closes p, which held bytes of a write that failed.
+func (ps *writePipes) drop(p *writePipe) {
+	_ = p.w.Close()
+	ps.mu.Lock()
+	ps.open--
+	ps.mu.Unlock()
+}
+
+// disable makes writes go through the socket from now on.
+func (ps *writePipes) disable() {
+	ps.mu.Lock()
+	ps.off = true
+	ps.mu.Unlock()
+}
+
+func (ps *writePipes) close() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, p := range ps.idle {
+		_ = p.w.Close()
+	}
+	ps.idle, ps.off = nil, true
+}
+
+// fill puts data into the pipe without copying it: the pipe refers to the
+// pages of data, which must not change until the server has moved them.
+// It never waits: the pipe is empty and holds a whole extent, and a pipe
+// whose server went away fails with EPIPE.
+func (p *writePipe) fill(data []byte) error {
+	for len(data) > 0 {
+		iov := []unix.Iovec{{Base: &data[0]}}
+		iov[0].SetLen(len(data))
+		n, err := unix.Vmsplice(p.fd, iov, unix.SPLICE_F_NONBLOCK)
+		if err != nil {
+			return fmt.Errorf("putting a write into the server's pipe: %w", err)
+		}
+		data = data[n:]
+	}
+	return nil
+}
