@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -15,16 +16,24 @@ import (
 )
 
 // maxWritePipes bounds the pipes a client writes through per server, and
-// so its writes through pipes at once; more go through the socket.
-const maxWritePipes = 8
+// so its writes through pipes at once; more go through the socket. Pipes
+// of a whole extent count against the server user's pipe pages
+// (fs.pipe-user-pages-soft: 64 MiB by default for a user without
+// CAP_SYS_RESOURCE), which every mount of the node shares.
+const maxWritePipes = 4
+
+// pipeRetry is how long a client writes through the socket after a server
+// could not make it a pipe, before it asks again.
+const pipeRetry = time.Second
 
 // writePipes are the pipes of one local server that a client writes
 // through (wire.OpWritePipe).
 type writePipes struct {
-	mu   sync.Mutex
-	off  bool // the server offers none
-	idle []*writePipe
-	open int
+	mu      sync.Mutex
+	off     bool      // the server offers none
+	retryAt time.Time // the server could make none; ask again after this
+	idle    []*writePipe
+	open    int
 }
 
 // writePipe is the write end of a server's pipe, and the pipe's id.
@@ -44,7 +53,7 @@ func (ps *writePipes) get(ctx context.Context, l *localSlab) *writePipe {
 		ps.mu.Unlock()
 		return p
 	}
-	if ps.off || ps.open >= maxWritePipes {
+	if ps.off || ps.open >= maxWritePipes || time.Now().Before(ps.retryAt) {
 		ps.mu.Unlock()
 		return nil
 	}
@@ -54,9 +63,10 @@ func (ps *writePipes) get(ctx context.Context, l *localSlab) *writePipe {
 	if err != nil {
 		ps.mu.Lock()
 		ps.open--
-		if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EOPNOTSUPP) {
+		if errors.Is(err, syscall.ENOSYS) || errors.Is(err, wire.ErrNotLocal) {
 			ps.off = true
 		}
+		ps.retryAt = time.Now().Add(pipeRetry)
 		ps.mu.Unlock()
 		return nil
 	}
