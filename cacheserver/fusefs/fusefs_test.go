@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/posixns"
 )
 
@@ -354,5 +356,73 @@ func TestDirectWritesAreSeenOnTheNode(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(backing, "f"))
 	if err != nil || string(got[:8]) != "ddddMMMM" || string(got[page:page+4]) != "cccc" {
 		t.Errorf("backing file starts %q and holds %q at %d, %v; want ddddMMMM and cccc", got[:8], got[page:page+4], page, err)
+	}
+}
+
+// attrCounter is a namespace that counts GetAttr calls by path.
+type attrCounter struct {
+	*posixns.FS
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (a *attrCounter) GetAttr(ctx context.Context, p string) (namespace.Attr, error) {
+	a.mu.Lock()
+	a.calls[p]++
+	a.mu.Unlock()
+	return a.FS.GetAttr(ctx, p)
+}
+
+func (a *attrCounter) take() map[string]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.calls
+	a.calls = map[string]int{}
+	return c
+}
+
+// TestDirectoryNamesAreTrustedForAWhile stats a file under two directories
+// twice without the client cache: the second walk asks for the file only,
+// as close-to-open needs, and not for the directories on the way. A file
+// that appears meanwhile, by another mount or on the backing store, is
+// seen at once.
+func TestDirectoryNamesAreTrustedForAWhile(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting with mount(2) needs root")
+	}
+	backing, mnt := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(backing, "a", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(backing, "a", "b", "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := posixns.New(backing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	fsys := &attrCounter{FS: p, calls: map[string]int{}}
+	s, err := Mount(mnt, fsys, Options{DirectMount: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Unmount()
+	f := filepath.Join(mnt, "a", "b", "f")
+	if _, err := os.Stat(f); err != nil {
+		t.Fatal(err)
+	}
+	fsys.take()
+	if _, err := os.Stat(f); err != nil {
+		t.Fatal(err)
+	}
+	if got := fsys.take(); got["a"] != 0 || got["a/b"] != 0 || got["a/b/f"] == 0 {
+		t.Errorf("a second stat of a/b/f asked for %v, want a/b/f only", got)
+	}
+	if err := os.WriteFile(filepath.Join(backing, "a", "b", "g"), []byte("y"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "a", "b", "g")); err != nil {
+		t.Errorf("a file made on the backing store is not seen at once: %v", err)
 	}
 }

@@ -36,7 +36,8 @@ type Options struct {
 	// file (fstat) may see them that old.
 	AttrTimeout time.Duration
 	// EntryTimeout is how long the kernel trusts names when ClientCache is
-	// on; one second if zero. It is zero when ClientCache is off.
+	// on; one second if zero. When ClientCache is off it is zero for the
+	// names of files, and dirEntryTimeout for those of directories.
 	EntryTimeout time.Duration
 	// Passthrough, if set, may return a descriptor of the file's data on a
 	// local file system for FUSE passthrough (Linux 6.9 and later): the
@@ -56,6 +57,16 @@ type Options struct {
 	// Debug logs every FUSE request.
 	Debug bool
 }
+
+// dirEntryTimeout is how long the kernel trusts the names of directories
+// when ClientCache is off. A path walk then asks the servers for its last
+// name only, not for every directory on the way: three round trips for a
+// stat of a/b/f became one. Names of files are looked up at every open,
+// for close-to-open consistency; a directory that another mount renamed or
+// removed may still be walked through here for that long, as NFS clients
+// cache directory entries, and what lies under it is looked up at the
+// servers by its path, which then answers that it is gone.
+const dirEntryTimeout = time.Second
 
 // ErrShutdownTimeout is returned by Unmount when the kernel or the serving
 // loops did not finish in time; the mount was then detached and its FUSE

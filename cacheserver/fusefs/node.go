@@ -108,6 +108,9 @@ func split(t time.Time) (uint64, uint32) {
 func (n *node) newChild(ctx context.Context, a namespace.Attr, out *fuse.EntryOut) *fs.Inode {
 	c := &node{m: n.m}
 	c.fill(a, &out.Attr)
+	if !n.m.opts.ClientCache && a.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		out.SetEntryTimeout(dirEntryTimeout)
+	}
 	return n.NewInode(ctx, c, fs.StableAttr{Mode: a.Mode & syscall.S_IFMT, Ino: a.Ino})
 }
 
