@@ -372,7 +372,10 @@ func (f *FS) writeLocal(ctx context.Context, l *localSlab, path string, pc place
 		return f.writePiece(ctx, path, pc, data)
 	}
 	args := pathArgs(path).Int64(pc.Off).Uint32(uint32(len(data))).Uint64(p.id)
-	_, err := l.srv.Do(ctx, &wire.Call{Op: wire.OpWritePiped, Cred: cred(ctx), Args: args.Bytes()})
+	// The pipe refers to the pages of data until the server has moved
+	// them, so the call is never given up halfway: data may be reused for
+	// another write once this returns.
+	_, err := l.srv.Do(context.WithoutCancel(ctx), &wire.Call{Op: wire.OpWritePiped, Cred: cred(ctx), Args: args.Bytes()})
 	if err == nil {
 		l.pipes.put(p)
 		return nil
