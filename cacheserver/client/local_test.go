@@ -131,3 +131,28 @@ func brokenPipe(t *testing.T) int {
 	t.Cleanup(func() { unix.Close(fds[1]) })
 	return fds[1]
 }
+
+// TestPipeWriteOutlivesItsCaller writes through a pipe for a caller whose
+// context is cancelled: the server reads the write from the caller's
+// buffer until it has moved it, so the write must run to its end rather
+// than return and let the buffer be reused under the server.
+func TestPipeWriteOutlivesItsCaller(t *testing.T) {
+	f := newWithFile(t, startLocal(t, t.TempDir()))
+	first := bytes.Repeat([]byte("1"), localExtent)
+	if _, err := f.WriteAt(context.Background(), "f", first, 0); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.local[0].pipes.idle) != 1 {
+		t.Fatal("no idle pipe after a local write")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	want := bytes.Repeat([]byte("c"), localExtent)
+	if _, err := f.WriteAt(ctx, "f", want, 0); err != nil {
+		t.Fatalf("a piped write of a cancelled caller: %v, want it done", err)
+	}
+	got := make([]byte, localExtent)
+	if _, err := f.ReadAt(context.Background(), "f", got, 0); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("ReadAt: %v; the write is not there", err)
+	}
+}
