@@ -87,7 +87,7 @@
 //     background, as the caller. A truncate, drop or invalidation of the
 //     file voids read-ahead started before it. Hits of a reader that goes
 //     through the file in order (package seqread: up to eight readers of
-//     a file, each taken for sequential after three steps in order) read
+//     a file, each taken for sequential after two steps in order) read
 //     the slots of the next extents into memory, in batches of four or more,
 //     consecutive slots as one range (see readAheadSlots). To keep those
 //     ranges long while jobs fill several files at once, a file takes free

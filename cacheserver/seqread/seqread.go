@@ -3,7 +3,7 @@ package seqread
 // Confirm is how many steps in a row, each one stride of extents after the
 // one before, make a stream sequential, unless Streams.Confirm says
 // otherwise.
-const Confirm = 3
+const Confirm = 2
 
 // MaxStreams is how many readers of one file Streams follows; a read that
 // continues none of them replaces the one read least recently.

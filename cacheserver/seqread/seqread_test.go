@@ -76,7 +76,7 @@ func TestRandomReadsRarelyReadAhead(t *testing.T) {
 	if chance < reads/1000 {
 		t.Fatalf("only %d reads followed the one before by chance: the test proves nothing", chance)
 	}
-	if seqs > reads/10000 || ahead > 8*reads/10000 {
+	if seqs > reads/1000 || ahead > 8*reads/1000 {
 		t.Errorf("%d of %d random reads counted as sequential, reading %d extents ahead", seqs, reads, ahead)
 	}
 }
