@@ -47,32 +47,8 @@ func (r *readLog) extents() []int64 {
 // does: read-ahead must copy up the next extents of this server (6, 9), and
 // never the neighbours that other servers hold.
 func TestPrefetchFollowsTheStride(t *testing.T) {
-	const es, stride = 64 << 10, 3
-	root := t.TempDir()
-	log := &readLog{Store: backing.NewDir(root), es: es, reads: map[int64]bool{}}
-	r := &rig{t: t, root: root}
-	r.writeBacking("f", make([]byte, 12*es))
-	r.cfg = Config{
-		Dir: filepath.Join(t.TempDir(), "cache"), Backing: log, ExtentSize: es, Capacity: 16 * es,
-		Stride: stride, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
-	r.open()
-	t.Cleanup(func() { r.e.Close() })
-	buf := make([]byte, es)
-	for _, idx := range []int64{0, 3} {
-		if _, err := r.e.ReadAt(context.Background(), "f", buf, idx*es); err != nil {
-			t.Fatalf("read extent %d: %v", idx, err)
-		}
-	}
-	// The reads start the read-ahead before they return, and it holds the
-	// engine active until it ends: once nothing is active, every backing
-	// read the two reads caused is in the log, however slowly it ran.
-	waitFor(t, func() bool {
-		r.e.mu.Lock()
-		defer r.e.mu.Unlock()
-		return r.e.active == 0
-	})
-	got := log.extents()
+	const stride = 3
+	got := backingReadsOf(t, 64<<10, 12, 16, stride, []int64{0, 3})
 	for _, idx := range got {
 		if idx%stride != 0 {
 			t.Fatalf("backing extents read %v: extent %d belongs to another server", got, idx)
@@ -81,6 +57,37 @@ func TestPrefetchFollowsTheStride(t *testing.T) {
 	if !slices.Contains(got, 6) || !slices.Contains(got, 9) {
 		t.Fatalf("backing extents read %v: want read-ahead of 6 and 9", got)
 	}
+}
+
+// backingReadsOf reads, in the order given, extents of a file of extents
+// extents through an engine of slots slots that holds every stride-th
+// extent, and returns the extents read from the backing store once the
+// read-ahead the reads started has ended: the reads start it before they
+// return, and it holds the engine active until it ends.
+func backingReadsOf(t *testing.T, es, extents, slots, stride int64, order []int64) []int64 {
+	t.Helper()
+	root := t.TempDir()
+	log := &readLog{Store: backing.NewDir(root), es: es, reads: map[int64]bool{}}
+	r := &rig{t: t, root: root}
+	r.writeBacking("f", make([]byte, extents*es))
+	r.cfg = Config{
+		Dir: filepath.Join(t.TempDir(), "cache"), Backing: log, ExtentSize: es, Capacity: slots * es,
+		Stride: stride, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	r.open()
+	t.Cleanup(func() { r.e.Close() })
+	buf := make([]byte, es)
+	for _, idx := range order {
+		if _, err := r.e.ReadAt(context.Background(), "f", buf, idx*es); err != nil {
+			t.Fatalf("read extent %d: %v", idx, err)
+		}
+	}
+	waitFor(t, func() bool {
+		r.e.mu.Lock()
+		defer r.e.mu.Unlock()
+		return r.e.active == 0
+	})
+	return log.extents()
 }
 
 // adviceLog is a file system whose files record the ranges the engine asks
@@ -258,29 +265,7 @@ func TestPrefetchUsesTheFilesRun(t *testing.T) {
 // turn, as two processes that each read their own part of a shared file
 // do: each reader in order gets the extents after it copied up ahead.
 func TestPrefetchFollowsInterleavedReaders(t *testing.T) {
-	const es = 64 << 10
-	root := t.TempDir()
-	log := &readLog{Store: backing.NewDir(root), es: es, reads: map[int64]bool{}}
-	r := &rig{t: t, root: root}
-	r.writeBacking("f", make([]byte, 40*es))
-	r.cfg = Config{
-		Dir: filepath.Join(t.TempDir(), "cache"), Backing: log, ExtentSize: es, Capacity: 64 * es,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
-	r.open()
-	t.Cleanup(func() { r.e.Close() })
-	buf := make([]byte, es)
-	for _, idx := range []int64{0, 20, 1, 21} {
-		if _, err := r.e.ReadAt(context.Background(), "f", buf, idx*es); err != nil {
-			t.Fatalf("read extent %d: %v", idx, err)
-		}
-	}
-	waitFor(t, func() bool {
-		r.e.mu.Lock()
-		defer r.e.mu.Unlock()
-		return r.e.active == 0
-	})
-	got := log.extents()
+	got := backingReadsOf(t, 64<<10, 40, 64, 1, []int64{0, 20, 1, 21})
 	for _, want := range []int64{2, 22} {
 		if !slices.Contains(got, want) {
 			t.Errorf("backing extents read %v: want read-ahead of %d", got, want)
