@@ -13,7 +13,9 @@
 // (OpWritePiped, in one round trip). The client's slab descriptor is
 // read-only: a client stalled across a restart of its server, for however
 // long, cannot write into a slot the new server reused, since its pipe went
-// with the old server. Each such server has a connection of its own for
+// with the old server. The pipe refers to the pages of the write's buffer
+// until the server moved them: a piped write that fails empties its pipe
+// before it returns, since the server may still read it. Each such server has a connection of its own for
 // this, since pins belong to the connection that made them.
 //
 // The pin of a read inside one extent is kept as a lease on the extent

@@ -381,7 +381,9 @@ func (f *FS) writeLocal(ctx context.Context, l *localSlab, path string, pc place
 		return nil
 	}
 	// The server closes the pipe after a failed write, and the bytes may
-	// still be in it: it is not used again.
+	// still be in it: it is not used again. Before data may be reused,
+	// whatever the server has not taken leaves the pipe.
+	p.empty()
 	l.pipes.drop(p)
 	switch {
 	case errors.Is(err, syscall.ENOSYS), errors.Is(err, syscall.EOPNOTSUPP):

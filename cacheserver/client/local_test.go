@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -154,5 +156,88 @@ func TestPipeWriteOutlivesItsCaller(t *testing.T) {
 	got := make([]byte, localExtent)
 	if _, err := f.ReadAt(context.Background(), "f", got, 0); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("ReadAt: %v; the write is not there", err)
+	}
+}
+
+// stalledWrites holds the first piped write a server prepares until
+// release is closed, whatever happens to the call meanwhile, as a server
+// handler waiting for space does; begun is closed once the write holds its
+// extent.
+type stalledWrites struct {
+	localCache
+	once             sync.Once
+	entered, release chan struct{}
+	begun            chan struct{}
+}
+
+func (s *stalledWrites) BeginWrite(ctx context.Context, path string, off int64, n int) (*engine.WriteTx, error) {
+	first := false
+	s.once.Do(func() { first = true })
+	if !first {
+		return s.localCache.BeginWrite(ctx, path, off, n)
+	}
+	close(s.entered)
+	<-s.release
+	defer close(s.begun)
+	return s.localCache.BeginWrite(ctx, path, off, n)
+}
+
+// TestBrokenPipeWriteLetsGoOfItsBuffer breaks the connection of a piped
+// write while the server has not yet moved the bytes. The pipe refers to
+// the caller's buffer, and the server's handler goes on after the call
+// failed: if the write returned while the server could still read the
+// pipe, the buffer's next contents would land in the file. The write may
+// wait for the server instead, which the test lets go after a second.
+func TestBrokenPipeWriteLetsGoOfItsBuffer(t *testing.T) {
+	t.Run("reading the pipe back", brokenPipeWrite)
+	t.Run("waiting for the server", func(t *testing.T) {
+		defer func(orig string) { procFD = orig }(procFD)
+		procFD = filepath.Join(t.TempDir(), "%d")
+		brokenPipeWrite(t)
+	})
+}
+
+func brokenPipeWrite(t *testing.T) {
+	stall := &stalledWrites{entered: make(chan struct{}), release: make(chan struct{}), begun: make(chan struct{})}
+	addr := startLocalWith(t, t.TempDir(), func(c server.Cache) server.Cache {
+		stall.localCache = c.(localCache)
+		return stall
+	})
+	f := newWithFile(t, addr)
+	ctx := context.Background()
+	buf := bytes.Repeat([]byte("w"), localExtent)
+	want := bytes.Clone(buf)
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.WriteAt(ctx, "f", buf, 0)
+		done <- err
+	}()
+	<-stall.entered
+	_ = f.local[0].srv.Close()
+	// The write may return at once, or wait for the server to let go.
+	var err error
+	released := false
+	select {
+	case err = <-done:
+	case <-time.After(time.Second):
+		close(stall.release)
+		released = true
+		err = <-done
+	}
+	if err != nil {
+		t.Fatalf("WriteAt: %v", err)
+	}
+	// The buffer serves another write now.
+	copy(buf, bytes.Repeat([]byte("x"), localExtent))
+	if !released {
+		close(stall.release)
+	}
+	<-stall.begun
+	got := make([]byte, localExtent)
+	if _, err := f.ReadAt(ctx, "f", got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the file holds %q..., want %q...: the server read the buffer after the write returned", got[:8], want[:8])
 	}
 }

@@ -94,6 +94,56 @@ func (ps *writePipes) put(p *writePipe) {
 	ps.mu.Unlock()
 }
 
+// procFD names a descriptor of this process in /proc, for a second end of
+// a pipe.
+var procFD = "/proc/self/fd/%d"
+
+// empty makes sure the server can no longer read the bytes fill put into
+// p, which refer to the pages of the write's buffer: a server still holding
+// the pipe would otherwise read whatever the buffer holds next. A call
+// whose connection broke does not end the server's handler of it, which
+// may read the pipe long after the call failed (when it was waiting for
+// space, say). The client reads back what the server has not taken, from a
+// read end of its own (opened through /proc, as for a FIFO); a server
+// reading the pipe after that finds it empty and fails the write. Where it
+// cannot, it waits until the pipe is empty or has no reader left.
+func (p *writePipe) empty() {
+	if r, err := unix.Open(fmt.Sprintf(procFD, p.fd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err == nil {
+		drained := drain(r)
+		_ = unix.Close(r)
+		if drained {
+			return
+		}
+	}
+	fds := []unix.PollFd{{Fd: int32(p.fd)}}
+	for {
+		// TIOCINQ is FIONREAD: the bytes in the pipe.
+		if n, err := unix.IoctlGetInt(p.fd, unix.TIOCINQ); err == nil && n == 0 {
+			return
+		}
+		// A pipe without readers polls POLLERR at its write end.
+		if _, err := unix.Poll(fds, 10); err == nil && fds[0].Revents&unix.POLLERR != 0 {
+			return
+		}
+	}
+}
+
+// drain reads non-blocking read end r of a pipe until it is empty, and
+// reports whether it got there.
+func drain(r int) bool {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.Read(r, buf)
+		switch {
+		case n > 0 || errors.Is(err, syscall.EINTR):
+		case n == 0 || errors.Is(err, syscall.EAGAIN):
+			return true
+		default:
+			return false
+		}
+	}
+}
+
 // drop closes p, which held bytes of a write that failed.
 func (ps *writePipes) drop(p *writePipe) {
 	_ = p.w.Close()
