@@ -68,7 +68,8 @@ func mountLocal(t *testing.T, o mountOptions) (dir, backing string) {
 	t.Cleanup(func() { localDown(t, bin, st) })
 	localMounts.Store(backing, instance)
 	settlers.Store(instance, func(t *testing.T) { localFlush(t, bin, instance) })
-	t.Cleanup(func() { localMounts.Delete(backing); settlers.Delete(instance) })
+	hinters.Store(instance, func(hint, path string) error { return localHint(bin, instance, hint, path) })
+	t.Cleanup(func() { localMounts.Delete(backing); settlers.Delete(instance); hinters.Delete(instance) })
 	if o.clientCache {
 		return extraMount(t, bin, instance, true), backing
 	}
@@ -81,6 +82,15 @@ func localFlush(t *testing.T, bin, dir string) {
 	if out, err := exec.Command(bin, "local", "flush", "--mount", dir, dir).CombinedOutput(); err != nil {
 		t.Fatalf("burstcache local flush --mount %s: %v\n%s", dir, err, out)
 	}
+}
+
+// localHint sends a hint (flush, evict, invalidate) for path to every
+// server of the instance mounted at dir.
+func localHint(bin, dir, hint, path string) error {
+	if out, err := exec.Command(bin, "local", hint, "--mount", dir, path).CombinedOutput(); err != nil {
+		return fmt.Errorf("burstcache local %s --mount %s %s: %w: %s", hint, dir, path, err, out)
+	}
+	return nil
 }
 
 // localDown stops a local instance, writing every dirty byte back. If that
@@ -125,7 +135,14 @@ func extraMount(t *testing.T, bin, instanceMount string, clientCache bool) strin
 	}
 	t.Cleanup(func() { stopMount(t, cmd, dir) })
 	settlers.Store(dir, func(t *testing.T) { localFlush(t, bin, instanceMount) })
-	t.Cleanup(func() { settlers.Delete(dir) })
+	hinters.Store(dir, func(hint, path string) error {
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		return localHint(bin, instanceMount, hint, filepath.Join(instanceMount, rel))
+	})
+	t.Cleanup(func() { settlers.Delete(dir); hinters.Delete(dir) })
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if _, err := os.Stat(ready); err == nil {
 			return dir

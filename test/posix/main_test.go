@@ -124,6 +124,28 @@ func settleBacking(t *testing.T, dir string) {
 	}
 }
 
+// hinters holds, by mount point, how to send a cache hint ("flush",
+// "evict" or "invalidate") for a path under the mount; mounts without a
+// cache have none.
+var hinters sync.Map
+
+// hint sends a cache hint for path to the cache behind the mount that holds
+// it; for a path under no such mount it does nothing.
+func hint(name, path string) error {
+	var send func(string, string) error
+	hinters.Range(func(dir, f any) bool {
+		if strings.HasPrefix(path, dir.(string)+string(filepath.Separator)) {
+			send = f.(func(string, string) error)
+			return false
+		}
+		return true
+	})
+	if send == nil {
+		return nil
+	}
+	return send(name, path)
+}
+
 // publicTempDir returns a new directory that every identity may traverse
 // (t.TempDir makes its parent 0700).
 func publicTempDir(t *testing.T) string {
