@@ -161,6 +161,10 @@ func (f *FS) WriteAt(ctx context.Context, path string, p []byte, off int64) (int
 	if off < 0 {
 		return 0, syscall.EINVAL
 	}
+	// A write is not given up when ctx is cancelled (a signal interrupting
+	// the caller): the servers carry it out anyway, and a write the caller
+	// made after one that returned early could land first and be undone.
+	ctx = context.WithoutCancel(ctx)
 	if err := f.clearSetid(ctx, path); err != nil {
 		return 0, err
 	}

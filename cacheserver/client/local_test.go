@@ -241,3 +241,68 @@ func brokenPipeWrite(t *testing.T) {
 		t.Fatalf("the file holds %q..., want %q...: the server read the buffer after the write returned", got[:8], want[:8])
 	}
 }
+
+// stalledSocketWrites holds the first write the server's cache gets until
+// release is closed, as a write waiting for space is held; finished is
+// closed once that write is done.
+type stalledSocketWrites struct {
+	localCache
+	once                       sync.Once
+	entered, release, finished chan struct{}
+}
+
+func (s *stalledSocketWrites) WriteAt(ctx context.Context, path string, p []byte, off int64) (int, error) {
+	first := false
+	s.once.Do(func() { first = true })
+	if !first {
+		return s.localCache.WriteAt(ctx, path, p, off)
+	}
+	close(s.entered)
+	<-s.release
+	defer close(s.finished)
+	return s.localCache.WriteAt(ctx, path, p, off)
+}
+
+// TestInterruptedWriteKeepsItsPlace cancels the context of a write that
+// the server is still carrying out, then writes the same range again. Had
+// the first write returned (EINTR) while the server still held it, it
+// could land after the second and undo it.
+func TestInterruptedWriteKeepsItsPlace(t *testing.T) {
+	stall := &stalledSocketWrites{entered: make(chan struct{}), release: make(chan struct{}), finished: make(chan struct{})}
+	addr := startLocalWith(t, t.TempDir(), func(c server.Cache) server.Cache {
+		stall.localCache = c.(localCache)
+		return stall
+	})
+	f := newWithFile(t, addr)
+	ctx, interrupt := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.WriteAt(ctx, "f", []byte("first"), 0)
+		done <- err
+	}()
+	<-stall.entered
+	interrupt()
+	// The write may end at once, or when the server has done it.
+	released := false
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		close(stall.release)
+		released = true
+		<-done
+	}
+	if _, err := f.WriteAt(context.Background(), "f", []byte("again"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if !released {
+		close(stall.release)
+	}
+	<-stall.finished
+	got := make([]byte, 5)
+	if _, err := f.ReadAt(context.Background(), "f", got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "again" {
+		t.Fatalf("the file holds %q after the second write, want %q: the interrupted write landed after it", got, "again")
+	}
+}
