@@ -61,44 +61,51 @@ func startOver(t testing.TB, backingDir string, n int, wrap func(i int, c server
 func startServers(t testing.TB, network, backingDir string, n int, wrap func(i int, c server.Cache) server.Cache, store func(backing.Store) backing.Store) (data, ctl []string, engines []*engine.Engine) {
 	t.Helper()
 	for i := range n {
-		dir, err := server.ClaimCacheDir(filepath.Join(t.TempDir(), "cache"), server.Identity{Instance: "t", Index: i, Servers: n, ExtentSize: 1 << 16})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tun := engine.Tunables{}
-		e, err := engine.Open(engine.Config{Dir: dir, Backing: store(backing.NewDir(backingDir)), ExtentSize: 1 << 16, Capacity: 64 << 16, Tunables: tun, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ns, err := posixns.New(backingDir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := server.New(server.Config{Cache: wrap(i, server.EngineCache(e, tun)), NS: ns, Cred: ident.Process(),
-			Info: control.ServerInfo{Instance: "t", Index: i, Servers: n, ExtentSize: 1 << 16}, Log: slog.New(slog.DiscardHandler)})
-		addr := "127.0.0.1:0"
-		if network == "unix" {
-			addr = filepath.Join(t.TempDir(), "data.sock")
-		}
-		dl, err := net.Listen(network, addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cl, _ := net.Listen("tcp", "127.0.0.1:0")
-		done := make(chan error, 1)
-		go func() { done <- s.Serve(dl, cl) }()
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			s.Shutdown(ctx)
-			<-done
-			e.Close()
-			ns.Close()
-		})
-		data, ctl = append(data, dl.Addr().String()), append(ctl, cl.Addr().String())
-		engines = append(engines, e)
+		d, c, e, _ := startServer(t, network, backingDir, i, n, wrap, store)
+		data, ctl, engines = append(data, d), append(ctl, c), append(engines, e)
 	}
 	return data, ctl, engines
+}
+
+// startServer starts server i of n for startServers and returns its
+// addresses, engine and server; it stops with the test.
+func startServer(t testing.TB, network, backingDir string, i, n int, wrap func(i int, c server.Cache) server.Cache, store func(backing.Store) backing.Store) (data, ctl string, e *engine.Engine, s *server.Server) {
+	t.Helper()
+	dir, err := server.ClaimCacheDir(filepath.Join(t.TempDir(), "cache"), server.Identity{Instance: "t", Index: i, Servers: n, ExtentSize: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tun := engine.Tunables{}
+	e, err = engine.Open(engine.Config{Dir: dir, Backing: store(backing.NewDir(backingDir)), ExtentSize: 1 << 16, Capacity: 64 << 16, Tunables: tun, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := posixns.New(backingDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = server.New(server.Config{Cache: wrap(i, server.EngineCache(e, tun)), NS: ns, Cred: ident.Process(),
+		Info: control.ServerInfo{Instance: "t", Index: i, Servers: n, ExtentSize: 1 << 16}, Log: slog.New(slog.DiscardHandler)})
+	addr := "127.0.0.1:0"
+	if network == "unix" {
+		addr = filepath.Join(t.TempDir(), "data.sock")
+	}
+	dl, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, _ := net.Listen("tcp", "127.0.0.1:0")
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(dl, cl) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		<-done
+		e.Close()
+		ns.Close()
+	})
+	return dl.Addr().String(), cl.Addr().String(), e, s
 }
 
 // TestEngineServersWriteBack writes a striped file through servers with

@@ -43,9 +43,8 @@ type ReadAheader interface {
 const maxHolds = 1024
 
 // holdTable holds what the client of one connection holds open: pins of
-// slots it reads and writes it puts into the slab. Each is ended with true
-// when the client says it is done, and with false when the connection
-// closes first.
+// slots it reads. Each is ended with true when the client says it is done,
+// and with false when the connection closes first.
 type holdTable struct {
 	mu    sync.Mutex
 	next  uint64
@@ -54,10 +53,17 @@ type holdTable struct {
 
 type holdTableKey struct{}
 
-// onConn gives every data-path connection its hold table.
+// onConn gives every data-path connection its hold table. The pins of a
+// connection that Shutdown closed stay: its client may be reading the slots
+// still, not yet aware that the connection is gone, while requests of
+// other connections finish and could reuse them.
 func (s *Server) onConn(ctx context.Context) (context.Context, func()) {
 	t := &holdTable{holds: map[uint64]func(bool){}}
-	return context.WithValue(ctx, holdTableKey{}, t), t.endAll
+	return context.WithValue(ctx, holdTableKey{}, t), func() {
+		if s.serving.Load() {
+			t.endAll()
+		}
+	}
 }
 
 func holdsOf(ctx context.Context) *holdTable {

@@ -361,3 +361,29 @@ func TestLocalReadsAndWritesUnderContention(t *testing.T) {
 	c.Close()
 	waitUnpinned(t, engines)
 }
+
+// TestPinsOutliveAShutdown stops a server while a client holds pins. The
+// client may still be reading those slots, not yet aware that Shutdown
+// closed its connection, while requests of other connections finish: the
+// slots must not be free for them to reuse.
+func TestPinsOutliveAShutdown(t *testing.T) {
+	const es = 1 << 16
+	backingDir := t.TempDir()
+	writeBackingFile(t, backingDir, "f", bytes.Repeat([]byte("x"), 3*es))
+	data, _, e, s := startServer(t, "unix", backingDir, 0, 1, same, sameStore)
+	ctx := context.Background()
+	c := wire.NewClient(data, wire.ClientOptions{Conns: 1})
+	defer c.Close()
+	for i := range int64(3) {
+		args := (&wire.Encoder{}).String("f").Int64(i * es).Uint32(es)
+		if _, err := c.Do(ctx, &wire.Call{Op: wire.OpReadSpans, Cred: ident.Process(), Args: args.Bytes()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Stats().PinnedSlots; got != 3 {
+		t.Fatalf("%d slots pinned after the shutdown, want 3", got)
+	}
+}

@@ -102,9 +102,9 @@ func New(cfg Config) *Server {
 // Shutdown. It returns the first error of either.
 func (s *Server) Serve(data, ctl net.Listener) error {
 	errs := make(chan error, 2)
+	s.serving.Store(true)
 	go func() { errs <- s.http.Serve(ctl) }()
 	go func() { errs <- s.wire.Serve(data) }()
-	s.serving.Store(true)
 	s.log.Info("Serving", "data", data.Addr().String(), "control", ctl.Addr().String(),
 		"index", s.cfg.Info.Index, "servers", s.cfg.Info.Servers, "actAsCaller", s.cfg.ActAsCaller)
 	err := <-errs
