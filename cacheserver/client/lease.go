@@ -90,6 +90,14 @@ func (ls *leases) currentLocked(le *lease) bool {
 		atomic.LoadUint64(&ls.words[le.slot+1]) == le.gen && atomic.LoadUint64(&ls.words[0]) == le.epoch
 }
 
+// heldThrough reports whether le, current when a read of its slot began,
+// still is once the read is done: then the slot held the extent all along.
+func (ls *leases) heldThrough(le *lease) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.currentLocked(le)
+}
+
 // get returns a current lease on key, held for one read until release, or
 // nil. A lease that went stale is dropped.
 func (ls *leases) get(key leaseKey) *lease {

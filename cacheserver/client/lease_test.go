@@ -1,6 +1,9 @@
 package client
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -162,5 +165,38 @@ func TestUnreadLeasesAreGivenBack(t *testing.T) {
 	waitUnpinned(t, unpinned, []uint64{1})
 	if ls.get(busy.key) == nil {
 		t.Fatal("a lease that is read was given back")
+	}
+}
+
+// TestLeaseLostDuringAReadIsNotTrusted proves that bytes read from a lease
+// count only if the lease still holds once they are read: a server that
+// restarted while the client was held up between its check and its read
+// may have put another extent in the slot.
+func TestLeaseLostDuringAReadIsNotTrusted(t *testing.T) {
+	ls, words, _ := leaseTable(4)
+	defer ls.close()
+	name := filepath.Join(t.TempDir(), "slab")
+	if err := os.WriteFile(name, []byte("slab bytes"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	le := &lease{key: leaseKey{"f", 0}, pin: hold{id: 2}, file: file, valid: 10, slot: 0, epoch: 1, lost: up}
+	ls.put(le)
+	ls.release(le)
+	dst := make([]byte, 4)
+	if _, err := readLeased(ls, ls.get(le.key), 0, dst, false); err != nil || string(dst) != "slab" {
+		t.Fatalf("a read from a current lease: %q, %v", dst, err)
+	}
+	held := ls.get(le.key)
+	if held == nil {
+		t.Fatal("a current lease was not handed out")
+	}
+	words[0]++ // the server restarts after the check
+	if _, err := readLeased(ls, held, 0, dst, false); !errors.Is(err, errLeaseLost) {
+		t.Fatalf("a read from a lease lost during it: %v, want errLeaseLost", err)
 	}
 }

@@ -269,10 +269,11 @@ func (f *FS) readLocal(ctx context.Context, l *localSlab, path string, pc placem
 	in := pc.Off % f.layout.ExtentSize
 	seq := l.readAhead(ctx, key, int64(f.layout.Servers))
 	if le := l.leases.get(key); le != nil {
-		if in+int64(len(dst)) <= int64(le.valid) {
-			return readLeased(l, le, in, dst, direct)
+		if in+int64(len(dst)) > int64(le.valid) {
+			l.leases.release(le)
+		} else if fd, err := readLeased(&l.leases, le, in, dst, direct); !errors.Is(err, errLeaseLost) {
+			return fd, err
 		}
-		l.leases.release(le)
 	}
 	// The server reads ahead for a reader that goes in order, which it
 	// cannot tell by itself when some of the reads came from leases.
@@ -317,18 +318,30 @@ func (f *FS) readLocal(ctx context.Context, l *localSlab, path string, pc placem
 	return nil, readSpans(file, r.spans, dst)
 }
 
-// readLeased reads dst at offset in of the extent of le, which get handed
-// out, and ends that read of le once the bytes are read.
-func readLeased(l *localSlab, le *lease, in int64, dst []byte, direct bool) (*namespace.FileData, error) {
-	l.leases.served(len(dst))
-	release := func() { l.leases.release(le) }
+// errLeaseLost says a lease went stale while its slot was read.
+var errLeaseLost = errors.New("lease lost during the read")
+
+// readLeased reads dst at offset in of the extent of le, which ls.get
+// handed out, and ends that read of le once the bytes are read. The bytes count
+// only if the lease still holds after the read: a server that lost the pin
+// meanwhile (it restarted while this client was held up, say) may have put
+// another extent in the slot. Otherwise it returns errLeaseLost, and the
+// caller asks the server. Bytes spliced to the kernel (direct) go out
+// before anything can check them.
+func readLeased(ls *leases, le *lease, in int64, dst []byte, direct bool) (*namespace.FileData, error) {
+	release := func() { ls.release(le) }
 	if direct {
+		ls.served(len(dst))
 		return &namespace.FileData{Fd: le.file.Fd(), Off: le.off + in, Len: len(dst), Release: release}, nil
 	}
 	defer release()
 	if _, err := le.file.ReadAt(dst, le.off+in); err != nil {
 		return nil, fmt.Errorf("reading the slab: %w", err)
 	}
+	if !ls.heldThrough(le) {
+		return nil, errLeaseLost
+	}
+	ls.served(len(dst))
 	return nil, nil
 }
 
