@@ -98,6 +98,16 @@ func (ls *leases) heldThrough(le *lease) bool {
 	return ls.currentLocked(le)
 }
 
+// epoch returns the server's epoch, or 0 before the generations are mapped.
+func (ls *leases) epoch() uint64 {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if len(ls.words) == 0 {
+		return 0
+	}
+	return atomic.LoadUint64(&ls.words[0])
+}
+
 // get returns a current lease on key, held for one read until release, or
 // nil. A lease that went stale is dropped.
 func (ls *leases) get(key leaseKey) *lease {

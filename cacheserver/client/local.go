@@ -278,6 +278,7 @@ func (f *FS) readLocal(ctx context.Context, l *localSlab, path string, pc placem
 	// The server reads ahead for a reader that goes in order, which it
 	// cannot tell by itself when some of the reads came from leases.
 	args := pathArgs(path).Int64(pc.Off).Uint32(uint32(len(dst))).Bool(true).Bool(seq)
+	epoch := l.leases.epoch()
 	rep, err := l.srv.Do(ctx, &wire.Call{Op: wire.OpReadSpans, Cred: cred(ctx), Args: args.Bytes(), Dst: dst})
 	if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EOPNOTSUPP) {
 		l.disable()
@@ -315,7 +316,16 @@ func (f *FS) readLocal(ctx context.Context, l *localSlab, path string, pc placem
 		return &namespace.FileData{Fd: file.Fd(), Off: r.spans[0].off, Len: len(dst), Release: release}, nil
 	}
 	defer release()
-	return nil, readSpans(file, r.spans, dst)
+	if err := readSpans(file, r.spans, dst); err != nil {
+		return nil, err
+	}
+	// Pins hold only while the server that made them runs: one that
+	// restarted before the bytes were read (its epoch moved on) may have
+	// put other extents in the slots.
+	if epoch != 0 && l.leases.epoch() != epoch {
+		return nil, f.readPiece(ctx, path, pc, dst)
+	}
+	return nil, nil
 }
 
 // errLeaseLost says a lease went stale while its slot was read.

@@ -3,10 +3,13 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -304,5 +307,66 @@ func TestInterruptedWriteKeepsItsPlace(t *testing.T) {
 	}
 	if string(got) != "again" {
 		t.Fatalf("the file holds %q after the second write, want %q: the interrupted write landed after it", got, "again")
+	}
+}
+
+// restartAfterSpans moves the server's epoch on, as a restart does, right
+// after it hands out spans once armed, and counts reads through it.
+type restartAfterSpans struct {
+	localCache
+	armed atomic.Bool
+	reads atomic.Int64
+}
+
+func (r *restartAfterSpans) LeaseSpans(ctx context.Context, path string, off int64, n int) ([]engine.Span, *engine.Pin, engine.Lease, bool, error) {
+	spans, pin, le, ok, err := r.localCache.LeaseSpans(ctx, path, off, n)
+	if r.armed.CompareAndSwap(true, false) {
+		f, ferr := os.OpenFile(r.SlotGensFile(), os.O_RDWR, 0)
+		if ferr != nil {
+			panic(ferr)
+		}
+		var b [8]byte
+		_, _ = f.ReadAt(b[:], 0)
+		binary.LittleEndian.PutUint64(b[:], binary.LittleEndian.Uint64(b[:])+1)
+		_, _ = f.WriteAt(b[:], 0)
+		_ = f.Close()
+	}
+	return spans, pin, le, ok, err
+}
+
+func (r *restartAfterSpans) ReadAt(ctx context.Context, path string, p []byte, off int64) (int, error) {
+	r.reads.Add(1)
+	return r.localCache.ReadAt(ctx, path, p, off)
+}
+
+// TestSpansOfARestartedServerAreNotTrusted has the server restart between
+// handing out the places of a read in its slab and the client reading
+// them: the new server may have put other extents there, so the client
+// must read through the server instead.
+func TestSpansOfARestartedServerAreNotTrusted(t *testing.T) {
+	r := &restartAfterSpans{}
+	f := newWithFile(t, startLocalWith(t, t.TempDir(), func(c server.Cache) server.Cache {
+		r.localCache = c.(localCache)
+		return r
+	}))
+	ctx := context.Background()
+	want := append(bytes.Repeat([]byte("a"), localExtent), bytes.Repeat([]byte("b"), localExtent)...)
+	if _, err := f.WriteAt(ctx, "f", want, 0); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, localExtent)
+	if _, err := f.ReadAt(ctx, "f", got, 0); err != nil || !bytes.Equal(got, want[:localExtent]) {
+		t.Fatalf("ReadAt: %v", err)
+	}
+	r.armed.Store(true)
+	r.reads.Store(0)
+	if _, err := f.ReadAt(ctx, "f", got, localExtent); err != nil || !bytes.Equal(got, want[localExtent:]) {
+		t.Fatalf("ReadAt: %v", err)
+	}
+	if r.armed.Load() {
+		t.Fatal("the read took no spans")
+	}
+	if n := r.reads.Load(); n != 1 {
+		t.Fatalf("%d reads through the server after a restart under the read, want 1", n)
 	}
 }
