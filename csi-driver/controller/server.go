@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -44,8 +45,9 @@ func (s *controllerServer) ControllerGetCapabilities(context.Context, *csi.Contr
 	}}}, nil
 }
 
-// grpcError makes the gRPC status of an error, at the RPC boundary.
-func grpcError(err error) error {
+// grpcError makes the gRPC status of an error, at the RPC boundary, for a
+// caller whose context is ctx.
+func grpcError(ctx context.Context, err error) error {
 	var c codes.Code
 	switch {
 	case errors.Is(err, instances.ErrInvalid):
@@ -60,12 +62,23 @@ func grpcError(err error) error {
 		c = codes.Aborted
 	case errors.Is(err, errDeleting):
 		c = codes.Unavailable
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), callerOutOfTime(ctx):
 		c = codes.DeadlineExceeded
 	default:
 		c = codes.Internal
 	}
 	return status.Error(c, err.Error())
+}
+
+// callerOutOfTime reports whether the caller's deadline passed, or was
+// about to pass when a call failed: the API client's rate limiter refuses a
+// request that would outlast the deadline before it passes, with an error
+// that does not say so. It waits out a deadline less than a second away.
+func callerOutOfTime(ctx context.Context) bool {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < time.Second {
+		<-ctx.Done()
+	}
+	return ctx.Err() != nil
 }
 
 // errBusy is returned for a call on a volume another call is working on.

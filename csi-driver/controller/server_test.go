@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -14,22 +15,35 @@ import (
 )
 
 func TestGRPCError(t *testing.T) {
+	// The API client's rate limiter fails a request that would outlast the
+	// caller's deadline before the deadline passes, with this error.
+	throttled := errors.New("client rate limiter Wait returned an error: rate: Wait(n=1) would exceed context deadline")
 	tests := map[string]struct {
-		err  error
-		want codes.Code
+		err     error
+		timeout time.Duration // of the caller's context; none if 0
+		want    codes.Code
 	}{
-		"invalid":     {err: fmt.Errorf("parsing: %w", instances.ErrInvalid), want: codes.InvalidArgument},
-		"not found":   {err: fmt.Errorf("named: %w", instances.ErrNotFound), want: codes.NotFound},
-		"capacity":    {err: fmt.Errorf("pool: %w", instances.ErrNoCapacity), want: codes.ResourceExhausted},
-		"conflict":    {err: instances.ErrConflict, want: codes.AlreadyExists},
-		"busy":        {err: errBusy, want: codes.Aborted},
-		"deleting":    {err: errDeleting, want: codes.Unavailable},
-		"deadline":    {err: fmt.Errorf("get: %w", context.DeadlineExceeded), want: codes.DeadlineExceeded},
-		"api failure": {err: errors.New("connection refused"), want: codes.Internal},
+		"invalid":           {err: fmt.Errorf("parsing: %w", instances.ErrInvalid), want: codes.InvalidArgument},
+		"not found":         {err: fmt.Errorf("named: %w", instances.ErrNotFound), want: codes.NotFound},
+		"capacity":          {err: fmt.Errorf("pool: %w", instances.ErrNoCapacity), want: codes.ResourceExhausted},
+		"conflict":          {err: instances.ErrConflict, want: codes.AlreadyExists},
+		"busy":              {err: errBusy, want: codes.Aborted},
+		"deleting":          {err: errDeleting, want: codes.Unavailable},
+		"deadline":          {err: fmt.Errorf("get: %w", context.DeadlineExceeded), want: codes.DeadlineExceeded},
+		"api failure":       {err: errors.New("connection refused"), want: codes.Internal},
+		"api failure, time": {err: errors.New("connection refused"), timeout: time.Minute, want: codes.Internal},
+		"throttled":         {err: throttled, timeout: 50 * time.Millisecond, want: codes.DeadlineExceeded},
+		"not found, late":   {err: instances.ErrNotFound, timeout: time.Millisecond, want: codes.NotFound},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := grpcError(tc.err)
+			ctx := context.Background()
+			if tc.timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+				defer cancel()
+			}
+			got := grpcError(ctx, tc.err)
 			if status.Code(got) != tc.want {
 				t.Errorf("grpcError(%v) code = %v, want %v", tc.err, status.Code(got), tc.want)
 			}

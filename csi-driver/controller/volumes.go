@@ -26,7 +26,7 @@ var errDeleting = errors.New("the volume's CacheInstance is writing its data bac
 func (s *controllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	vol, err := s.createVolume(ctx, req)
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, grpcError(ctx, err)
 	}
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
 		VolumeId: vol.ID, CapacityBytes: vol.Capacity.Value(), VolumeContext: vol.Context,
@@ -111,18 +111,18 @@ func checkCapabilities(caps []*csi.VolumeCapability) error {
 func (s *controllerServer) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
 	id := req.GetVolumeId()
 	if id == "" {
-		return nil, grpcError(fmt.Errorf("%w: the volume ID is missing", instances.ErrInvalid))
+		return nil, grpcError(ctx, fmt.Errorf("%w: the volume ID is missing", instances.ErrInvalid))
 	}
 	if _, _, err := volume.ParseID(id); err != nil {
 		return &csi.DeleteVolumeResponse{}, nil
 	}
 	unlock, err := s.locks.lock(id)
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, grpcError(ctx, err)
 	}
 	defer unlock()
 	if err := s.deleteInstance(ctx, id); err != nil {
-		return nil, grpcError(err)
+		return nil, grpcError(ctx, err)
 	}
 	return &csi.DeleteVolumeResponse{}, nil
 }
@@ -159,16 +159,16 @@ func (s *controllerServer) deleteInstance(ctx context.Context, id string) error 
 // volume.
 func (s *controllerServer) ValidateVolumeCapabilities(ctx context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
 	if req.GetVolumeId() == "" {
-		return nil, grpcError(fmt.Errorf("%w: the volume ID is missing", instances.ErrInvalid))
+		return nil, grpcError(ctx, fmt.Errorf("%w: the volume ID is missing", instances.ErrInvalid))
 	}
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
 		if len(req.GetVolumeCapabilities()) == 0 {
-			return nil, grpcError(err)
+			return nil, grpcError(ctx, err)
 		}
 		return &csi.ValidateVolumeCapabilitiesResponse{Message: err.Error()}, nil
 	}
 	if err := s.exists(ctx, req.GetVolumeId()); err != nil {
-		return nil, grpcError(err)
+		return nil, grpcError(ctx, err)
 	}
 	return &csi.ValidateVolumeCapabilitiesResponse{Confirmed: &csi.ValidateVolumeCapabilitiesResponse_Confirmed{
 		VolumeContext: req.GetVolumeContext(), VolumeCapabilities: req.GetVolumeCapabilities(), Parameters: req.GetParameters(),
