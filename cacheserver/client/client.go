@@ -60,6 +60,9 @@ type FS struct {
 
 	mu    sync.Mutex
 	files map[string]*fileState
+	// unsynced holds the files this client wrote to since it last made
+	// them durable (Fsync, or the close after the writes).
+	unsynced map[string]bool
 
 	// sizeMu orders size publication with the sequences that cut or
 	// remove a file: a publication holds it shared through its round trip,
@@ -107,8 +110,8 @@ func New(opts Options) (*FS, error) {
 	}
 	f := &FS{
 		total: len(opts.Servers), loadBalanced: opts.LoadBalanced, log: opts.Log,
-		files: map[string]*fileState{},
-		kick:  make(chan struct{}, 1), stop: make(chan struct{}), pusherDone: make(chan struct{}),
+		files: map[string]*fileState{}, unsynced: map[string]bool{},
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), pusherDone: make(chan struct{}),
 	}
 	for i := range opts.Servers {
 		f.indexes = append(f.indexes, i)

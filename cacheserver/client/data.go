@@ -230,6 +230,7 @@ func (f *FS) grew(path string, end int64) {
 		f.files[path] = st
 	}
 	st.wrote = now
+	f.unsynced[path] = true
 	if end > st.size {
 		st.size, st.pending = end, end
 		f.kickPush()
@@ -284,12 +285,23 @@ func (f *FS) pushSize(ctx context.Context, path string) error {
 	return err
 }
 
-// Flush is called by the FUSE layer at every close. Every write that
-// extended the file announced the new size to the metadata server already,
-// so the next open anywhere sees it; making that size durable is left to
-// the background pusher and to Fsync. Flush only forgets what this client
-// knew of the file, so that a later open learns it afresh.
+// Flush is called by the FUSE layer at every close. A file this client
+// wrote since it last made it durable is made durable now, as Fsync does:
+// close returns once the data is where the servers' durability puts it (on
+// their SSDs, or written back), so a server that crashes after a job closed
+// a file loses none of it. Every write that extended the file announced the
+// new size to the metadata server already, so the next open anywhere sees
+// it. Flush then forgets what this client knew of the file, so that a later
+// open learns it afresh.
 func (f *FS) Flush(ctx context.Context, path string) error {
+	f.mu.Lock()
+	unsynced := f.unsynced[path]
+	f.mu.Unlock()
+	if unsynced {
+		if err := f.Fsync(ctx, path); err != nil {
+			return err
+		}
+	}
 	f.mu.Lock()
 	if st := f.files[path]; st != nil && st.pending == 0 {
 		delete(f.files, path)
@@ -301,10 +313,27 @@ func (f *FS) Flush(ctx context.Context, path string) error {
 // Fsync publishes the size and makes the data durable on every server, as
 // their durability setting says.
 func (f *FS) Fsync(ctx context.Context, path string) error {
-	if err := f.pushSize(ctx, path); err != nil {
-		return err
+	f.markUnsynced(path, false)
+	err := f.pushSize(ctx, path)
+	if err == nil {
+		err = f.allServers(ctx, wire.OpSync, pathArgs(path))
 	}
-	return f.allServers(ctx, wire.OpSync, pathArgs(path))
+	if err != nil {
+		f.markUnsynced(path, true)
+	}
+	return err
+}
+
+// markUnsynced records whether this client wrote to path since it last
+// made it durable.
+func (f *FS) markUnsynced(path string, unsynced bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if unsynced {
+		f.unsynced[path] = true
+	} else {
+		delete(f.unsynced, path)
+	}
 }
 
 // forget drops what the client knows about path.
@@ -313,5 +342,15 @@ func (f *FS) forget(paths ...string) {
 	defer f.mu.Unlock()
 	for _, p := range paths {
 		delete(f.files, p)
+	}
+}
+
+// settled forgets that this client wrote to paths, whose data is gone or
+// was written back: their next close has nothing to make durable.
+func (f *FS) settled(paths ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range paths {
+		delete(f.unsynced, p)
 	}
 }

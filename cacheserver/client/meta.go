@@ -133,6 +133,7 @@ func (f *FS) Unlink(ctx context.Context, p string) error {
 		}
 	}
 	f.forget(p)
+	f.settled(p)
 	_, err = f.meta(ctx, p, wire.OpUnlink, pathArgs(p))
 	return err
 }
@@ -161,6 +162,7 @@ func (f *FS) Rename(ctx context.Context, oldPath, newPath string, flags uint32) 
 		return err
 	}
 	f.forget(oldPath, newPath)
+	f.settled(oldPath, newPath)
 	if _, err := f.meta(ctx, oldPath, wire.OpRename, pathArgs(oldPath).String(newPath).Uint32(flags)); err != nil {
 		return err
 	}
@@ -211,6 +213,7 @@ func (f *FS) Link(ctx context.Context, oldPath, newPath string) (namespace.Attr,
 		return namespace.Attr{}, err
 	}
 	f.forget(oldPath)
+	f.settled(oldPath)
 	a, err := f.attrCall(ctx, oldPath, wire.OpLink, pathArgs(oldPath).String(newPath))
 	if err != nil {
 		return a, err

@@ -40,6 +40,7 @@ type serverFlags struct {
 	maxFiles                           int64
 	windowMultiplier                   float64
 	windowLength                       time.Duration
+	commitInterval                     time.Duration
 	backingReadLatency                 time.Duration
 }
 
@@ -83,6 +84,7 @@ run as --uid/--gid/--groups (default: the server process), or, with
 	fl.Int64Var(&f.maxFiles, "max-files", 0, "most files the cache holds; more fail with EDQUOT (0: no limit)")
 	fl.Float64Var(&f.windowMultiplier, "write-window-multiplier", 0, "at most this times the capacity may be written per write window; past it writes fail with EROFS (default 10, negative: no limit)")
 	fl.DurationVar(&f.windowLength, "write-window-length", 0, "length of the sliding write window (default 24h)")
+	fl.DurationVar(&f.commitInterval, "commit-interval", 0, "longest wait of index changes for a commit: what a crash of the server can lose of writes to files still open that no fsync covered (default 1s)")
 	fl.StringVar(&f.readyFile, "ready-file", "", "write the addresses served, as JSON, to this file once serving")
 	fl.DurationVar(&f.backingReadLatency, "backing-read-latency", 0, "delay every read of the backing directory by this long, as a slow parallel file system would")
 	// Tests use it to watch long copy-ups on small files; nobody else needs it.
@@ -288,7 +290,7 @@ func (f *serverFlags) openEngine(log *slog.Logger) (server.Cache, *engine.Engine
 	e, err := engine.Open(engine.Config{
 		Dir: dir, Backing: f.backingStore(), ExtentSize: int64(f.extentSize),
 		Capacity: int64(f.capacity), Tunables: tun, Durability: engine.Durability(f.durability), Logger: log,
-		Stride: f.stride(),
+		Stride: f.stride(), CommitInterval: f.commitInterval,
 	})
 	if errors.Is(err, engine.ErrGeometry) {
 		return nil, nil, withCode(exitForeignCacheDir, err)
