@@ -401,13 +401,15 @@ var _ = Describe("Unstage of a mount that cannot publish", func() {
 		Expect(err).NotTo(HaveOccurred())
 		_, err = f.WriteAt(tail, 3<<20)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(f.Close()).To(Succeed())
-		_, err = p.node.NodeUnpublishVolume(ctx, unpublishReq(w, "pod-a"))
-		Expect(err).NotTo(HaveOccurred())
 
-		By("losing the server before the unstage")
+		By("losing the server before the file is closed and the volume unstaged")
 		Expect(own[0].cmd.Process.Kill()).To(Succeed())
 		_ = own[0].cmd.Wait()
+		// A close makes the file durable and publishes its size: it cannot,
+		// and says so, and the size stays with the daemon.
+		Expect(f.Close()).NotTo(Succeed())
+		_, err = p.node.NodeUnpublishVolume(ctx, unpublishReq(w, "pod-a"))
+		Expect(err).NotTo(HaveOccurred())
 		for range 2 {
 			_, err = p.node.NodeUnstageVolume(ctx, unstageReq(w))
 			Expect(codeOf(nil, err)).To(Equal(codes.Internal))
