@@ -60,9 +60,10 @@ type FS struct {
 
 	mu    sync.Mutex
 	files map[string]*fileState
-	// unsynced holds the files this client wrote to since it last made
-	// them durable (Fsync, or the close after the writes).
-	unsynced map[string]bool
+	// unsynced holds, for each file this client wrote to since it last
+	// made it durable (Fsync, or the close after the writes), the servers
+	// the writes went to.
+	unsynced map[string]map[int]bool
 
 	// sizeMu orders size publication with the sequences that cut or
 	// remove a file: a publication holds it shared through its round trip,
@@ -110,7 +111,7 @@ func New(opts Options) (*FS, error) {
 	}
 	f := &FS{
 		total: len(opts.Servers), loadBalanced: opts.LoadBalanced, log: opts.Log,
-		files: map[string]*fileState{}, unsynced: map[string]bool{},
+		files: map[string]*fileState{}, unsynced: map[string]map[int]bool{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), pusherDone: make(chan struct{}),
 	}
 	for i := range opts.Servers {
@@ -209,6 +210,18 @@ func (f *FS) each(ctx context.Context, fn func(i int) error) error {
 	var wg sync.WaitGroup
 	for i := range f.servers {
 		wg.Go(func() { errs[i] = fn(i) })
+	}
+	wg.Wait()
+	return firstErrno(errs)
+}
+
+// someServers sends a path request to the servers, to the end like meta.
+func (f *FS) someServers(ctx context.Context, servers []int, op wire.Op, args *wire.Encoder) error {
+	ctx = context.WithoutCancel(ctx)
+	errs := make([]error, len(servers))
+	var wg sync.WaitGroup
+	for j, i := range servers {
+		wg.Go(func() { _, errs[j] = f.call(ctx, i, op, args, nil, nil) })
 	}
 	wg.Wait()
 	return firstErrno(errs)

@@ -606,3 +606,52 @@ func TestTruncateOpenAfterChmod(t *testing.T) {
 		t.Errorf("another client reads %d bytes after ftruncate, want %d", len(got), testExtent+1)
 	}
 }
+
+// TestCloseMakesWritesDurable checks that a close makes the data this
+// client wrote durable on the servers the writes went to, and only there,
+// and that a close with nothing written since, or an fsync, syncs nothing
+// more.
+func TestCloseMakesWritesDurable(t *testing.T) {
+	f, in := setup(t, 4)
+	ctx := context.Background()
+	syncs := func() []int {
+		var got []int
+		for i, c := range in.Caches {
+			for _, call := range c.Calls {
+				if call == "sync small" {
+					got = append(got, i)
+				}
+			}
+		}
+		return got
+	}
+	create(t, f, "small")
+	if _, err := f.WriteAt(ctx, "small", []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Flush(ctx, "small"); err != nil {
+		t.Fatal(err)
+	}
+	want := []int{f.layout.Split("small", 0, 1)[0].Server}
+	if got := syncs(); !slices.Equal(got, want) {
+		t.Fatalf("servers synced at close: %v, want %v (the one the write went to)", got, want)
+	}
+	if err := f.Flush(ctx, "small"); err != nil {
+		t.Fatal(err)
+	}
+	if got := syncs(); !slices.Equal(got, want) {
+		t.Fatalf("servers synced after a second close: %v, want still %v", got, want)
+	}
+	if _, err := f.WriteAt(ctx, "small", []byte("y"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Fsync(ctx, "small"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Flush(ctx, "small"); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(syncs()); got != 1+len(in.Caches) {
+		t.Fatalf("%d syncs after an fsync and a close, want %d: the fsync's, on every server, and none at the close", got, 1+len(in.Caches))
+	}
+}

@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"io"
+	"maps"
+	"slices"
 	"syscall"
 	"time"
 
@@ -194,6 +196,7 @@ func (f *FS) WriteAt(ctx context.Context, path string, p []byte, off int64) (int
 		return 0, err
 	}
 	f.grew(path, end)
+	f.wroteTo(path, pcs)
 	return len(p), nil
 }
 
@@ -230,7 +233,6 @@ func (f *FS) grew(path string, end int64) {
 		f.files[path] = st
 	}
 	st.wrote = now
-	f.unsynced[path] = true
 	if end > st.size {
 		st.size, st.pending = end, end
 		f.kickPush()
@@ -286,19 +288,21 @@ func (f *FS) pushSize(ctx context.Context, path string) error {
 }
 
 // Flush is called by the FUSE layer at every close. A file this client
-// wrote since it last made it durable is made durable now, as Fsync does:
-// close returns once the data is where the servers' durability puts it (on
-// their SSDs, or written back), so a server that crashes after a job closed
-// a file loses none of it. Every write that extended the file announced the
+// wrote since it last made it durable is made durable now, as Fsync does,
+// on the servers the writes went to: close returns once the data is where
+// their durability puts it (on their SSDs, or written back), so a server
+// that crashes after a job closed a file loses none of it. Every write that extended the file announced the
 // new size to the metadata server already, so the next open anywhere sees
 // it. Flush then forgets what this client knew of the file, so that a later
 // open learns it afresh.
 func (f *FS) Flush(ctx context.Context, path string) error {
-	f.mu.Lock()
-	unsynced := f.unsynced[path]
-	f.mu.Unlock()
-	if unsynced {
-		if err := f.Fsync(ctx, path); err != nil {
+	if servers := f.takeUnsynced(path); len(servers) > 0 {
+		err := f.pushSize(ctx, path)
+		if err == nil {
+			err = f.someServers(ctx, servers, wire.OpSync, pathArgs(path))
+		}
+		if err != nil {
+			f.markUnsynced(path, servers)
 			return err
 		}
 	}
@@ -313,27 +317,53 @@ func (f *FS) Flush(ctx context.Context, path string) error {
 // Fsync publishes the size and makes the data durable on every server, as
 // their durability setting says.
 func (f *FS) Fsync(ctx context.Context, path string) error {
-	f.markUnsynced(path, false)
+	servers := f.takeUnsynced(path)
 	err := f.pushSize(ctx, path)
 	if err == nil {
 		err = f.allServers(ctx, wire.OpSync, pathArgs(path))
 	}
 	if err != nil {
-		f.markUnsynced(path, true)
+		f.markUnsynced(path, servers)
 	}
 	return err
 }
 
-// markUnsynced records whether this client wrote to path since it last
-// made it durable.
-func (f *FS) markUnsynced(path string, unsynced bool) {
+// wroteTo records the servers of pieces pcs of path, which this client
+// wrote: the next close makes the file durable on them.
+func (f *FS) wroteTo(path string, pcs []placement.Piece) {
+	servers := make([]int, len(pcs))
+	for i, pc := range pcs {
+		servers[i] = pc.Server
+	}
+	f.markUnsynced(path, servers)
+}
+
+// markUnsynced records that this client wrote path's data to servers since
+// it last made the file durable.
+func (f *FS) markUnsynced(path string, servers []int) {
+	if len(servers) == 0 {
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if unsynced {
-		f.unsynced[path] = true
-	} else {
-		delete(f.unsynced, path)
+	set := f.unsynced[path]
+	if set == nil {
+		set = map[int]bool{}
+		f.unsynced[path] = set
 	}
+	for _, i := range servers {
+		set[i] = true
+	}
+}
+
+// takeUnsynced returns, in order, the servers this client wrote path's data
+// to since it last made the file durable, and forgets them.
+func (f *FS) takeUnsynced(path string) []int {
+	f.mu.Lock()
+	set := f.unsynced[path]
+	delete(f.unsynced, path)
+	f.mu.Unlock()
+	return slices.Sorted(maps.Keys(set))
 }
 
 // forget drops what the client knows about path.

@@ -172,8 +172,13 @@ func (m *MemCache) trimLocked(path string, size int64) {
 	f.size = min(f.size, size)
 }
 
-// Sync does nothing: memory is as durable as this cache gets.
-func (m *MemCache) Sync(context.Context, string) error { return nil }
+// Sync records the call: memory is as durable as this cache gets.
+func (m *MemCache) Sync(_ context.Context, path string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.record("sync", path)
+	return nil
+}
 
 // Drop forgets path.
 func (m *MemCache) Drop(_ context.Context, path string) error {
