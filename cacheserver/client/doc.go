@@ -41,10 +41,16 @@
 // announces the new size to the file's metadata server alongside the data,
 // so that another client that opens the file after the writer closed it
 // sees the whole file (unless the write ends in an extent that the
-// metadata server holds: it then knows the size from the data); the size is made durable there (ExtendSize) soon
-// after, at Flush and Fsync, and when the client closes. Reads stop at the
-// size the client knows; parts of the file a server holds nothing for read
-// as zeros.
+// metadata server holds: it then knows the size from the data); the size
+// is made durable there (ExtendSize) soon after, at Flush and Fsync, and
+// when the client closes. Reads stop at the size the client knows; parts of
+// the file a server holds nothing for read as zeros.
+//
+// A close (Flush) of a file the client wrote since it last made it durable
+// makes it durable, as Fsync does: on the servers its writes went to, which
+// the client records per file, as their durability says (on the cache
+// device, or written back). So a server that crashes loses nothing of a
+// file a job closed, whatever its commit interval.
 //
 // Operations that change which file a path names keep cached data safe by
 // ordering: unlink drops the file's data on every server before the name

@@ -40,7 +40,8 @@
 // (ftruncate(2) through a descriptor whose file lost its write permission
 // after the open, as POSIX allows), Allocater (fallocate(2)), and Flusher
 // (told at every close(2), for close-to-open consistency of what the client
-// side holds). The mount uses them when they are there.
+// side holds, and to make what was written durable). The mount uses them
+// when they are there.
 //
 // # Open files
 //

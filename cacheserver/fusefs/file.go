@@ -253,9 +253,10 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall
 
 // Flusher is implemented by a namespace.FS that keeps something about a
 // file on the client side until the file is closed, such as how far this
-// client's writes extended it. The mount calls Flush at every close(2), so
-// that another mount that opens the file afterwards sees what was written
-// (close-to-open consistency).
+// client's writes extended it, or that makes written data durable at close.
+// The mount calls Flush at every close(2), so that another mount that opens
+// the file afterwards sees what was written (close-to-open consistency);
+// an error it returns is close's.
 type Flusher interface {
 	Flush(ctx context.Context, path string) error
 }
