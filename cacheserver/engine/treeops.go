@@ -23,15 +23,21 @@ func (e *Engine) Unlink(ctx context.Context, p string) error {
 	}
 	// Holding wbmu keeps write-back from recreating the file in between.
 	f.wbmu.Lock()
-	defer f.wbmu.Unlock()
 	err := e.backing.Remove(ctx, p)
 	if err != nil && !errorsIsNotExist(err) {
+		f.wbmu.Unlock()
 		return err
 	}
-	if had := e.dropLocked(f); errorsIsNotExist(err) && !had {
+	had := e.dropLocked(f)
+	f.wbmu.Unlock()
+	if errorsIsNotExist(err) && !had {
 		return err
 	}
-	return nil
+	// Durable step: the index without the file. A crash before it finds the
+	// file's extents again, dirty ones included, and write-back would bring
+	// the file back; after it, the file stays gone. (A crash between the
+	// removal and here still can: the unlink had not returned.)
+	return e.waitCommit(ctx)
 }
 
 // Drop forgets every extent of path, dirty ones included (the file is gone),
@@ -44,12 +50,14 @@ func (e *Engine) Drop(ctx context.Context, p string) error {
 	e.mu.Lock()
 	f := e.files[p]
 	e.mu.Unlock()
-	if f != nil {
-		f.wbmu.Lock()
-		defer f.wbmu.Unlock()
-		e.dropLocked(f)
+	if f == nil {
+		return nil
 	}
-	return nil
+	f.wbmu.Lock()
+	e.dropLocked(f)
+	f.wbmu.Unlock()
+	// Durable step: the index without the file, as in Unlink.
+	return e.waitCommit(ctx)
 }
 
 // dropLocked forgets f, whose wbmu the caller holds, and reports whether
@@ -111,7 +119,11 @@ func (e *Engine) flushAndDrop(ctx context.Context, p string) error {
 		}
 		// Writes that raced with the flush left dirty extents: go again.
 		if e.dropTree(p, true) == 0 {
-			return nil
+			// Durable step: the index without the dropped extents. A crash
+			// before it finds them again, dirty as of the last commit, and
+			// write-back would write them to a path that a rename or unlink
+			// after this call took away; after it, they stay gone.
+			return e.waitCommit(ctx)
 		}
 	}
 }
