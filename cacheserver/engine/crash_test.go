@@ -200,3 +200,47 @@ func TestUnsyncedWritesSurviveACrashAfterTheCommitInterval(t *testing.T) {
 		t.Fatalf("backing file = %q: the write must have stayed in the cache, dirty", got)
 	}
 }
+
+// TestRemovedFilesStayGoneAfterACrash removes a file with dirty data, by
+// unlink, by drop and by rename, and crashes right after the call
+// returned, long before a periodic commit: the restarted engine must not
+// find the file's extents again, or write-back would bring the file back
+// on the backing store.
+func TestRemovedFilesStayGoneAfterACrash(t *testing.T) {
+	for name, remove := range map[string]func(e *Engine) error{
+		"unlink": func(e *Engine) error { return e.Unlink(context.Background(), "f") },
+		"drop":   func(e *Engine) error { return e.Drop(context.Background(), "f") },
+		"rename": func(e *Engine) error { return e.Rename(context.Background(), "f", "g") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			fsys := vfs.NewCrashable(vfs.OS{}, 11)
+			r := newRig(t, modelES, 6, func(c *Config) {
+				c.Dir = filepath.Join(shmDir(t), "cache")
+				c.FS = fsys
+				c.CommitInterval = time.Hour
+				c.Tunables = Tunables{DirtyHigh: 100, DirtyLow: 90, WriteWindow: WriteWindow{Multiplier: -1}}
+			})
+			ctx := context.Background()
+			r.write("f", 0, []byte("dirty, and synced"))
+			if err := r.e.Sync(ctx, "f"); err != nil {
+				t.Fatal(err)
+			}
+			if err := remove(r.e); err != nil {
+				t.Fatal(err)
+			}
+			fsys.Crash()
+			r.e.Close()
+			r.cfg.FS = vfs.OS{}
+			r.open()
+			if err := r.e.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := r.backingFile("f"); got != nil {
+				t.Fatalf("the backing store has f again after a crash: %q", got)
+			}
+			if n, err := r.e.ReadAt(ctx, "f", make([]byte, 8), 0); n != 0 || err == nil {
+				t.Fatalf("read of the removed f after a crash: %d bytes, %v", n, err)
+			}
+		})
+	}
+}
