@@ -205,11 +205,25 @@ func (f *FS) meta(ctx context.Context, path string, op wire.Op, args *wire.Encod
 }
 
 // each runs fn for every server in parallel and returns the errors joined.
-func (f *FS) each(ctx context.Context, fn func(i int) error) error {
-	errs := make([]error, len(f.servers))
+func (f *FS) each(_ context.Context, fn func(i int) error) error {
+	return eachOf(f.every(), fn)
+}
+
+// every returns the indexes of all the servers.
+func (f *FS) every() []int {
+	servers := make([]int, len(f.servers))
+	for i := range servers {
+		servers[i] = i
+	}
+	return servers
+}
+
+// eachOf runs fn for servers in parallel and returns the errors joined.
+func eachOf(servers []int, fn func(i int) error) error {
+	errs := make([]error, len(servers))
 	var wg sync.WaitGroup
-	for i := range f.servers {
-		wg.Go(func() { errs[i] = fn(i) })
+	for j, i := range servers {
+		wg.Go(func() { errs[j] = fn(i) })
 	}
 	wg.Wait()
 	return firstErrno(errs)
@@ -218,22 +232,15 @@ func (f *FS) each(ctx context.Context, fn func(i int) error) error {
 // someServers sends a path request to the servers, to the end like meta.
 func (f *FS) someServers(ctx context.Context, servers []int, op wire.Op, args *wire.Encoder) error {
 	ctx = context.WithoutCancel(ctx)
-	errs := make([]error, len(servers))
-	var wg sync.WaitGroup
-	for j, i := range servers {
-		wg.Go(func() { _, errs[j] = f.call(ctx, i, op, args, nil, nil) })
-	}
-	wg.Wait()
-	return firstErrno(errs)
+	return eachOf(servers, func(i int) error {
+		_, err := f.call(ctx, i, op, args, nil, nil)
+		return err
+	})
 }
 
 // allServers sends a path request to every server, to the end like meta.
 func (f *FS) allServers(ctx context.Context, op wire.Op, args *wire.Encoder) error {
-	ctx = context.WithoutCancel(ctx)
-	return f.each(ctx, func(i int) error {
-		_, err := f.call(ctx, i, op, args, nil, nil)
-		return err
-	})
+	return f.someServers(ctx, f.every(), op, args)
 }
 
 // firstErrno returns the first non-nil error, so that its errno is the one

@@ -296,13 +296,8 @@ func (f *FS) pushSize(ctx context.Context, path string) error {
 // it. Flush then forgets what this client knew of the file, so that a later
 // open learns it afresh.
 func (f *FS) Flush(ctx context.Context, path string) error {
-	if servers := f.takeUnsynced(path); len(servers) > 0 {
-		err := f.pushSize(ctx, path)
-		if err == nil {
-			err = f.someServers(ctx, servers, wire.OpSync, pathArgs(path))
-		}
-		if err != nil {
-			f.markUnsynced(path, servers)
+	if wrote := f.takeUnsynced(path); len(wrote) > 0 {
+		if err := f.syncOn(ctx, path, wrote, wrote); err != nil {
 			return err
 		}
 	}
@@ -317,13 +312,19 @@ func (f *FS) Flush(ctx context.Context, path string) error {
 // Fsync publishes the size and makes the data durable on every server, as
 // their durability setting says.
 func (f *FS) Fsync(ctx context.Context, path string) error {
-	servers := f.takeUnsynced(path)
+	return f.syncOn(ctx, path, f.every(), f.takeUnsynced(path))
+}
+
+// syncOn publishes path's size and syncs it on servers. If that fails,
+// wrote, the servers this client wrote the file to since it last made it
+// durable, stay recorded for the next close or fsync.
+func (f *FS) syncOn(ctx context.Context, path string, servers, wrote []int) error {
 	err := f.pushSize(ctx, path)
 	if err == nil {
-		err = f.allServers(ctx, wire.OpSync, pathArgs(path))
+		err = f.someServers(ctx, servers, wire.OpSync, pathArgs(path))
 	}
 	if err != nil {
-		f.markUnsynced(path, servers)
+		f.markUnsynced(path, wrote)
 	}
 	return err
 }
