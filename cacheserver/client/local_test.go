@@ -162,27 +162,60 @@ func TestPipeWriteOutlivesItsCaller(t *testing.T) {
 	}
 }
 
-// stalledWrites holds the first piped write a server prepares until
-// release is closed, whatever happens to the call meanwhile, as a server
-// handler waiting for space does; begun is closed once the write holds its
-// extent.
-type stalledWrites struct {
-	localCache
-	once             sync.Once
-	entered, release chan struct{}
-	begun            chan struct{}
+// firstStall holds the first call through it until it is let go,
+// whatever happens to the caller meanwhile, as a server handler waiting for
+// space is held: entered is closed when that call arrives, done once it
+// returned.
+type firstStall struct {
+	first, release sync.Once
+	entered, freed chan struct{}
+	done           chan struct{}
 }
 
-func (s *stalledWrites) BeginWrite(ctx context.Context, path string, off int64, n int) (*engine.WriteTx, error) {
+func newFirstStall() *firstStall {
+	return &firstStall{entered: make(chan struct{}), freed: make(chan struct{}), done: make(chan struct{})}
+}
+
+// hold runs call, the first time only once the stall is let go.
+func (s *firstStall) hold(call func()) {
 	first := false
-	s.once.Do(func() { first = true })
+	s.first.Do(func() { first = true })
 	if !first {
-		return s.localCache.BeginWrite(ctx, path, off, n)
+		call()
+		return
 	}
 	close(s.entered)
-	<-s.release
-	defer close(s.begun)
-	return s.localCache.BeginWrite(ctx, path, off, n)
+	<-s.freed
+	defer close(s.done)
+	call()
+}
+
+// letGo lets the held call go on.
+func (s *firstStall) letGo() { s.release.Do(func() { close(s.freed) }) }
+
+// await returns the caller's result from result. A caller may return at
+// once, or wait for the held call itself: that one is let go after a
+// second.
+func (s *firstStall) await(result <-chan error) error {
+	select {
+	case err := <-result:
+		return err
+	case <-time.After(time.Second):
+		s.letGo()
+		return <-result
+	}
+}
+
+// stalledBegins stalls the first piped write a server prepares; done is
+// closed once the write holds its extent.
+type stalledBegins struct {
+	localCache
+	*firstStall
+}
+
+func (s stalledBegins) BeginWrite(ctx context.Context, path string, off int64, n int) (tx *engine.WriteTx, err error) {
+	s.hold(func() { tx, err = s.localCache.BeginWrite(ctx, path, off, n) })
+	return tx, err
 }
 
 // TestBrokenPipeWriteLetsGoOfItsBuffer breaks the connection of a piped
@@ -201,10 +234,9 @@ func TestBrokenPipeWriteLetsGoOfItsBuffer(t *testing.T) {
 }
 
 func brokenPipeWrite(t *testing.T) {
-	stall := &stalledWrites{entered: make(chan struct{}), release: make(chan struct{}), begun: make(chan struct{})}
+	stall := newFirstStall()
 	addr := startLocalWith(t, t.TempDir(), func(c server.Cache) server.Cache {
-		stall.localCache = c.(localCache)
-		return stall
+		return stalledBegins{c.(localCache), stall}
 	})
 	f := newWithFile(t, addr)
 	ctx := context.Background()
@@ -217,25 +249,13 @@ func brokenPipeWrite(t *testing.T) {
 	}()
 	<-stall.entered
 	_ = f.local[0].srv.Close()
-	// The write may return at once, or wait for the server to let go.
-	var err error
-	released := false
-	select {
-	case err = <-done:
-	case <-time.After(time.Second):
-		close(stall.release)
-		released = true
-		err = <-done
-	}
-	if err != nil {
+	if err := stall.await(done); err != nil {
 		t.Fatalf("WriteAt: %v", err)
 	}
 	// The buffer serves another write now.
 	copy(buf, bytes.Repeat([]byte("x"), localExtent))
-	if !released {
-		close(stall.release)
-	}
-	<-stall.begun
+	stall.letGo()
+	<-stall.done
 	got := make([]byte, localExtent)
 	if _, err := f.ReadAt(ctx, "f", got, 0); err != nil {
 		t.Fatal(err)
@@ -245,25 +265,15 @@ func brokenPipeWrite(t *testing.T) {
 	}
 }
 
-// stalledSocketWrites holds the first write the server's cache gets until
-// release is closed, as a write waiting for space is held; finished is
-// closed once that write is done.
-type stalledSocketWrites struct {
+// stalledCacheWrites stalls the first write the server's cache gets.
+type stalledCacheWrites struct {
 	localCache
-	once                       sync.Once
-	entered, release, finished chan struct{}
+	*firstStall
 }
 
-func (s *stalledSocketWrites) WriteAt(ctx context.Context, path string, p []byte, off int64) (int, error) {
-	first := false
-	s.once.Do(func() { first = true })
-	if !first {
-		return s.localCache.WriteAt(ctx, path, p, off)
-	}
-	close(s.entered)
-	<-s.release
-	defer close(s.finished)
-	return s.localCache.WriteAt(ctx, path, p, off)
+func (s stalledCacheWrites) WriteAt(ctx context.Context, path string, p []byte, off int64) (n int, err error) {
+	s.hold(func() { n, err = s.localCache.WriteAt(ctx, path, p, off) })
+	return n, err
 }
 
 // TestInterruptedWriteKeepsItsPlace cancels the context of a write that
@@ -271,10 +281,9 @@ func (s *stalledSocketWrites) WriteAt(ctx context.Context, path string, p []byte
 // the first write returned (EINTR) while the server still held it, it
 // could land after the second and undo it.
 func TestInterruptedWriteKeepsItsPlace(t *testing.T) {
-	stall := &stalledSocketWrites{entered: make(chan struct{}), release: make(chan struct{}), finished: make(chan struct{})}
+	stall := newFirstStall()
 	addr := startLocalWith(t, t.TempDir(), func(c server.Cache) server.Cache {
-		stall.localCache = c.(localCache)
-		return stall
+		return stalledCacheWrites{c.(localCache), stall}
 	})
 	f := newWithFile(t, addr)
 	ctx, interrupt := context.WithCancel(context.Background())
@@ -285,22 +294,12 @@ func TestInterruptedWriteKeepsItsPlace(t *testing.T) {
 	}()
 	<-stall.entered
 	interrupt()
-	// The write may end at once, or when the server has done it.
-	released := false
-	select {
-	case <-done:
-	case <-time.After(time.Second):
-		close(stall.release)
-		released = true
-		<-done
-	}
+	_ = stall.await(done) // EINTR, or done with the server's write
 	if _, err := f.WriteAt(context.Background(), "f", []byte("again"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if !released {
-		close(stall.release)
-	}
-	<-stall.finished
+	stall.letGo()
+	<-stall.done
 	got := make([]byte, 5)
 	if _, err := f.ReadAt(context.Background(), "f", got, 0); err != nil {
 		t.Fatal(err)
