@@ -244,3 +244,43 @@ func TestRemovedFilesStayGoneAfterACrash(t *testing.T) {
 		})
 	}
 }
+
+// TestDroppedExtentsStayDroppedAfterACrash invalidates, and evicts, a file
+// whose clean extents the index holds, then changes the backing file behind
+// the cache's back and crashes long before a periodic commit. The restarted
+// engine must read the backing file's new bytes: extents found again in the
+// index would serve the bytes the job asked to forget.
+func TestDroppedExtentsStayDroppedAfterACrash(t *testing.T) {
+	for name, forget := range map[string]func(e *Engine) error{
+		"invalidate": func(e *Engine) error { return e.InvalidatePath(context.Background(), "f") },
+		"evict":      func(e *Engine) error { return e.EvictPath(context.Background(), "f") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			fsys := vfs.NewCrashable(vfs.OS{}, 13)
+			r := newRig(t, modelES, 6, func(c *Config) {
+				c.Dir = filepath.Join(shmDir(t), "cache")
+				c.FS = fsys
+				c.CommitInterval = time.Hour
+			})
+			ctx := context.Background()
+			r.writeBacking("f", []byte("old bytes"))
+			if got := r.readAll("f"); string(got) != "old bytes" {
+				t.Fatalf("read %q, want the backing file's bytes", got)
+			}
+			if err := r.e.Sync(ctx, "f"); err != nil {
+				t.Fatal(err)
+			}
+			if err := forget(r.e); err != nil {
+				t.Fatal(err)
+			}
+			r.writeBacking("f", []byte("new bytes"))
+			fsys.Crash()
+			r.e.Close()
+			r.cfg.FS = vfs.OS{}
+			r.open()
+			if got := r.readAll("f"); string(got) != "new bytes" {
+				t.Fatalf("after a crash the cache serves %q, want %q", got, "new bytes")
+			}
+		})
+	}
+}

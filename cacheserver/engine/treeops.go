@@ -150,7 +150,10 @@ func (e *Engine) EvictPath(ctx context.Context, pathOrDir string) error {
 		return err
 	}
 	e.dropTree(pathOrDir, false)
-	return nil
+	// Durable step: the index without the dropped extents. A crash before
+	// it finds them again, clean, and serves them until the next
+	// invalidation; after it, the next read copies up again.
+	return e.waitCommit(ctx)
 }
 
 // InvalidatePath drops the clean extents of a path or tree, and forgets the
@@ -163,11 +166,14 @@ func (e *Engine) InvalidatePath(ctx context.Context, pathOrDir string) error {
 	defer e.leave()
 	e.dropTree(pathOrDir, false)
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	for _, f := range e.filesUnderLocked(pathOrDir) {
 		f.statted = false
 	}
-	return nil
+	e.mu.Unlock()
+	// Durable step: the index without the dropped extents. A crash before
+	// it finds them again and serves the bytes the caller asked to forget,
+	// older than the backing file's; after it, reads copy up again.
+	return e.waitCommit(ctx)
 }
 
 // dropTree drops the clean extents of the files under dir, and with
