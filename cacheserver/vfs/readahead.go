@@ -39,8 +39,12 @@ func (f osFile) WillNeed(off, n int64) { ReadAhead(f.File, off, n) }
 // ReadAhead starts reading [off, off+n) of f into the page cache in the
 // background and returns at once. An error only means less read-ahead. A
 // descriptor set for random access (POSIX_FADV_RANDOM) reads single pages
-// whatever it is asked, so f should not be one.
+// whatever it is asked, so f should not be one. A range the page cache
+// holds already costs one system call.
 func ReadAhead(f *os.File, off, n int64) {
+	if cached(f, off, n) {
+		return
+	}
 	select {
 	case readAheads <- struct{}{}:
 		go func() {
@@ -52,6 +56,27 @@ func ReadAhead(f *os.File, off, n int64) {
 	default:
 		fadvise(f, off, n)
 	}
+}
+
+// cached reports whether the page cache holds every page of [off, off+n) of
+// f (cachestat(2), Linux 6.5 and later; older kernels report false). Read
+// hits of data the page cache holds are the common case, and splicing them
+// to /dev/null cost a fifth of their CPU time.
+func cached(f *os.File, off, n int64) bool {
+	rc, err := f.SyscallConn()
+	if err != nil || n <= 0 {
+		return false
+	}
+	page := int64(os.Getpagesize())
+	first, end := off/page*page, (off+n+page-1)/page*page
+	var cs unix.Cachestat_t
+	r := unix.CachestatRange{Off: uint64(first), Len: uint64(end - first)}
+	ok := false
+	_ = rc.Control(func(fd uintptr) {
+		e := unix.Cachestat(uint(fd), &r, &cs, 0)
+		ok = e == nil && int64(cs.Cache) >= (end-first)/page
+	})
+	return ok
 }
 
 func fadvise(f *os.File, off, n int64) {

@@ -75,3 +75,43 @@ func TestWillNeedThenClose(t *testing.T) {
 		}
 	}
 }
+
+// TestCachedRangesAreKnown checks the test that spares read-ahead of a
+// range the page cache holds: a written file is held whole, and a range
+// with a part dropped is not.
+func TestCachedRangesAreKnown(t *testing.T) {
+	const mib = 1 << 20
+	f, err := os.Create(filepath.Join(t.TempDir(), "slab"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(make([]byte, 4*mib)); err != nil {
+		t.Fatal(err)
+	}
+	if !cached(f, 0, 4*mib) {
+		var cs unix.Cachestat_t
+		if err := unix.Cachestat(uint(f.Fd()), &unix.CachestatRange{Len: 4 * mib}, &cs, 0); err != nil {
+			t.Skipf("no cachestat(2) here: %v", err)
+		}
+		t.Fatalf("a file just written is not taken for cached (%d pages in the page cache)", cs.Cache)
+	}
+	if !cached(f, mib+100, 1000) {
+		t.Error("a range inside one page is not taken for cached")
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 2*mib, mib, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	if _, in := resident(t, f, 2*mib, mib); in != 0 {
+		t.Skipf("this file system keeps %d pages it was asked to drop", in)
+	}
+	if cached(f, mib, 2*mib) {
+		t.Error("a range partly out of the page cache is taken for cached")
+	}
+	if !cached(f, 0, 2*mib) {
+		t.Error("the range before the dropped page is not taken for cached")
+	}
+}
