@@ -151,35 +151,40 @@
 // moves 256 MiB in 1 MiB calls per iteration, through the engine and, in the
 // same iteration, through plain files on the same disk. The read benchmarks
 // also report the CPU time the process spends per GB, kernel time included,
-// which for read hits varies far less than the rates. Eight runs on a
-// 2-vCPU VM with one virtio disk, shared with other builds (load average
-// 12 to 20 for five runs, 2.6 to 4 for three), buffered I/O, so the spread
-// between runs is wide:
+// which for read hits varies far less than the rates. Three runs on a
+// 2-vCPU VM with one virtio disk and nothing else running (load average
+// below 1.5), buffered I/O:
 //
 //	benchmark                     engine MB/s  baseline MB/s  ratio
-//	SequentialWrite (new data)    3700-11000   1000-5800      0.94-5.4x
-//	SequentialReadHit             6100-17400   8200-16400     0.64-1.2x
-//	CopyUp, cache on same disk    760-1870     850-2420       0.76-1.4x
-//	CopyUp, cache on tmpfs        590-1780     1180-2230      0.43-1.3x
-//	WriteBack drain, 1 thread     490-3190     370-2700       0.63-3.1x
-//	WriteBack drain, 4 threads    1900-4240    1100-3100      0.97-1.9x
-//	WriteBack drain, 8 threads    1340-3570    1600-4190      0.62-2.0x
+//	SequentialWrite (new data)    11400-12600  5600-6300      1.96-2.07x
+//	SequentialReadHit             14000-18200  15700-18800    0.83-0.97x
+//	CopyUp, cache on same disk    1510-1970    2190-2510      0.69-0.85x
+//	CopyUp, cache on tmpfs        1620-1850    2180-2490      0.74-0.80x
+//	WriteBack drain, 1 thread     1630-1760    4000-4530      0.39-0.42x
+//	WriteBack drain, 4 threads    1800-1880    4220-4470      0.42-0.44x
+//	WriteBack drain, 8 threads    1760-1810    3990-4370      0.40-0.45x
 //
 //	CPU time, ms per GB           engine       baseline
-//	SequentialReadHit             48-62        47-60
-//	CopyUp, cache on same disk    370-480      100-740
-//	CopyUp, cache on tmpfs        440-600      80-310
+//	SequentialReadHit             60-79        55-66
+//	CopyUp, cache on same disk    420-510      88-111
+//	CopyUp, cache on tmpfs        570-620      91-115
 //
-// In the three quieter runs read hits came to 1.01-1.06x, copy-up to
-// 0.77-1.4x with the cache on the same disk and 0.73-0.89x on tmpfs.
+// Earlier runs on the same VM shared with other builds (load average 2.6
+// to 20) spread far wider: read hits 0.64-1.2x, copy-up 0.43-1.4x, drains
+// 0.62-3.1x. A drain ends with an fsync of the backing files, which the
+// plain copy it is compared with does not do: with the page cache fast, as
+// in the runs above, that fsync is most of the difference.
 //
 // Baselines: writes into a new plain file; reads of a plain file in the page
 // cache; reads of the backing file from disk (evicted with fadvise); a
 // plain 1 MiB read/write copy of a file of the same size.
 //
 // Writes beat the baseline because the slab is preallocated. A read hit is
-// one pread of the slab and costs the CPU time of a plain read; the spread
-// of its rate is the machine's. It used to cost 15-30% more (72-84 ms per
+// one pread of the slab and costs about the CPU time of a plain read; the
+// spread of its rate is the machine's. Read-ahead of the next slots used to
+// splice them into /dev/null even when the page cache held them, a fifth
+// of a hit's CPU time (84-88 ms per GB, 0.80-0.90x); one cachestat(2)
+// now skips those. It also used to cost 15-30% more (72-84 ms per
 // GB against 56-67 for the plain reads, in runs alternating with the
 // current code): the end of every call woke the write-back workers, a
 // wake-up and a context switch per call; now the end of a call wakes
