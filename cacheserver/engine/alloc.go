@@ -233,6 +233,7 @@ func (e *Engine) setCleanLocked(x *extent) {
 // setDirtyLocked adds [lo, hi) to the dirty range of x.
 func (e *Engine) setDirtyLocked(x *extent, lo, hi int32) {
 	now := e.cfg.Clock.Now()
+	wasWhole := x.dirty() && e.wholeLocked(x)
 	if !x.dirty() {
 		e.clean.remove(x)
 		x.lo, x.hi, x.dirtySince = lo, hi, now
@@ -250,4 +251,18 @@ func (e *Engine) setDirtyLocked(x *extent, lo, hi int32) {
 		e.dirty.pushBack(x)
 	}
 	e.markExtLocked(x)
+	// Writers mostly fill extents in order: one dirty from end to end is
+	// most likely complete, and writing it to the disk now, while the
+	// writer goes on, spares the next commit or fsync (a close) most of
+	// the wait. Only the write that completes it does so: an extent
+	// rewritten again and again is written ahead once until it is written
+	// back, and otherwise waits for the commit, as before. Copy-ups are left to the commit: nobody waits to sync them,
+	// and on a disk that serves the backing store too they would compete
+	// with the copy-up's own reads.
+	if !wasWhole && e.wholeLocked(x) {
+		e.slab.WriteBehind(int(x.slot))
+	}
 }
+
+// wholeLocked reports whether the dirty range of x covers the extent.
+func (e *Engine) wholeLocked(x *extent) bool { return x.lo == 0 && int64(x.hi) == e.es }

@@ -97,6 +97,16 @@ func (s *Slab) WillNeed(first, count int) {
 	}
 }
 
+// WriteBehind starts writing slot to the disk and returns without waiting,
+// so that the next Sync finds most of its pages there already instead of
+// waiting for them all. It is a hint: the data is durable only after a
+// Sync. On a slab file that offers no write-behind it does nothing.
+func (s *Slab) WriteBehind(slot int) {
+	if wb, ok := s.f.(vfs.WriteBehinder); ok && s.check(slot, 0, 0) == nil {
+		wb.WriteBehind(int64(slot)*s.slotSize, s.slotSize)
+	}
+}
+
 // Sync makes every completed write durable.
 func (s *Slab) Sync() error { return s.f.Sync() }
 
