@@ -126,6 +126,12 @@
 //  4. One committer batches index changes (group commit). Sync, with
 //     Durability Cache, waits for a commit that started after it was called.
 //
+// The write that leaves an extent dirty from end to end starts writing its
+// slot to the disk (sync_file_range(2), a hint that makes nothing durable),
+// so that the fdatasync of the next commit or Sync waits for little more
+// than the last extents: a job that writes a file and closes it used to
+// wait at the close for all of it.
+//
 // On Open the engine rebuilds its state from the index, frees every slot no
 // entry names, and resumes write-back of dirty extents.
 //
