@@ -107,6 +107,11 @@ type Config struct {
 	// server can lose of writes that no fsync covered, as a journaling file
 	// system's commit interval is.
 	CommitInterval time.Duration
+	// DoomTimeout is how long an unlink may keep a file doomed (see Doom)
+	// before the engine ends the doom by itself, as the backing store says
+	// (default two minutes): the client that began the unlink may have
+	// died.
+	DoomTimeout time.Duration
 	// Clock defaults to the system clock.
 	Clock Clock
 	// FS is the file system of Dir (default vfs.OS).
@@ -136,6 +141,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.CommitInterval <= 0 {
 		c.CommitInterval = time.Second
+	}
+	if c.DoomTimeout <= 0 {
+		c.DoomTimeout = 2 * time.Minute
 	}
 	c.Tunables = c.Tunables.withDefaults()
 	switch {

@@ -29,11 +29,13 @@ type Engine struct {
 	// store into the slab: copy-ups pass through memory from then on.
 	noKernelCopy atomic.Bool
 
-	mu    sync.Mutex
-	cond  *sync.Cond // broadcast on any change waiters may wait for
-	tun   Tunables
-	files map[string]*file
-	nfile int64 // files with a record
+	mu        sync.Mutex
+	cond      *sync.Cond // broadcast on any change waiters may wait for
+	tun       Tunables
+	files     map[string]*file
+	nfile     int64              // files with a record
+	dooms     map[*file]struct{} // doomed files
+	resolving bool               // resolveDooms runs
 
 	free        []int32            // slots no durable index entry refers to
 	runs        map[*file]struct{} // files holding a run of free slots (slotRun)
@@ -81,7 +83,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, log: cfg.Logger, backing: cfg.Backing, es: cfg.ExtentSize, tun: cfg.Tunables,
-		files: map[string]*file{}, idxExt: map[index.Key]struct{}{}, idxFile: map[string]struct{}{},
+		files: map[string]*file{}, dooms: map[*file]struct{}{}, idxExt: map[index.Key]struct{}{}, idxFile: map[string]struct{}{},
 		commitKick: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
 	e.cond = sync.NewCond(&e.mu)
@@ -218,7 +220,23 @@ func (e *Engine) ticker() {
 		case <-t.C:
 			e.mu.Lock()
 			e.cond.Broadcast()
+			resolve := len(e.dooms) > 0 && !e.resolving && !e.closed
+			if resolve {
+				e.resolving = true
+				e.wg.Add(1)
+			}
 			e.mu.Unlock()
+			if resolve {
+				// It asks the backing store, which may be slow: not on
+				// the ticker, which wakes waiters.
+				go func() {
+					defer e.wg.Done()
+					e.resolveDooms()
+					e.mu.Lock()
+					e.resolving = false
+					e.mu.Unlock()
+				}()
+			}
 		}
 	}
 }

@@ -86,8 +86,10 @@ func (m *modelRun) step() {
 		m.read(ctx)
 	case k < 65:
 		m.truncate(ctx)
-	case k < 68:
+	case k < 67:
 		m.unlink(ctx)
+	case k < 69:
+		m.doomedUnlink(ctx)
 	case k < 71:
 		m.rename(ctx)
 	case k < 76:
@@ -205,6 +207,44 @@ func (m *modelRun) unlink(ctx context.Context) {
 		m.fail("unlink %s: %v", p, err)
 	}
 	delete(m.model, p)
+}
+
+// doomedUnlink unlinks a file as a client of servers does: Doom, the
+// removal of the backing file (which a namespace created with the file),
+// then Drop, or Undoom when the removal failed; the cache may crash at any
+// point in between (crashRestart), and the client goes on after the
+// restart. (TestDoomsSurviveACrash crashes right after a Doom, with
+// nothing else synced.)
+func (m *modelRun) doomedUnlink(ctx context.Context) {
+	p := m.path()
+	if _, ok := m.model[p]; !ok {
+		return
+	}
+	bp := filepath.Join(m.r.root, p)
+	if f, err := os.OpenFile(bp, os.O_WRONLY|os.O_CREATE, 0o644); err == nil {
+		f.Close()
+	}
+	doomed, err := m.r.e.Doom(ctx, p)
+	m.do(fmt.Sprintf("doom %s (kept %v)", p, doomed), err)
+	crashAt, removes := m.rng.IntN(8), m.rng.IntN(2) == 0
+	if crashAt == 0 {
+		m.crashRestart(ctx)
+	}
+	if removes {
+		m.log = append(m.log, "remove the backing file")
+		if err := os.Remove(bp); err != nil {
+			m.fail("removing %s: %v", bp, err)
+		}
+		delete(m.model, p)
+	}
+	if crashAt == 1 {
+		m.crashRestart(ctx)
+	}
+	if removes {
+		m.do("drop "+p, m.r.e.Drop(ctx, p))
+	} else {
+		m.do("undoom "+p, m.r.e.Undoom(ctx, p))
+	}
 }
 
 func (m *modelRun) rename(ctx context.Context) {

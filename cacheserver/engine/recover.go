@@ -20,6 +20,12 @@ func (e *Engine) recover() error {
 			f := e.fileLocked(p)
 			f.size, f.cred, f.record = r.Size, r.Cred, true
 			e.nfile++
+			if r.Doomed {
+				// An unlink was under way: the client that began it may
+				// still end it, so the doom holds for DoomTimeout from now.
+				f.doomed, f.doomedAt = 1, e.cfg.Clock.Now()
+				e.dooms[f] = struct{}{}
+			}
 			return nil
 		},
 		func(k index.Key, r index.Extent) error {

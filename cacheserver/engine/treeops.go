@@ -76,6 +76,11 @@ func (e *Engine) dropLocked(f *file) bool {
 func (e *Engine) forgetFileLocked(f *file) {
 	f.dead = true
 	f.epoch++
+	if f.doomed > 0 {
+		f.doomed = 0
+		delete(e.dooms, f)
+		e.cond.Broadcast()
+	}
 	if e.files[f.path] == f {
 		delete(e.files, f.path)
 	}
@@ -252,8 +257,9 @@ func (e *Engine) dirtyUnder(dir string) (xs []*extent, busy bool) {
 	for _, f := range e.filesUnderLocked(dir) {
 		for _, x := range f.extents {
 			if x.state == ready && x.dirty() {
-				busy = busy || x.wb
-				if !x.wb {
+				// A doomed file's extents wait for the doom to end.
+				busy = busy || x.wb || f.doomed > 0
+				if !x.wb && f.doomed == 0 {
 					xs = append(xs, x)
 				}
 			}
@@ -266,7 +272,7 @@ func (e *Engine) dirtyUnder(dir string) (xs []*extent, busy bool) {
 func (e *Engine) claim(x *extent) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if x.wb || x.state != ready || !x.dirty() {
+	if x.wb || x.state != ready || !x.dirty() || x.f.doomed > 0 {
 		return false
 	}
 	x.wb = true

@@ -110,7 +110,7 @@ func (e *Engine) pickDirtyLocked() *extent {
 	}
 	now := time.Now()
 	for x := e.dirty.head; x != nil; x = x.next {
-		if !x.wb && !now.Before(x.retryAt) {
+		if !x.wb && !now.Before(x.retryAt) && x.f.doomed == 0 {
 			x.wb = true
 			return x
 		}
@@ -128,7 +128,9 @@ func (e *Engine) writeBack(x *extent) error {
 	defer e.putBuf(buf)
 	x.mu.RLock()
 	e.mu.Lock()
-	ok, slot, lo, hi, gen, cred := x.state == ready && x.dirty(), x.slot, x.lo, x.hi, x.gen, f.cred
+	// Doom sets doomed holding wbmu: once it returns, no write-back of
+	// the file reaches the backing store until the doom ends.
+	ok, slot, lo, hi, gen, cred := x.state == ready && x.dirty() && f.doomed == 0, x.slot, x.lo, x.hi, x.gen, f.cred
 	e.mu.Unlock()
 	var err error
 	if ok {

@@ -40,12 +40,22 @@ func decodeExtent(b []byte) (Extent, error) {
 		LastWrite: int64(binary.BigEndian.Uint64(b[16:]))}, nil
 }
 
+// Flags of a file record, in the byte after its size.
+const (
+	fileCred   = 1 << iota // a credential follows
+	fileDoomed             // File.Doomed
+)
+
 func encodeFile(f *File) []byte {
 	b := binary.BigEndian.AppendUint64(nil, uint64(f.Size))
-	if f.Cred == nil {
-		return append(b, 0)
+	var flags byte
+	if f.Doomed {
+		flags |= fileDoomed
 	}
-	b = append(b, 1)
+	if f.Cred == nil {
+		return append(b, flags)
+	}
+	b = append(b, flags|fileCred)
 	b = binary.BigEndian.AppendUint32(b, f.Cred.UID)
 	b = binary.BigEndian.AppendUint32(b, f.Cred.GID)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(f.Cred.Groups)))
@@ -59,8 +69,8 @@ func decodeFile(b []byte) (File, error) {
 	if len(b) < 9 {
 		return File{}, ErrCorrupt
 	}
-	f := File{Size: int64(binary.BigEndian.Uint64(b))}
-	if b[8] == 0 {
+	f := File{Size: int64(binary.BigEndian.Uint64(b)), Doomed: b[8]&fileDoomed != 0}
+	if b[8]&fileCred == 0 {
 		return f, nil
 	}
 	b = b[9:]

@@ -41,6 +41,9 @@ type Extent struct {
 type File struct {
 	Size int64
 	Cred *ident.Cred
+	// Doomed says an unlink of the file was under way: its dirty data is
+	// neither written back nor given up until the unlink ends.
+	Doomed bool
 }
 
 // Meta is the geometry of the slab the index refers to.

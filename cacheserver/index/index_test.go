@@ -24,6 +24,8 @@ func TestCommitLoadRoundTrip(t *testing.T) {
 	wantFiles := map[string]File{
 		"a/b":   {Size: 1<<40 + 7, Cred: &ident.Cred{UID: 1, GID: 2, Groups: []uint32{3, 4}}},
 		"a/b/c": {Size: 9},
+		"a/d":   {Size: 5, Doomed: true},
+		"a/e":   {Size: 6, Cred: &ident.Cred{UID: 7}, Doomed: true},
 	}
 	b := Batch{Extents: map[Key]*Extent{{"gone", 1}: nil}, Files: map[string]*File{"gone": nil}}
 	for k, v := range wantExt {

@@ -1,0 +1,132 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+)
+
+// Doom begins an unlink of path, before the caller removes it from the
+// backing store. The cache cannot forget the file's dirty data first (the
+// removal may fail, and the file would lose what the job wrote), nor after
+// (a crash in between would find the data again, and write-back would bring
+// the removed file back). A doomed file keeps its data but none of it is
+// written back, durably so: the doom is committed before Doom returns. The
+// caller ends the doom with Drop once the file is gone, or Undoom when the
+// removal failed. A doom nobody ends, because the caller died, ends after
+// DoomTimeout as the backing store says: the data is dropped if the file
+// is gone there, and kept otherwise. A restart finds dooms in the index and
+// gives each DoomTimeout again, for the callers still under way.
+//
+// A file with nothing the backing store lacks (no record: only clean
+// extents) is dropped at once instead. Doom reports whether it kept the
+// file doomed, for the caller to end the doom.
+func (e *Engine) Doom(ctx context.Context, p string) (doomed bool, err error) {
+	if err := e.enter(); err != nil {
+		return false, err
+	}
+	defer e.leave()
+	e.mu.Lock()
+	f := e.files[p]
+	e.mu.Unlock()
+	if f == nil {
+		return false, nil
+	}
+	// Holding wbmu waits for write-back of the file under way; write-back
+	// that starts later sees the doom (writeBack).
+	f.wbmu.Lock()
+	e.mu.Lock()
+	keep := f.record && !f.dead
+	if keep {
+		if f.doomed == 0 {
+			f.doomedAt = e.cfg.Clock.Now()
+			e.dooms[f] = struct{}{}
+		}
+		f.doomed++
+		e.markFileLocked(f)
+	}
+	e.mu.Unlock()
+	if !keep {
+		e.dropLocked(f)
+	}
+	f.wbmu.Unlock()
+	// Durable step: the doom, or the drop. A crash before it leaves the
+	// file as it was, which the unlink has not touched yet.
+	return keep, e.waitCommit(ctx)
+}
+
+// Undoom ends a doom of path whose unlink failed: write-back resumes once
+// no other unlink holds it doomed.
+func (e *Engine) Undoom(ctx context.Context, p string) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	e.mu.Lock()
+	if f := e.files[p]; f != nil && f.doomed > 0 {
+		f.doomed--
+		e.endDoomLocked(f)
+	}
+	e.mu.Unlock()
+	// Durable step: the end of the doom. A crash before it finds the file
+	// doomed again, with nobody left to end the doom: its write-back (and
+	// flushes and renames of it) would wait for DoomTimeout.
+	return e.waitCommit(ctx)
+}
+
+// endDoomLocked lets write-back of f resume if no doom holds it.
+func (e *Engine) endDoomLocked(f *file) {
+	if f.doomed > 0 {
+		return
+	}
+	delete(e.dooms, f)
+	e.markFileLocked(f)
+	e.kickWriteBackLocked()
+}
+
+// resolveDooms ends the dooms older than DoomTimeout as the backing store
+// says: a file gone there is dropped, one still there (or that cannot be
+// looked at) keeps its data and is written back.
+func (e *Engine) resolveDooms() {
+	e.mu.Lock()
+	now := e.cfg.Clock.Now()
+	var old []*file
+	for f := range e.dooms {
+		if now.Sub(f.doomedAt) >= e.cfg.DoomTimeout {
+			old = append(old, f)
+		}
+	}
+	e.mu.Unlock()
+	for _, f := range old {
+		e.resolveDoom(f)
+	}
+}
+
+func (e *Engine) resolveDoom(f *file) {
+	ctx := context.Background()
+	e.mu.Lock()
+	if f.cred != nil {
+		ctx = ident.NewContext(ctx, *f.cred)
+	}
+	e.mu.Unlock()
+	_, err := e.backing.Stat(ctx, f.path)
+	gone := errorsIsNotExist(err)
+	f.wbmu.Lock()
+	defer f.wbmu.Unlock()
+	e.mu.Lock()
+	still := f.doomed > 0 && !f.dead
+	if still && !gone {
+		f.doomed = 0
+		e.endDoomLocked(f)
+	}
+	e.mu.Unlock()
+	switch {
+	case !still:
+	case gone:
+		e.log.Warn("Dropping the data of a file whose unlink did not end: it is gone from the backing store", "path", f.path)
+		e.dropLocked(f)
+		e.kickCommit()
+	default:
+		e.log.Warn("Keeping the data of a file whose unlink did not end: it is still on the backing store", "path", f.path, "err", err)
+	}
+}
