@@ -204,7 +204,11 @@ func TestTruncateTrimsEveryServer(t *testing.T) {
 	}
 }
 
-func TestUnlinkDropsDataBeforeTheName(t *testing.T) {
+// TestUnlinkDoomsDataBeforeTheName checks the order of an unlink: every
+// server dooms the file's data (keeps it, unwritten), the metadata server
+// removes the name and drops its share, and the servers that kept data
+// drop it.
+func TestUnlinkDoomsDataBeforeTheName(t *testing.T) {
 	f, in := setup(t, 2)
 	ctx := context.Background()
 	create(t, f, "gone")
@@ -220,19 +224,84 @@ func TestUnlinkDropsDataBeforeTheName(t *testing.T) {
 	}
 	meta := f.layout.MetaServer("gone")
 	for i, c := range in.Caches {
-		want := []string{"drop gone"}
+		want := []string{"doom gone", "drop gone"}
 		if i == meta {
 			want = append(want, "drop gone")
 		}
-		var drops []string
-		for _, c := range c.Calls {
-			if strings.HasPrefix(c, "drop") {
-				drops = append(drops, c)
-			}
-		}
-		if diff := cmp.Diff(want, drops); diff != "" {
+		if diff := cmp.Diff(want, dataCalls(c)); diff != "" {
 			t.Errorf("server %d calls (-want +got):\n%s", i, diff)
 		}
+	}
+}
+
+// dataCalls returns the calls of c that keep or forget data.
+func dataCalls(c *servertest.MemCache) []string {
+	var calls []string
+	for _, c := range c.Calls {
+		for _, op := range []string{"doom ", "undoom ", "drop ", "flushdrop "} {
+			if strings.HasPrefix(c, op) {
+				calls = append(calls, c)
+			}
+		}
+	}
+	return calls
+}
+
+// failingUnlink is a namespace whose removals of names fail after the
+// caller was found allowed to make them: the backing store failed, or the
+// answer of a removal that happened got lost (removed set).
+type failingUnlink struct {
+	namespace.FS
+	removed bool
+}
+
+func (n failingUnlink) Unlink(ctx context.Context, p string) error {
+	if n.removed {
+		if err := n.FS.Unlink(ctx, p); err != nil {
+			return err
+		}
+	}
+	return syscall.EIO
+}
+
+// TestFailedUnlinkKeepsData: the data of a file whose unlink failed stays
+// with the file, and that of a file the failed unlink removed all the same
+// goes with it.
+func TestFailedUnlinkKeepsData(t *testing.T) {
+	for name, removed := range map[string]bool{"file kept": false, "file removed, answer lost": true} {
+		t.Run(name, func(t *testing.T) {
+			in := servertest.Start(t, t.TempDir(), servertest.Options{Servers: 2, ExtentSize: testExtent, Secret: "k",
+				WrapNS: func(ns namespace.FS) namespace.FS { return failingUnlink{ns, removed} }})
+			f := connect(t, in)
+			ctx := context.Background()
+			create(t, f, "f")
+			data := bytes.Repeat([]byte("d"), 3*testExtent)
+			if _, err := f.WriteAt(ctx, "f", data, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Unlink(ctx, "f"); !errors.Is(err, syscall.EIO) {
+				t.Fatalf("Unlink = %v, want EIO", err)
+			}
+			end := "undoom f"
+			if removed {
+				end = "drop f"
+			}
+			for i, c := range in.Caches {
+				if diff := cmp.Diff([]string{"doom f", end}, dataCalls(c)); diff != "" {
+					t.Errorf("server %d calls (-want +got):\n%s", i, diff)
+				}
+			}
+			if removed {
+				return
+			}
+			if got := readAll(t, f, "f", len(data)); !bytes.Equal(got, data) {
+				t.Errorf("data after a failed unlink: %q..., want %q...", got[:8], data[:8])
+			}
+			flushAll(t, in)
+			if got, err := os.ReadFile(filepath.Join(in.Backing, "f")); err != nil || !bytes.Equal(got, data) {
+				t.Errorf("backing file after a failed unlink and a flush: %d bytes, %v; want the data", len(got), err)
+			}
+		})
 	}
 }
 

@@ -123,19 +123,79 @@ func (f *FS) Unlink(ctx context.Context, p string) error {
 	}
 	f.sizeMu.Lock()
 	defer f.sizeMu.Unlock()
-	if a.IsRegular() {
-		op := wire.OpDrop
-		if a.Nlink > 1 {
-			op = wire.OpFlushAndDrop
+	var doomed []int
+	switch {
+	case a.IsRegular() && a.Nlink > 1:
+		// Another name keeps the data: write it back for that one.
+		if err := f.allServers(ctx, wire.OpFlushAndDrop, pathArgs(p)); err != nil {
+			return err
 		}
-		if err := f.allServers(ctx, op, pathArgs(p)); err != nil {
+	case a.IsRegular():
+		if doomed, err = f.doom(ctx, p); err != nil {
 			return err
 		}
 	}
 	f.forget(p)
 	f.settled(p)
 	_, err = f.meta(ctx, p, wire.OpUnlink, pathArgs(p))
+	if len(doomed) > 0 {
+		f.endDoom(ctx, p, doomed, err)
+	}
 	return err
+}
+
+// endDoom ends the doom of p on the servers that kept data of it, after
+// its unlink returned err: the data goes with a file that is gone, and
+// stays with one that is still there, as after a refused removal. A lost
+// connection does not tell which, so a failed unlink asks the metadata
+// server whether the file is there. When nothing says, or a server misses
+// the end, the servers end the doom by themselves after a while, as the
+// backing store says then.
+func (f *FS) endDoom(ctx context.Context, p string, doomed []int, err error) {
+	end := wire.OpDrop
+	if err != nil {
+		_, serr := f.attrCall(ctx, p, wire.OpGetAttr, pathArgs(p))
+		switch {
+		case errors.Is(serr, syscall.ENOENT):
+		case serr == nil:
+			end = wire.OpUndoom
+		default:
+			f.log.Warn("Cannot tell whether a file whose unlink failed is gone; the servers keep its data until they can", "path", p, "err", serr)
+			return
+		}
+	}
+	if eerr := f.someServers(ctx, doomed, end, pathArgs(p)); eerr != nil {
+		f.log.Warn("Ending the doom of an unlinked file failed; the servers end it after a while", "path", p, "err", eerr)
+	}
+}
+
+// doom begins an unlink of the regular file p on every server (OpDoom):
+// they keep what they hold of it, unwritten, until the unlink ends, so
+// that a failed unlink loses nothing and a server that crashes meanwhile
+// does not write the file back. It returns the servers that kept anything.
+func (f *FS) doom(ctx context.Context, p string) ([]int, error) {
+	ctx = context.WithoutCancel(ctx)
+	kept := make([]bool, len(f.servers))
+	err := eachOf(f.every(), func(i int) error {
+		rep, err := f.call(ctx, i, wire.OpDoom, pathArgs(p), nil, nil)
+		if err != nil {
+			return err
+		}
+		d := wire.NewDecoder(rep.Meta)
+		kept[i] = d.Bool()
+		return d.Err()
+	})
+	var doomed []int
+	for i, k := range kept {
+		if k {
+			doomed = append(doomed, i)
+		}
+	}
+	if err != nil && len(doomed) > 0 {
+		// The unlink does not happen: end the dooms that began.
+		_ = f.someServers(ctx, doomed, wire.OpUndoom, pathArgs(p))
+	}
+	return doomed, err
 }
 
 // Rename writes back and drops the cached data of both names on every

@@ -22,6 +22,8 @@ var dataHandlers = map[wire.Op]handlerFunc{
 	wire.OpExtendSize:   (*Server).extendSize,
 	wire.OpDrop:         forgetting(pathOnly((Cache).Drop)),
 	wire.OpFlushAndDrop: forgetting(pathOnly((Cache).FlushAndDrop)),
+	wire.OpDoom:         (*Server).doom,
+	wire.OpUndoom:       pathOnly((Cache).Undoom),
 	wire.OpSync:         pathOnly((Cache).Sync),
 	wire.OpStatFS:       (*Server).statFS,
 	wire.OpInfo:         (*Server).info,
@@ -47,6 +49,24 @@ func readPath(d *wire.Decoder) (string, error) {
 		return "", err
 	}
 	return p, namespace.CheckPath(p)
+}
+
+// doom begins an unlink of a path; a file it did not keep it forgot, as
+// OpDrop does.
+func (s *Server) doom(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	doomed, err := s.cfg.Cache.Doom(ctx, p)
+	if err != nil {
+		return err
+	}
+	if !doomed {
+		s.sizes.forget(p)
+	}
+	resp.Meta.Bool(doomed)
+	return nil
 }
 
 func pathOnly(fn func(Cache, context.Context, string) error) handlerFunc {

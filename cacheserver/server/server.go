@@ -35,6 +35,12 @@ type Cache interface {
 	Trim(ctx context.Context, path string, size int64) error
 	Sync(ctx context.Context, path string) error
 	Drop(ctx context.Context, path string) error
+	// Doom begins an unlink of path: what the cache holds of it is kept,
+	// durably, but not written back until Drop or Undoom ends the doom. It
+	// reports whether it kept anything; a file with nothing the backing
+	// store lacks is dropped instead.
+	Doom(ctx context.Context, path string) (bool, error)
+	Undoom(ctx context.Context, path string) error
 	FlushAndDrop(ctx context.Context, path string) error
 	// Flush writes back everything; the error says why it could not.
 	Flush(ctx context.Context) error
@@ -190,6 +196,7 @@ var mutating = map[wire.Op]bool{
 	wire.OpRmdir: true, wire.OpUnlink: true, wire.OpRename: true, wire.OpSymlink: true,
 	wire.OpLink: true, wire.OpCreate: true, wire.OpSetxattr: true, wire.OpRemovexattr: true,
 	wire.OpClearSetid: true, wire.OpMayUnlink: true, wire.OpTruncateOpen: true, wire.OpWritePiped: true,
+	wire.OpDoom: true, wire.OpUndoom: true,
 }
 
 func init() {

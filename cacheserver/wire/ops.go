@@ -145,6 +145,14 @@ const (
 	// It answers the count written (u32). After an error the server closes
 	// the pipe.
 	OpWritePiped
+	// OpDoom (path) begins an unlink of path: the server keeps what it
+	// holds of the file, durably, but writes none of it back, and answers
+	// whether it kept anything (bool); a file with nothing to keep it
+	// forgets, as OpDrop does. The client ends the doom with OpDrop once
+	// the backing file is gone, or OpUndoom when its removal failed.
+	OpDoom
+	// OpUndoom (path) ends a doom of path whose unlink failed.
+	OpUndoom
 )
 
 // Attr appends a.

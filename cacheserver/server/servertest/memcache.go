@@ -189,6 +189,25 @@ func (m *MemCache) Drop(_ context.Context, path string) error {
 	return nil
 }
 
+// Doom records the call and keeps path, reporting whether it holds any of
+// it; it forgets a path it holds nothing of. It holds nothing back from a
+// Flush: this cache writes back only when asked to.
+func (m *MemCache) Doom(_ context.Context, path string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.record("doom", path)
+	_, held := m.files[path]
+	return held, nil
+}
+
+// Undoom records the call.
+func (m *MemCache) Undoom(_ context.Context, path string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.record("undoom", path)
+	return nil
+}
+
 // FlushAndDrop writes path back and forgets it.
 func (m *MemCache) FlushAndDrop(ctx context.Context, path string) error {
 	m.mu.Lock()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/posixns"
 	"github.com/burstcache/burstcache/cacheserver/server"
 )
@@ -31,6 +32,9 @@ type Options struct {
 	ActAsCaller bool
 	// LoadBalanced serves the instance read-only, whole files per server.
 	LoadBalanced bool
+	// WrapNS, if set, wraps each server's namespace, for tests that make
+	// backing-store operations fail.
+	WrapNS func(namespace.FS) namespace.FS
 }
 
 // Start starts servers over backing with MemCache engines; they stop when
@@ -45,8 +49,12 @@ func Start(t testing.TB, backing string, opts Options) *Instance {
 			t.Fatal(err)
 		}
 		mc := NewMemCache(backing)
+		var sns namespace.FS = ns
+		if opts.WrapNS != nil {
+			sns = opts.WrapNS(ns)
+		}
 		s := server.New(server.Config{
-			Cache: mc, NS: ns, Cred: ident.Process(), Secret: []byte(secret), ActAsCaller: opts.ActAsCaller, LoadBalanced: opts.LoadBalanced,
+			Cache: mc, NS: sns, Cred: ident.Process(), Secret: []byte(secret), ActAsCaller: opts.ActAsCaller, LoadBalanced: opts.LoadBalanced,
 			Info: control.ServerInfo{Instance: "test", Index: i, Servers: n, ExtentSize: extentSize},
 			Log:  slog.New(slog.DiscardHandler),
 		})
