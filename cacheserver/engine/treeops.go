@@ -54,8 +54,19 @@ func (e *Engine) Drop(ctx context.Context, p string) error {
 		return nil
 	}
 	f.wbmu.Lock()
+	e.mu.Lock()
+	doomed := f.doomed > 0
+	e.mu.Unlock()
 	e.dropLocked(f)
 	f.wbmu.Unlock()
+	if doomed {
+		// The end of an unlink (see Doom): a crash before the next commit
+		// finds the file doomed, and drops it once the doom times out,
+		// since the backing file is gone. Waiting here would cost every
+		// unlink a second commit.
+		e.kickCommit()
+		return nil
+	}
 	// Durable step: the index without the file, as in Unlink.
 	return e.waitCommit(ctx)
 }
