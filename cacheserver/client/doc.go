@@ -53,8 +53,11 @@
 // file a job closed, whatever its commit interval.
 //
 // Operations that change which file a path names keep cached data safe by
-// ordering: unlink drops the file's data on every server before the name
-// goes (so a late write-back cannot bring it back), truncate trims every
+// ordering: unlink dooms the file's data on every server before the name
+// goes (the servers keep it, durably, but write none of it back, so a late
+// write-back cannot bring the file back), then drops it, or, when the
+// removal failed and the file is still there, ends the doom and keeps
+// what the job wrote (Engine.Doom tells the rest), truncate trims every
 // server between cutting the backing file and recording the size, and
 // rename and link write the data back and drop it on every server before the
 // name changes, since extents are keyed by path.
