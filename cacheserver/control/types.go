@@ -78,6 +78,11 @@ type Stats struct {
 	// why the latest one failed.
 	WriteBackErrors    uint64 `json:"writeBackErrors"`
 	LastWriteBackError string `json:"lastWriteBackError,omitempty"`
+	// DoomedFiles counts the files an unlink under way holds: their dirty
+	// data is neither written back nor dropped until it ends, or, when
+	// the client that began it is gone, until the server ends it after
+	// two minutes.
+	DoomedFiles int64 `json:"doomedFiles"`
 }
 
 // HitRatio returns Hits / (Hits + Misses), or 0 before any read.

@@ -43,6 +43,9 @@ func TestDoomedDataWaitsForTheUnlink(t *testing.T) {
 	if err := r.flushFor(100 * time.Millisecond); !errors.Is(err, ErrDirtyLeft) {
 		t.Fatalf("flush of a doomed file: %v, want %v", err, ErrDirtyLeft)
 	}
+	if n := r.e.Stats().DoomedFiles; n != 1 {
+		t.Fatalf("Stats().DoomedFiles = %d, want 1", n)
+	}
 	if got := r.backingFile("f"); string(got) != "old" {
 		t.Fatalf("backing file of a doomed file: %q, want it untouched", got)
 	}
@@ -57,6 +60,9 @@ func TestDoomedDataWaitsForTheUnlink(t *testing.T) {
 	}
 	if got := r.backingFile("f"); string(got) != "new data" {
 		t.Fatalf("backing file after a failed unlink: %q, want the data written", got)
+	}
+	if n := r.e.Stats().DoomedFiles; n != 0 {
+		t.Fatalf("Stats().DoomedFiles = %d after the doom ended, want 0", n)
 	}
 }
 

@@ -29,6 +29,9 @@ type Stats struct {
 	LastWriteBackError string
 	// PinnedSlots counts the slots that readers of ReadSpans hold.
 	PinnedSlots int64
+	// DoomedFiles counts the files an unlink holds doomed (see Doom):
+	// their dirty data waits for the unlink to end.
+	DoomedFiles int64
 }
 
 // counters are the monotonic parts of Stats, guarded by Engine.mu.
@@ -50,6 +53,7 @@ func (e *Engine) Stats() Stats {
 		CachedBytes: e.used * e.es, DirtyBytes: e.dirtyBytes, Capacity: e.slab.Slots() * e.es,
 		DirtyExtents: int64(e.dirty.n), WindowBytes: e.window.sum(now), WindowLimit: e.windowLimitLocked(),
 		ReadOnly: e.readOnlyLocked(), WriteBackErrors: e.st.wbErrors, PinnedSlots: int64(len(e.pins)),
+		DoomedFiles: int64(len(e.dooms)),
 	}
 	if e.st.lastWBErr != nil {
 		s.LastWriteBackError = e.st.lastWBErr.Error()

@@ -43,7 +43,7 @@ func (c *engineCache) Stats() control.Stats {
 		Hits: uint64(s.Hits), Misses: uint64(s.Misses),
 		CopyUpBytes: s.CopyUpBytes, WriteBackBytes: s.WriteBackBytes,
 		WriteBackLagSeconds: s.WriteBackLag.Seconds(), Files: s.Files,
-		WriteBackErrors: uint64(s.WriteBackErrors), LastWriteBackError: s.LastWriteBackError,
+		WriteBackErrors: uint64(s.WriteBackErrors), LastWriteBackError: s.LastWriteBackError, DoomedFiles: s.DoomedFiles,
 		BytesRead: s.BytesRead, BytesWritten: s.BytesWritten, Evictions: s.Evictions,
 		WindowBytesWritten: s.WindowBytes, WindowLimitBytes: s.WindowLimit, ReadOnly: s.ReadOnly,
 	}
