@@ -154,10 +154,7 @@ func TestCrashAtEveryDurableStep(t *testing.T) {
 				fsys.CrashAtStep(fsys.Steps() + k)
 				a := newAcked()
 				crashWorkload(r, fsys, a, seed)
-				fsys.Crash()
-				r.e.Close()
-				r.cfg.FS = vfs.OS{}
-				r.open()
+				r.crash(fsys)
 				for p := range a.cur {
 					if _, err := r.e.Size(context.Background(), p); errors.Is(err, fs.ErrNotExist) && a.ack[p] == nil {
 						continue // never acknowledged, lost in the crash
@@ -189,10 +186,7 @@ func TestUnsyncedWritesSurviveACrashAfterTheCommitInterval(t *testing.T) {
 	for !r.e.committed() && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	fsys.Crash()
-	r.e.Close()
-	r.cfg.FS = vfs.OS{}
-	r.open()
+	r.crash(fsys)
 	if got := r.readAll("f"); string(got[3:]) != string(want) {
 		t.Fatalf("after a crash past the commit interval: %q, want %q", got[3:], want)
 	}
@@ -215,9 +209,7 @@ func TestRemovedFilesStayGoneAfterACrash(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			fsys := vfs.NewCrashable(vfs.OS{}, 11)
 			r := newRig(t, modelES, 6, func(c *Config) {
-				c.Dir = filepath.Join(shmDir(t), "cache")
-				c.FS = fsys
-				c.CommitInterval = time.Hour
+				crashable(t, c, fsys)
 				c.Tunables = Tunables{DirtyHigh: 100, DirtyLow: 90, WriteWindow: WriteWindow{Multiplier: -1}}
 			})
 			ctx := context.Background()
@@ -228,10 +220,7 @@ func TestRemovedFilesStayGoneAfterACrash(t *testing.T) {
 			if err := remove(r.e); err != nil {
 				t.Fatal(err)
 			}
-			fsys.Crash()
-			r.e.Close()
-			r.cfg.FS = vfs.OS{}
-			r.open()
+			r.crash(fsys)
 			if err := r.e.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -258,9 +247,7 @@ func TestDroppedExtentsStayDroppedAfterACrash(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			fsys := vfs.NewCrashable(vfs.OS{}, 13)
 			r := newRig(t, modelES, 6, func(c *Config) {
-				c.Dir = filepath.Join(shmDir(t), "cache")
-				c.FS = fsys
-				c.CommitInterval = time.Hour
+				crashable(t, c, fsys)
 			})
 			ctx := context.Background()
 			r.writeBacking("f", []byte("old bytes"))
@@ -274,10 +261,7 @@ func TestDroppedExtentsStayDroppedAfterACrash(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.writeBacking("f", []byte("new bytes"))
-			fsys.Crash()
-			r.e.Close()
-			r.cfg.FS = vfs.OS{}
-			r.open()
+			r.crash(fsys)
 			if got := r.readAll("f"); string(got) != "new bytes" {
 				t.Fatalf("after a crash the cache serves %q, want %q", got, "new bytes")
 			}

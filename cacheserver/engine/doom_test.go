@@ -35,6 +35,31 @@ func (r *rig) flushFor(d time.Duration) error {
 	return r.e.Flush(ctx)
 }
 
+// removeBacking removes the backing file p, as an unlink does.
+func (r *rig) removeBacking(p string) {
+	r.t.Helper()
+	if err := os.Remove(filepath.Join(r.root, p)); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// awaitDoomEnd flushes until the doom of doomRig's file timed out, and
+// checks that it ended as the backing store said: the data dropped when
+// the file is gone, written back when it is not.
+func (r *rig) awaitDoomEnd(gone bool) {
+	r.t.Helper()
+	if err := r.flushFor(10 * time.Second); err != nil {
+		r.t.Fatalf("flush after the doom timed out: %v", err)
+	}
+	got, want := r.backingFile("f"), "new data"
+	if gone {
+		want = ""
+	}
+	if string(got) != want {
+		r.t.Fatalf("backing file: %q, want %q", got, want)
+	}
+}
+
 // TestDoomedDataWaitsForTheUnlink: while an unlink holds a file doomed, its
 // dirty data is not written back and a flush waits; a failed unlink ends
 // the doom and the data reaches the backing file.
@@ -70,9 +95,7 @@ func TestDoomedDataWaitsForTheUnlink(t *testing.T) {
 // doom without writing anything back.
 func TestDoomedThenDroppedStaysGone(t *testing.T) {
 	r := doomRig(t, nil)
-	if err := os.Remove(filepath.Join(r.root, "f")); err != nil {
-		t.Fatal(err)
-	}
+	r.removeBacking("f")
 	if err := r.e.Drop(context.Background(), "f"); err != nil {
 		t.Fatal(err)
 	}
@@ -107,20 +130,9 @@ func TestDoomsNobodyEndsEndAfterTheTimeout(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := doomRig(t, func(c *Config) { c.DoomTimeout = 100 * time.Millisecond })
 			if gone {
-				if err := os.Remove(filepath.Join(r.root, "f")); err != nil {
-					t.Fatal(err)
-				}
+				r.removeBacking("f")
 			}
-			if err := r.flushFor(10 * time.Second); err != nil {
-				t.Fatalf("flush after the doom timed out: %v", err)
-			}
-			got, want := r.backingFile("f"), "new data"
-			if gone {
-				want = ""
-			}
-			if string(got) != want {
-				t.Fatalf("backing file: %q, want %q", got, want)
-			}
+			r.awaitDoomEnd(gone)
 		})
 	}
 }
@@ -135,33 +147,17 @@ func TestDoomsSurviveACrash(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			fsys := vfs.NewCrashable(vfs.OS{}, 17)
 			r := doomRig(t, func(c *Config) {
-				c.Dir = filepath.Join(shmDir(t), "cache")
-				c.FS = fsys
-				c.CommitInterval = time.Hour
+				crashable(t, c, fsys)
 			})
 			if gone {
-				if err := os.Remove(filepath.Join(r.root, "f")); err != nil {
-					t.Fatal(err)
-				}
+				r.removeBacking("f")
 			}
-			fsys.Crash()
-			r.e.Close()
-			r.cfg.FS = vfs.OS{}
 			r.cfg.DoomTimeout = 300 * time.Millisecond
-			r.open()
+			r.crash(fsys)
 			if err := r.flushFor(100 * time.Millisecond); !errors.Is(err, ErrDirtyLeft) {
 				t.Fatalf("flush right after the restart: %v, want %v while the doom holds", err, ErrDirtyLeft)
 			}
-			if err := r.flushFor(10 * time.Second); err != nil {
-				t.Fatalf("flush after the doom timed out: %v", err)
-			}
-			got, want := r.backingFile("f"), "new data"
-			if gone {
-				want = ""
-			}
-			if string(got) != want {
-				t.Fatalf("backing file: %q, want %q", got, want)
-			}
+			r.awaitDoomEnd(gone)
 		})
 	}
 }

@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
+	"github.com/burstcache/burstcache/cacheserver/vfs"
 )
 
 // rig is an engine over a temporary backing directory.
@@ -129,4 +131,23 @@ func (e *Engine) committed() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return len(e.idxExt) == 0 && len(e.idxFile) == 0 && len(e.pendingFree) == 0 && e.commitDone == e.commitStarted
+}
+
+// crashable sets c up for crash tests: the cache directory on fsys, and
+// the periodic commit an hour away, so that only the calls under test
+// make anything durable.
+func crashable(t *testing.T, c *Config, fsys *vfs.Crashable) {
+	c.Dir = filepath.Join(shmDir(t), "cache")
+	c.FS = fsys
+	c.CommitInterval = time.Hour
+}
+
+// crash crashes fsys, losing what was not synced, and opens the engine
+// again on the real file system.
+func (r *rig) crash(fsys *vfs.Crashable) {
+	r.t.Helper()
+	fsys.Crash()
+	r.e.Close()
+	r.cfg.FS = vfs.OS{}
+	r.open()
 }
