@@ -256,9 +256,10 @@ func (e *Engine) setDirtyLocked(x *extent, lo, hi int32) {
 	// writer goes on, spares the next commit or fsync (a close) most of
 	// the wait. Only the write that completes it does so: an extent
 	// rewritten again and again is written ahead once until it is written
-	// back, and otherwise waits for the commit, as before. Copy-ups are left to the commit: nobody waits to sync them,
-	// and on a disk that serves the backing store too they would compete
-	// with the copy-up's own reads.
+	// back, and otherwise waits for the commit, as before. Copy-ups are
+	// left to the commit: nobody waits to sync them, and on a disk that
+	// serves the backing store too they would compete with the copy-up's
+	// own reads.
 	if !wasWhole && e.wholeLocked(x) {
 		e.slab.WriteBehind(int(x.slot))
 	}

@@ -84,11 +84,9 @@ func (e *Engine) endDoomLocked(f *file) {
 	e.kickWriteBackLocked()
 }
 
-// resolveDooms ends the dooms older than DoomTimeout as the backing store
-// says: a file gone there is dropped, one still there (or that cannot be
-// looked at) keeps its data and is written back.
-func (e *Engine) resolveDooms() {
-	e.mu.Lock()
+// oldDoomsLocked returns the doomed files whose doom is older than
+// DoomTimeout.
+func (e *Engine) oldDoomsLocked() []*file {
 	now := e.cfg.Clock.Now()
 	var old []*file
 	for f := range e.dooms {
@@ -96,12 +94,12 @@ func (e *Engine) resolveDooms() {
 			old = append(old, f)
 		}
 	}
-	e.mu.Unlock()
-	for _, f := range old {
-		e.resolveDoom(f)
-	}
+	return old
 }
 
+// resolveDoom ends the doom of f, which timed out, as the backing store
+// says: a file gone there is dropped, one still there (or that cannot be
+// looked at) keeps its data and is written back.
 func (e *Engine) resolveDoom(f *file) {
 	ctx := context.Background()
 	e.mu.Lock()

@@ -220,18 +220,23 @@ func (e *Engine) ticker() {
 		case <-t.C:
 			e.mu.Lock()
 			e.cond.Broadcast()
-			resolve := len(e.dooms) > 0 && !e.resolving && !e.closed
-			if resolve {
+			var old []*file
+			if !e.resolving && !e.closed {
+				old = e.oldDoomsLocked()
+			}
+			if len(old) > 0 {
 				e.resolving = true
 				e.wg.Add(1)
 			}
 			e.mu.Unlock()
-			if resolve {
+			if len(old) > 0 {
 				// It asks the backing store, which may be slow: not on
 				// the ticker, which wakes waiters.
 				go func() {
 					defer e.wg.Done()
-					e.resolveDooms()
+					for _, f := range old {
+						e.resolveDoom(f)
+					}
 					e.mu.Lock()
 					e.resolving = false
 					e.mu.Unlock()
