@@ -139,7 +139,7 @@ func New(opts Options) (*FS, error) {
 // Connect reaches every server and checks that server i of the list is
 // server i of an instance of len(Servers) servers with the same extent size.
 func (f *FS) Connect(ctx context.Context) error {
-	return f.each(ctx, func(i int) error {
+	return eachOf(f.every(), func(i int) error {
 		rep, err := f.servers[i].Do(ctx, &wire.Call{Op: wire.OpInfo, Cred: ident.Process()})
 		if err != nil {
 			return err
@@ -202,11 +202,6 @@ func (f *FS) meta(ctx context.Context, path string, op wire.Op, args *wire.Encod
 		return nil, err
 	}
 	return wire.NewDecoder(rep.Meta), nil
-}
-
-// each runs fn for every server in parallel and returns the errors joined.
-func (f *FS) each(_ context.Context, fn func(i int) error) error {
-	return eachOf(f.every(), fn)
 }
 
 // every returns the indexes of all the servers.

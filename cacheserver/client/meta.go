@@ -334,7 +334,7 @@ func (f *FS) Readlink(ctx context.Context, p string) (string, error) {
 // StatFS sums the capacity and use of every server's cache.
 func (f *FS) StatFS(ctx context.Context) (namespace.StatFS, error) {
 	sts := make([]namespace.StatFS, len(f.servers))
-	err := f.each(ctx, func(i int) error {
+	err := eachOf(f.every(), func(i int) error {
 		rep, err := f.call(ctx, i, wire.OpStatFS, &wire.Encoder{}, nil, nil)
 		if err != nil {
 			return err
