@@ -40,6 +40,11 @@ type Options struct {
 	// socket, also from servers on this machine, whose slab files it
 	// otherwise reads itself.
 	RemoteReads bool
+	// DoomHold is how often an unlink under way tells the servers that
+	// keep the file's data doomed that it still is; 0 means 30 seconds. It
+	// must stay well under the servers' doom timeout (two minutes by
+	// default).
+	DoomHold time.Duration
 	// Log receives the client's warnings; nil means slog.Default().
 	Log *slog.Logger
 }
@@ -52,6 +57,8 @@ type FS struct {
 	// for the others.
 	local []*localSlab
 	log   *slog.Logger
+	// doomHold is Options.DoomHold.
+	doomHold time.Duration
 	// indexes are the servers' indexes in the instance: 0..N-1 when
 	// striped, the one chosen server when load-balanced.
 	indexes      []int
@@ -109,8 +116,11 @@ func New(opts Options) (*FS, error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
+	if opts.DoomHold <= 0 {
+		opts.DoomHold = 30 * time.Second
+	}
 	f := &FS{
-		total: len(opts.Servers), loadBalanced: opts.LoadBalanced, log: opts.Log,
+		total: len(opts.Servers), loadBalanced: opts.LoadBalanced, log: opts.Log, doomHold: opts.DoomHold,
 		files: map[string]*fileState{}, unsynced: map[string]map[int]bool{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), pusherDone: make(chan struct{}),
 	}

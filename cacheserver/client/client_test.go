@@ -305,6 +305,59 @@ func TestFailedUnlinkKeepsData(t *testing.T) {
 	}
 }
 
+// slowUnlink is a namespace whose removals of names take a while, as on a
+// parallel file system whose metadata server fails over.
+type slowUnlink struct {
+	namespace.FS
+	delay time.Duration
+}
+
+func (n slowUnlink) Unlink(ctx context.Context, p string) error {
+	time.Sleep(n.delay)
+	return n.FS.Unlink(ctx, p)
+}
+
+// TestSlowUnlinkHoldsItsDoom: an unlink holds the doom of the file on the
+// servers that kept its data for as long as the removal takes, so that
+// they do not end the doom by themselves meanwhile, and stops once it
+// ended the doom.
+func TestSlowUnlinkHoldsItsDoom(t *testing.T) {
+	in := servertest.Start(t, t.TempDir(), servertest.Options{Servers: 2, ExtentSize: testExtent, Secret: "k",
+		WrapNS: func(ns namespace.FS) namespace.FS { return slowUnlink{ns, 400 * time.Millisecond} }})
+	f, err := New(Options{Servers: in.Data, Secret: []byte("k"), ExtentSize: testExtent, DoomHold: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	ctx := context.Background()
+	if err := f.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	create(t, f, "f")
+	if _, err := f.WriteAt(ctx, "f", make([]byte, 2*testExtent), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Unlink(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	for i, c := range in.Caches {
+		calls := dataCalls(c)
+		var holds int
+		for _, call := range c.Calls {
+			if call == "holddoom f" {
+				holds++
+			}
+		}
+		if holds == 0 {
+			t.Errorf("server %d: no hold of the doom during a 400 ms unlink (calls %q)", i, c.Calls)
+		}
+		if last := c.Calls[len(c.Calls)-1]; last == "holddoom f" {
+			t.Errorf("server %d: the doom was held after the unlink ended it (calls %q)", i, calls)
+		}
+	}
+}
+
 // TestRefusedUnlinkKeepsData checks that a caller who may not remove a name
 // does not make the cache forget the file's data.
 func TestRefusedUnlinkKeepsData(t *testing.T) {

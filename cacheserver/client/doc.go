@@ -57,7 +57,9 @@
 // goes (the servers keep it, durably, but write none of it back, so a late
 // write-back cannot bring the file back), then drops it, or, when the
 // removal failed and the file is still there, ends the doom and keeps
-// what the job wrote (Engine.Doom tells the rest), truncate trims every
+// what the job wrote; a removal that takes long holds the doom at
+// intervals, so that the servers do not end it by themselves while it
+// lasts (Engine.Doom tells the rest), truncate trims every
 // server between cutting the backing file and recording the size, and
 // rename and link write the data back and drop it on every server before the
 // name changes, since extents are keyed by path.

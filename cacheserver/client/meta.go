@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -137,11 +138,45 @@ func (f *FS) Unlink(ctx context.Context, p string) error {
 	}
 	f.forget(p)
 	f.settled(p)
+	stop := f.holdDoom(p, doomed)
 	_, err = f.meta(ctx, p, wire.OpUnlink, pathArgs(p))
+	stop()
 	if len(doomed) > 0 {
 		f.endDoom(ctx, p, doomed, err)
 	}
 	return err
+}
+
+// holdDoom tells the servers that keep p doomed, every doomHold until stop
+// is called, that its unlink is still under way, so that a removal slower
+// than their doom timeout (a metadata server failing over) does not end the
+// doom: it would find the file still there and write it back, and the late
+// removal would leave a file that write-back brings back. A client that
+// dies stops holding, and the servers end the doom by themselves.
+func (f *FS) holdDoom(p string, doomed []int) (stop func()) {
+	if len(doomed) == 0 {
+		return func() {}
+	}
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(f.doomHold)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := f.someServers(context.Background(), doomed, wire.OpHoldDoom, pathArgs(p)); err != nil {
+					f.log.Warn("Holding the doom of a file whose unlink is under way failed", "path", p, "err", err)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+	}
 }
 
 // endDoom ends the doom of p on the servers that kept data of it, after

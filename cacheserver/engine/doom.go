@@ -74,6 +74,27 @@ func (e *Engine) Undoom(ctx context.Context, p string) error {
 	return e.waitCommit(ctx)
 }
 
+// HoldDoom restarts the timeout of a doom of path: the unlink that doomed
+// it is still under way. A removal on the backing store can take longer
+// than DoomTimeout (a metadata server failing over); were the doom to time
+// out meanwhile, it would find the file still there and write it back, and
+// the late removal would leave a file that write-back brings back. The
+// caller holds the doom at intervals well under DoomTimeout for as long as
+// its unlink lasts. Nothing is committed: a restart gives every doom it
+// finds DoomTimeout anyway.
+func (e *Engine) HoldDoom(_ context.Context, p string) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	e.mu.Lock()
+	if f := e.files[p]; f != nil && f.doomed > 0 {
+		f.doomedAt = e.cfg.Clock.Now()
+	}
+	e.mu.Unlock()
+	return nil
+}
+
 // endDoomLocked lets write-back of f resume if no doom holds it.
 func (e *Engine) endDoomLocked(f *file) {
 	if f.doomed > 0 {

@@ -161,3 +161,33 @@ func TestDoomsSurviveACrash(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldDoomsOutlastTheTimeout: an unlink slower than DoomTimeout holds
+// its doom. Were the doom to time out, it would find the file still there
+// and write it back, and the removal, when it ends, would leave a file
+// that write-back brings back.
+func TestHeldDoomsOutlastTheTimeout(t *testing.T) {
+	clk := &fakeClock{now: time.Unix(1_000_000, 0)}
+	r := doomRig(t, func(c *Config) {
+		c.Clock = clk
+		c.DoomTimeout = time.Minute
+	})
+	ctx := context.Background()
+	clk.advance(50 * time.Second)
+	if err := r.e.HoldDoom(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(50 * time.Second)
+	// Ticks of the engine's timer pass meanwhile: a doom that was not held
+	// times out in them.
+	time.Sleep(100 * time.Millisecond)
+	if err := r.flushFor(200 * time.Millisecond); !errors.Is(err, ErrDirtyLeft) {
+		t.Fatalf("flush while the unlink holds the doom: %v, want %v", err, ErrDirtyLeft)
+	}
+	if got := r.backingFile("f"); string(got) != "old" {
+		t.Fatalf("backing file while the unlink holds the doom: %q, want it untouched", got)
+	}
+	r.removeBacking("f")
+	clk.advance(time.Minute)
+	r.awaitDoomEnd(true)
+}

@@ -24,6 +24,7 @@ var dataHandlers = map[wire.Op]handlerFunc{
 	wire.OpFlushAndDrop: forgetting(pathOnly((Cache).FlushAndDrop)),
 	wire.OpDoom:         (*Server).doom,
 	wire.OpUndoom:       pathOnly((Cache).Undoom),
+	wire.OpHoldDoom:     pathOnly((Cache).HoldDoom),
 	wire.OpSync:         pathOnly((Cache).Sync),
 	wire.OpStatFS:       (*Server).statFS,
 	wire.OpInfo:         (*Server).info,

@@ -41,6 +41,9 @@ type Cache interface {
 	// store lacks is dropped instead.
 	Doom(ctx context.Context, path string) (bool, error)
 	Undoom(ctx context.Context, path string) error
+	// HoldDoom restarts the timeout of a doom of path, whose unlink is
+	// still under way.
+	HoldDoom(ctx context.Context, path string) error
 	FlushAndDrop(ctx context.Context, path string) error
 	// Flush writes back everything; the error says why it could not.
 	Flush(ctx context.Context) error
@@ -196,7 +199,7 @@ var mutating = map[wire.Op]bool{
 	wire.OpRmdir: true, wire.OpUnlink: true, wire.OpRename: true, wire.OpSymlink: true,
 	wire.OpLink: true, wire.OpCreate: true, wire.OpSetxattr: true, wire.OpRemovexattr: true,
 	wire.OpClearSetid: true, wire.OpMayUnlink: true, wire.OpTruncateOpen: true, wire.OpWritePiped: true,
-	wire.OpDoom: true, wire.OpUndoom: true,
+	wire.OpDoom: true, wire.OpUndoom: true, wire.OpHoldDoom: true,
 }
 
 func init() {

@@ -153,6 +153,11 @@ const (
 	OpDoom
 	// OpUndoom (path) ends a doom of path whose unlink failed.
 	OpUndoom
+	// OpHoldDoom (path) says that the unlink that doomed path is still
+	// under way: the server restarts the doom's timeout. The client sends
+	// it at intervals for as long as the backing store takes to remove the
+	// file.
+	OpHoldDoom
 )
 
 // Attr appends a.

@@ -208,6 +208,14 @@ func (m *MemCache) Undoom(_ context.Context, path string) error {
 	return nil
 }
 
+// HoldDoom records the call.
+func (m *MemCache) HoldDoom(_ context.Context, path string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.record("holddoom", path)
+	return nil
+}
+
 // FlushAndDrop writes path back and forgets it.
 func (m *MemCache) FlushAndDrop(ctx context.Context, path string) error {
 	m.mu.Lock()
