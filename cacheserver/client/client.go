@@ -62,8 +62,8 @@ type FS struct {
 	files map[string]*fileState
 	// unsynced holds, for each file this client wrote to since it last
 	// made it durable (Fsync, or the close after the writes), the servers
-	// the writes went to.
-	unsynced map[string]map[int]bool
+	// the writes went to and the incarnations of theirs that took them.
+	unsynced map[string]map[int]uint64
 
 	// sizeMu orders size publication with the sequences that cut or
 	// remove a file: a publication holds it shared through its round trip,
@@ -111,7 +111,7 @@ func New(opts Options) (*FS, error) {
 	}
 	f := &FS{
 		total: len(opts.Servers), loadBalanced: opts.LoadBalanced, log: opts.Log,
-		files: map[string]*fileState{}, unsynced: map[string]map[int]bool{},
+		files: map[string]*fileState{}, unsynced: map[string]map[int]uint64{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), pusherDone: make(chan struct{}),
 	}
 	for i := range opts.Servers {
