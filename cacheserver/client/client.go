@@ -154,9 +154,11 @@ func (f *FS) Connect(ctx context.Context) error {
 	})
 }
 
-// Close publishes the sizes this client's writes gave files, then closes
-// the connections. The error says if a size could not be published. Only
-// the first call does anything.
+// Close makes durable what this client wrote and did not make durable
+// yet, publishes the sizes its writes gave files, then closes the
+// connections. The error says if something could not be made durable or
+// published, or was lost by a server that restarted (ErrServerRestarted).
+// Only the first call does anything.
 func (f *FS) Close() error {
 	f.closed.Do(func() { f.closeErr = f.close() })
 	return f.closeErr
@@ -167,7 +169,7 @@ func (f *FS) close() error {
 	<-f.pusherDone
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err := f.pushAll(ctx)
+	err := errors.Join(f.syncAll(ctx), f.pushAll(ctx))
 	for _, s := range f.servers {
 		_ = s.Close()
 	}

@@ -55,7 +55,9 @@
 // write and sync answers the server's incarnation, drawn at each start,
 // and a close or fsync that finds another incarnation than the one that
 // took the writes fails with EIO (ErrServerRestarted) instead of making
-// nothing durable.
+// nothing durable. Writes that come after the last close of a file (the
+// kernel writes back a shared mapping when it is unmapped) are made durable
+// when the client closes, whose error says if they could not be.
 //
 // Operations that change which file a path names keep cached data safe by
 // ordering: unlink dooms the file's data on every server before the name

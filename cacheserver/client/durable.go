@@ -9,10 +9,11 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/wire"
 )
 
-// ErrServerRestarted is returned by Flush and Fsync when a server
+// ErrServerRestarted is returned by Flush, Fsync and Close when a server
 // that took writes of a file restarted before they were made durable: a
 // server commits its index on its own only now and then, so writes that
 // no commit covered were lost in its crash, and its sync finds nothing
@@ -168,6 +169,27 @@ func (f *FS) syncOne(ctx context.Context, path string, i int) (uint64, error) {
 		return 0, err
 	}
 	return optionalUint64(wire.NewDecoder(rep.Meta)), nil
+}
+
+// syncAll makes durable, as the process, every file this client wrote
+// since it last made the file durable: writes that came after the last
+// close of a file (the kernel writes the pages of a shared mapping back
+// when it is unmapped, after the close), and those whose close failed.
+func (f *FS) syncAll(ctx context.Context) error {
+	ctx = ident.NewContext(ctx, ident.Process())
+	f.mu.Lock()
+	paths := slices.Collect(maps.Keys(f.unsynced))
+	f.mu.Unlock()
+	errs := make([]error, len(paths))
+	var wg sync.WaitGroup
+	for j, p := range paths {
+		wg.Go(func() {
+			wrote := f.takeUnsynced(p)
+			errs[j] = f.syncOn(ctx, p, slices.Sorted(maps.Keys(wrote)), wrote)
+		})
+	}
+	wg.Wait()
+	return firstErrno(errs)
 }
 
 // markUnsynced records that this client wrote path's data to the servers

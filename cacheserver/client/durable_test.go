@@ -3,9 +3,23 @@ package client
 import (
 	"context"
 	"errors"
+	"slices"
 	"syscall"
 	"testing"
+
+	"github.com/burstcache/burstcache/cacheserver/server/servertest"
 )
+
+// syncedOn returns the servers of in that were asked to sync p.
+func syncedOn(in *servertest.Instance, p string) []int {
+	var got []int
+	for i, c := range in.Caches {
+		if slices.Contains(c.Calls, "sync "+p) {
+			got = append(got, i)
+		}
+	}
+	return got
+}
 
 // TestSyncAfterARestartReportsTheLoss restarts a server that took writes
 // of a file before they were made durable, as a crash would: the close
@@ -53,5 +67,39 @@ func TestRestartBetweenWritesIsCaught(t *testing.T) {
 	}
 	if err := f.Flush(ctx, "f"); !errors.Is(err, ErrServerRestarted) {
 		t.Fatalf("close after writes on both sides of a restart: %v, want ErrServerRestarted", err)
+	}
+}
+
+// TestCloseMakesLateWritesDurable: writes that come after the last close
+// of a file (the kernel writes a shared mapping back when it is unmapped)
+// are made durable when the client closes, whose error says if they could
+// not be.
+func TestCloseMakesLateWritesDurable(t *testing.T) {
+	f, in := setup(t, 3)
+	ctx := context.Background()
+	create(t, f, "late")
+	data := randomData(3 * testExtent)
+	if _, err := f.WriteAt(ctx, "late", data, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := syncedOn(in, "late"); !slices.Equal(got, []int{0, 1, 2}) {
+		t.Fatalf("servers synced by Close: %v, want every server the writes went to", got)
+	}
+}
+
+// TestCloseReportsLateWritesLost: a server that restarted before the
+// client closed lost writes that no close made durable; Close says so.
+func TestCloseReportsLateWritesLost(t *testing.T) {
+	f, in := setup(t, 1)
+	create(t, f, "late")
+	if _, err := f.WriteAt(context.Background(), "late", []byte("gone"), 0); err != nil {
+		t.Fatal(err)
+	}
+	in.Restart(t, 0)
+	if err := f.Close(); !errors.Is(err, ErrServerRestarted) {
+		t.Fatalf("Close after the server lost unsynced writes: %v, want ErrServerRestarted", err)
 	}
 }

@@ -42,3 +42,48 @@ func TestCloseAfterAServerRestartReportsTheLoss(t *testing.T) {
 		t.Fatalf("close after the server lost the writes: %v, want EIO", err)
 	}
 }
+
+// TestMappedWritesAfterCloseSurviveAServerCrash writes a file through a
+// shared mapping after its descriptor was closed. The kernel sends those
+// writes when the mapping goes, after the last close: stopping the mount
+// must make them durable, so that a crash of the server afterwards loses
+// nothing, as it loses nothing of a closed file.
+func TestMappedWritesAfterCloseSurviveAServerCrash(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 1, append(holdDirty, "--server-arg=--commit-interval=1h")...)
+	data := randomBytes(2<<20, 8)
+	writeMappedAfterClose(t, filepath.Join(in.mount, "mapped"), data)
+	mount := readState(t, in.cacheDir).MountPID
+	if err := syscall.Kill(mount, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, mount)
+	killServer(t, in, 0)
+	must(t, "local", "down", "--mount", in.mount)
+	sameFile(t, filepath.Join(in.backing, "mapped"), data)
+}
+
+// writeMappedAfterClose creates path with len(data) bytes, maps it shared,
+// closes the descriptor, copies data into the mapping and unmaps it.
+func writeMappedAfterClose(t *testing.T, path string, data []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	m, err := syscall.Mmap(int(f.Fd()), 0, len(data), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	copy(m, data)
+	if err := syscall.Munmap(m); err != nil {
+		t.Fatal(err)
+	}
+}
