@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -85,5 +86,42 @@ func writeMappedAfterClose(t *testing.T, path string, data []byte) {
 	copy(m, data)
 	if err := syscall.Munmap(m); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDownReportsWhatTheMountLost restarts a server that lost writes made
+// after a file's last close, before anything made them durable. The mount
+// says so as it stops; local down must pass that on, not report every
+// byte written back.
+func TestDownReportsWhatTheMountLost(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 1, append(holdDirty, "--server-arg=--commit-interval=1h")...)
+	writeMappedAfterClose(t, filepath.Join(in.mount, "mapped"), randomBytes(2<<20, 9))
+	killServer(t, in, 0)
+	r := burstcache(t, "local", "down", "--mount", in.mount)
+	if r.code != 7 || !strings.Contains(r.out, "restarted") {
+		t.Fatalf("down after the mount lost writes: exit %d, want 7 and why:\n%s", r.code, r.out)
+	}
+	if isMounted(t, in.mount) {
+		t.Errorf("still mounted after down")
+	}
+}
+
+// TestDownReportsAKilledMount holds a file open in the mount, so that it
+// does not stop in time and down kills it: whatever it held is lost, and
+// down must say so.
+func TestDownReportsAKilledMount(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 1)
+	f, err := os.Create(filepath.Join(in.mount, "held"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := burstcache(t, "local", "down", "--mount", in.mount, "--unmount-timeout", "1s")
+	if r.code != 7 {
+		t.Fatalf("down that killed the mount: exit %d, want 7:\n%s", r.code, r.out)
 	}
 }
