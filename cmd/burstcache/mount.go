@@ -145,13 +145,24 @@ func serveMount(ctx context.Context, srv *fusefs.Server, c *client.FS, timeout t
 		err = unmountBusy(srv, gone, timeout, log)
 	}
 	if cerr := c.Close(); cerr != nil {
-		cerr = withCode(exitUnpublished, fmt.Errorf("making durable and publishing what the mount was given: %w", cerr))
-		if err == nil {
-			return cerr
-		}
-		err = errors.Join(err, cerr)
+		err = addUnpublished(err, fmt.Errorf("making durable and publishing what the mount was given: %w", cerr))
 	}
-	return err
+	// Writes of cached pages that failed were dropped by the kernel, which
+	// may have told nobody.
+	return addUnpublished(err, srv.Dropped())
+}
+
+// addUnpublished adds to err that the mount could not publish what it was
+// given (lost), with exitUnpublished as the exit code when err has none.
+func addUnpublished(err, lost error) error {
+	if lost == nil {
+		return err
+	}
+	lost = withCode(exitUnpublished, lost)
+	if err == nil {
+		return lost
+	}
+	return errors.Join(err, lost)
 }
 
 // unmountBusy unmounts, retrying while the mount is busy. Past the timeout

@@ -125,3 +125,39 @@ func TestDownReportsAKilledMount(t *testing.T) {
 		t.Fatalf("down that killed the mount: exit %d, want 7:\n%s", r.code, r.out)
 	}
 }
+
+// TestDownReportsDroppedWriteBack writes a file through a shared mapping
+// after its last close while the server is down: the kernel writes the
+// pages back as the mapping goes, that fails, and it drops them, telling
+// no process. The mount must tell, and local down with it.
+func TestDownReportsDroppedWriteBack(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 1)
+	path := filepath.Join(in.mount, "mapped")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1 << 20); err != nil {
+		t.Fatal(err)
+	}
+	m, err := syscall.Mmap(int(f.Fd()), 0, 1<<20, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	copy(m, randomBytes(1<<20, 11))
+	victim := readState(t, in.cacheDir).Servers[0].PID
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, victim)
+	if err := syscall.Munmap(m); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "local", "up", "--backing", in.backing, "--mount", in.mount, "--cache-dir", in.cacheDir, "--servers", "1", "--capacity", "256Mi")
+	if r := burstcache(t, "local", "down", "--mount", in.mount); r.code != 7 || !strings.Contains(r.out, "dropped") {
+		t.Fatalf("down after the kernel dropped a failed write-back: exit %d, want 7 and why:\n%s", r.code, r.out)
+	}
+}
