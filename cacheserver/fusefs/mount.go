@@ -223,6 +223,7 @@ func (s *Server) Unmount() error {
 func (s *Server) unmount() error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.server.Unmount() }()
+	aborted := false
 	select {
 	case err := <-errc:
 		if err != nil {
@@ -231,9 +232,16 @@ func (s *Server) unmount() error {
 	case <-time.After(s.opts.ShutdownTimeout):
 		s.log.Warn("Aborting a FUSE mount that does not unmount", "mountpoint", s.dir)
 		s.abort()
+		aborted = true
 	}
 	select {
 	case <-s.done:
+		if aborted {
+			// The abort failed the requests in flight, writes of cached
+			// pages included, which the kernel then drops: the shutdown
+			// was not clean, whatever the serving loops did next.
+			return fmt.Errorf("unmounting %s: aborted: %w", s.dir, ErrShutdownTimeout)
+		}
 		return nil
 	case <-time.After(s.opts.ShutdownTimeout):
 		s.log.Error("Giving up on FUSE request handlers that do not return", "mountpoint", s.dir)
