@@ -69,8 +69,8 @@ type FS struct {
 	files map[string]*fileState
 	// unsynced holds, for each file this client wrote to since it last
 	// made it durable (Fsync, or the close after the writes), the servers
-	// the writes went to.
-	unsynced map[string]map[int]bool
+	// the writes went to and the incarnations of theirs that took them.
+	unsynced map[string]map[int]uint64
 
 	// sizeMu orders size publication with the sequences that cut or
 	// remove a file: a publication holds it shared through its round trip,
@@ -121,7 +121,7 @@ func New(opts Options) (*FS, error) {
 	}
 	f := &FS{
 		total: len(opts.Servers), loadBalanced: opts.LoadBalanced, log: opts.Log, doomHold: opts.DoomHold,
-		files: map[string]*fileState{}, unsynced: map[string]map[int]bool{},
+		files: map[string]*fileState{}, unsynced: map[string]map[int]uint64{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), pusherDone: make(chan struct{}),
 	}
 	for i := range opts.Servers {
@@ -164,9 +164,11 @@ func (f *FS) Connect(ctx context.Context) error {
 	})
 }
 
-// Close publishes the sizes this client's writes gave files, then closes
-// the connections. The error says if a size could not be published. Only
-// the first call does anything.
+// Close makes durable what this client wrote and did not make durable
+// yet, publishes the sizes its writes gave files, then closes the
+// connections. The error says if something could not be made durable or
+// published, or was lost by a server that restarted (ErrServerRestarted).
+// Only the first call does anything.
 func (f *FS) Close() error {
 	f.closed.Do(func() { f.closeErr = f.close() })
 	return f.closeErr
@@ -177,7 +179,7 @@ func (f *FS) close() error {
 	<-f.pusherDone
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err := f.pushAll(ctx)
+	err := errors.Join(f.syncAll(ctx), f.pushAll(ctx))
 	for _, s := range f.servers {
 		_ = s.Close()
 	}

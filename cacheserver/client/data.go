@@ -3,8 +3,6 @@ package client
 import (
 	"context"
 	"io"
-	"maps"
-	"slices"
 	"syscall"
 	"time"
 
@@ -182,28 +180,37 @@ func (f *FS) WriteAt(ctx context.Context, path string, p []byte, off int64) (int
 			announce <- err
 		}()
 	}
+	var took incarnations
 	err := eachPiece(pcs, func(pc placement.Piece) error {
 		data := p[pc.Start:pc.End]
+		var rep wire.Reply
+		var err error
 		if l := f.local[pc.Server]; l.usable() && len(data) >= localWriteMin {
-			return f.writeLocal(ctx, l, path, pc, data)
+			rep, err = f.writeLocal(ctx, l, path, pc, data)
+		} else {
+			rep, err = f.writePiece(ctx, path, pc, data)
 		}
-		return f.writePiece(ctx, path, pc, data)
+		if err == nil {
+			took.add(pc.Server, writeIncarnation(rep))
+		}
+		return err
 	})
 	if announce != nil {
 		err = firstErrno([]error{err, <-announce})
 	}
+	// Pieces that were written are recorded even when others failed: the
+	// next close makes them durable, or says that they were lost.
+	f.markUnsynced(path, took.m)
 	if err != nil {
 		return 0, err
 	}
 	f.grew(path, end)
-	f.wroteTo(path, pcs)
 	return len(p), nil
 }
 
 // writePiece sends one piece to its server.
-func (f *FS) writePiece(ctx context.Context, path string, pc placement.Piece, data []byte) error {
-	_, err := f.call(ctx, pc.Server, wire.OpWrite, pathArgs(path).Int64(pc.Off), data, nil)
-	return err
+func (f *FS) writePiece(ctx context.Context, path string, pc placement.Piece, data []byte) (wire.Reply, error) {
+	return f.call(ctx, pc.Server, wire.OpWrite, pathArgs(path).Int64(pc.Off), data, nil)
 }
 
 // holdsEnd reports whether the last of pcs, which ends the write, goes to the
@@ -278,7 +285,10 @@ func (f *FS) pushSize(ctx context.Context, path string) error {
 	if end == 0 {
 		return nil
 	}
-	_, err := f.meta(ctx, path, wire.OpExtendSize, pathArgs(path).Int64(end).Bool(true))
+	err := retryLost(func() error {
+		_, err := f.meta(ctx, path, wire.OpExtendSize, pathArgs(path).Int64(end).Bool(true))
+		return err
+	})
 	if err != nil {
 		f.mu.Lock()
 		st.pending = max(st.pending, end)
@@ -287,101 +297,11 @@ func (f *FS) pushSize(ctx context.Context, path string) error {
 	return err
 }
 
-// Flush is called by the FUSE layer at every close. A file this client
-// wrote since it last made it durable is made durable now, as Fsync does,
-// on the servers the writes went to: close returns once the data is where
-// their durability puts it (on their SSDs, or written back), so a server
-// that crashes after a job closed a file loses none of it. Every write that extended the file announced the
-// new size to the metadata server already, so the next open anywhere sees
-// it. Flush then forgets what this client knew of the file, so that a later
-// open learns it afresh.
-func (f *FS) Flush(ctx context.Context, path string) error {
-	if wrote := f.takeUnsynced(path); len(wrote) > 0 {
-		if err := f.syncOn(ctx, path, wrote, wrote); err != nil {
-			return err
-		}
-	}
-	f.mu.Lock()
-	if st := f.files[path]; st != nil && st.pending == 0 {
-		delete(f.files, path)
-	}
-	f.mu.Unlock()
-	return nil
-}
-
-// Fsync publishes the size and makes the data durable on every server, as
-// their durability setting says.
-func (f *FS) Fsync(ctx context.Context, path string) error {
-	return f.syncOn(ctx, path, f.every(), f.takeUnsynced(path))
-}
-
-// syncOn publishes path's size and syncs it on servers. If that fails,
-// wrote, the servers this client wrote the file to since it last made it
-// durable, stay recorded for the next close or fsync.
-func (f *FS) syncOn(ctx context.Context, path string, servers, wrote []int) error {
-	err := f.pushSize(ctx, path)
-	if err == nil {
-		err = f.someServers(ctx, servers, wire.OpSync, pathArgs(path))
-	}
-	if err != nil {
-		f.markUnsynced(path, wrote)
-	}
-	return err
-}
-
-// wroteTo records the servers of pieces pcs of path, which this client
-// wrote: the next close makes the file durable on them.
-func (f *FS) wroteTo(path string, pcs []placement.Piece) {
-	servers := make([]int, len(pcs))
-	for i, pc := range pcs {
-		servers[i] = pc.Server
-	}
-	f.markUnsynced(path, servers)
-}
-
-// markUnsynced records that this client wrote path's data to servers since
-// it last made the file durable.
-func (f *FS) markUnsynced(path string, servers []int) {
-	if len(servers) == 0 {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	set := f.unsynced[path]
-	if set == nil {
-		set = map[int]bool{}
-		f.unsynced[path] = set
-	}
-	for _, i := range servers {
-		set[i] = true
-	}
-}
-
-// takeUnsynced returns, in order, the servers this client wrote path's data
-// to since it last made the file durable, and forgets them.
-func (f *FS) takeUnsynced(path string) []int {
-	f.mu.Lock()
-	set := f.unsynced[path]
-	delete(f.unsynced, path)
-	f.mu.Unlock()
-	return slices.Sorted(maps.Keys(set))
-}
-
 // forget drops what the client knows about path.
 func (f *FS) forget(paths ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, p := range paths {
 		delete(f.files, p)
-	}
-}
-
-// settled forgets that this client wrote to paths, whose data is gone or
-// was written back: their next close has nothing to make durable.
-func (f *FS) settled(paths ...string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, p := range paths {
-		delete(f.unsynced, p)
 	}
 }

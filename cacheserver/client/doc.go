@@ -50,7 +50,14 @@
 // makes it durable, as Fsync does: on the servers its writes went to, which
 // the client records per file, as their durability says (on the cache
 // device, or written back). So a server that crashes loses nothing of a
-// file a job closed, whatever its commit interval.
+// file a job closed, whatever its commit interval. Writes to a file still
+// open that no commit covered are lost when their server crashes: every
+// write and sync answers the server's incarnation, drawn at each start,
+// and a close or fsync that finds another incarnation than the one that
+// took the writes fails with EIO (ErrServerRestarted) instead of making
+// nothing durable. Writes that come after the last close of a file (the
+// kernel writes back a shared mapping when it is unmapped) are made durable
+// when the client closes, whose error says if they could not be.
 //
 // Operations that change which file a path names keep cached data safe by
 // ordering: unlink dooms the file's data on every server before the name

@@ -385,7 +385,7 @@ const localWriteMin = 32 << 10
 // client stalled across a restart of the server, however long, finds its
 // pipe closed, and cannot write into a slot the new server reused. A write
 // the pipe cannot take goes through the socket.
-func (f *FS) writeLocal(ctx context.Context, l *localSlab, path string, pc placement.Piece, data []byte) error {
+func (f *FS) writeLocal(ctx context.Context, l *localSlab, path string, pc placement.Piece, data []byte) (wire.Reply, error) {
 	p := l.pipes.get(ctx, l)
 	if p == nil {
 		return f.writePiece(ctx, path, pc, data)
@@ -398,10 +398,10 @@ func (f *FS) writeLocal(ctx context.Context, l *localSlab, path string, pc place
 	// The pipe refers to the pages of data until the server has moved
 	// them, so the call is never given up halfway: data may be reused for
 	// another write once this returns.
-	_, err := l.srv.Do(context.WithoutCancel(ctx), &wire.Call{Op: wire.OpWritePiped, Cred: cred(ctx), Args: args.Bytes()})
+	rep, err := l.srv.Do(context.WithoutCancel(ctx), &wire.Call{Op: wire.OpWritePiped, Cred: cred(ctx), Args: args.Bytes()})
 	if err == nil {
 		l.pipes.put(p)
-		return nil
+		return rep, nil
 	}
 	// The server closes the pipe after a failed write, and the bytes may
 	// still be in it: it is not used again. Before data may be reused,
@@ -412,7 +412,7 @@ func (f *FS) writeLocal(ctx context.Context, l *localSlab, path string, pc place
 	case errors.Is(err, syscall.ENOSYS), errors.Is(err, syscall.EOPNOTSUPP):
 		l.pipes.disable()
 	case !errors.Is(err, wire.ErrConnLost) && !errors.Is(err, syscall.EBADF) && !errors.Is(err, syscall.EINVAL):
-		return err
+		return wire.Reply{}, err
 	}
 	// The server restarted, or the connection broke with the write done
 	// or not: writing the same bytes through the socket is right either way.

@@ -15,6 +15,8 @@ import (
 type Client struct {
 	base string
 	http *http.Client
+	// token, if set, goes with every call (see WithSecret).
+	token string
 }
 
 // NewClient returns a client of the control API at addr ("host:port" or a
@@ -28,6 +30,14 @@ func NewClient(addr string, hc *http.Client) *Client {
 		hc = http.DefaultClient
 	}
 	return &Client{base: strings.TrimSuffix(addr, "/"), http: hc}
+}
+
+// WithSecret returns a client whose calls prove that the caller holds
+// the instance's shared secret (see Token), as Discard must.
+func (c *Client) WithSecret(secret []byte) *Client {
+	cp := *c
+	cp.token = Token(secret)
+	return &cp
 }
 
 // Flush writes back every dirty byte of the server. It blocks until the
@@ -46,7 +56,7 @@ func (c *Client) Drain(ctx context.Context) (FlushResult, error) {
 // Discard makes the server refuse new writes with EROFS and remove its
 // cache files when it stops, with the data not written back. Only a
 // teardown that drops unwritten data, as the instance's owner asked, calls
-// it.
+// it, with a client made WithSecret: servers refuse it otherwise.
 func (c *Client) Discard(ctx context.Context) error {
 	return c.call(ctx, "discard", http.MethodPost, "/v1/discard", nil, nil)
 }
@@ -114,6 +124,9 @@ func (c *Client) call(ctx context.Context, op, method, path string, in, out any)
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return fmt.Errorf("control %s: %w", op, err)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

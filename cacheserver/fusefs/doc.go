@@ -53,6 +53,17 @@
 // last release and never listed by readdir, and stat on a descriptor reports
 // one link less, as if the name were gone.
 //
+// # Failed write-back of cached pages
+//
+// The kernel sends some writes from its page cache, not from write(2):
+// all of them with the client cache, and the pages of shared mappings in
+// every mode, which it writes back when the mapping goes, after the last
+// close of the file. When such a write fails (a server is unreachable),
+// the kernel marks the pages clean, so their bytes are gone, and tells at
+// most a later fsync or close, which may never come. The mount counts
+// these writes (FUSE_WRITE_CACHE) and Dropped reports them, so that the
+// mount process can end saying it did not publish everything.
+//
 // # Locks
 //
 // POSIX and BSD locks are left to the kernel (the mount does not ask for

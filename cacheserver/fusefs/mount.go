@@ -87,6 +87,8 @@ type Server struct {
 	// when they have, or when Unmount gave up waiting for them.
 	done, stopped chan struct{}
 	stopOnce      sync.Once
+	// dropped counts writes of cached pages that failed (see Dropped).
+	dropped droppedWrites
 }
 
 // Mount mounts fsys on the directory mountpoint and serves it until Unmount.
@@ -97,8 +99,7 @@ func Mount(mountpoint string, fsys namespace.FS, opts Options) (*Server, error) 
 		return nil, fmt.Errorf("mounting %s: %w", mountpoint, err)
 	}
 	s := &Server{dir: mountpoint, fsys: fsys, opts: opts, log: opts.Logger, done: make(chan struct{}), stopped: make(chan struct{})}
-	root := &node{m: s}
-	server, err := fs.Mount(mountpoint, root, s.fsOptions())
+	server, err := s.mount()
 	if err != nil {
 		return nil, fmt.Errorf("mounting %s: %w", mountpoint, err)
 	}
@@ -114,6 +115,24 @@ func Mount(mountpoint string, fsys namespace.FS, opts Options) (*Server, error) 
 	}()
 	s.log.Info("Serving FUSE mount", "mountpoint", mountpoint, "clientCache", opts.ClientCache)
 	return s, nil
+}
+
+// mount mounts s on its directory and starts serving it, as fs.Mount does,
+// with the writes of cached pages watched (watchedFS).
+func (s *Server) mount() (*fuse.Server, error) {
+	opts := s.fsOptions()
+	raw := watchedFS{RawFileSystem: fs.NewNodeFS(&node{m: s}, opts), m: s}
+	server, err := fuse.NewServer(raw, s.dir, &opts.MountOptions)
+	if err != nil {
+		return nil, err
+	}
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
+		// As fs.Mount: the serving loop ends by itself when the mount
+		// failed.
+		return nil, err
+	}
+	return server, nil
 }
 
 func (o Options) withDefaults() Options {
@@ -204,6 +223,7 @@ func (s *Server) Unmount() error {
 func (s *Server) unmount() error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.server.Unmount() }()
+	aborted := false
 	select {
 	case err := <-errc:
 		if err != nil {
@@ -212,9 +232,16 @@ func (s *Server) unmount() error {
 	case <-time.After(s.opts.ShutdownTimeout):
 		s.log.Warn("Aborting a FUSE mount that does not unmount", "mountpoint", s.dir)
 		s.abort()
+		aborted = true
 	}
 	select {
 	case <-s.done:
+		if aborted {
+			// The abort failed the requests in flight, writes of cached
+			// pages included, which the kernel then drops: the shutdown
+			// was not clean, whatever the serving loops did next.
+			return fmt.Errorf("unmounting %s: aborted: %w", s.dir, ErrShutdownTimeout)
+		}
 		return nil
 	case <-time.After(s.opts.ShutdownTimeout):
 		s.log.Error("Giving up on FUSE request handlers that do not return", "mountpoint", s.dir)

@@ -94,3 +94,39 @@ func mounted(t *testing.T, dir string) bool {
 	}
 	return false
 }
+
+// TestAbortedUnmountIsNotClean: a request handler that hangs past the
+// shutdown timeout gets the mount aborted, which fails what the kernel had
+// in flight; Unmount must say so even when the handler returns soon after.
+func TestAbortedUnmountIsNotClean(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting with mount(2) needs root")
+	}
+	backing, mnt := t.TempDir(), t.TempDir()
+	p, err := posixns.New(backing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	const timeout = 300 * time.Millisecond
+	fsys := &stuckUnlink{FS: p, entered: make(chan struct{}), release: make(chan struct{})}
+	s, err := Mount(mnt, fsys, Options{DirectMount: true, ShutdownTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(mnt, unix.MNT_DETACH)
+	name := filepath.Join(mnt, "f")
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(name); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	<-fsys.entered
+	time.AfterFunc(3*timeout/2, func() { close(fsys.release) })
+	if err := s.Unmount(); !errors.Is(err, ErrShutdownTimeout) {
+		t.Fatalf("Unmount that aborted the mount = %v, want ErrShutdownTimeout", err)
+	}
+}

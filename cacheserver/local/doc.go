@@ -16,6 +16,8 @@
 //	                 TCP instead when the path is too long for a socket);
 //	                 the control API listens on a loopback port
 //	logs/            server-I.log and mount.log
+//	mount.exit.json  how the mount ended (--exit-file): code 0 when it
+//	                 made durable and published everything it was given
 //
 // and a small pointer file, /run/burstcache/<hash of the mount point>.json
 // (under the temporary directory when /run is not writable), names the cache

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -17,40 +19,96 @@ import (
 // written back; it stays in the servers' cache directories for the next Up.
 var ErrWriteBack = errors.New("write-back incomplete")
 
+// ErrMountUnpublished is returned by Down when the mount did not end
+// having made durable and published everything it was given: it said so,
+// or it ended without saying (killed, or crashed). Writes of the job may be
+// lost; the mount's log names the files.
+var ErrMountUnpublished = errors.New("the mount did not publish everything it was given")
+
 // Down unmounts (the mount publishes what it wrote), writes back every dirty
 // byte of every server, and stops the servers. When write-back fails, the
 // servers are stopped anyway, the error wraps ErrWriteBack, and the state
 // and cache directories stay, so that Up over the same cache directory
 // finds the data again. After a complete write-back the servers' cache
-// directories, which then hold only clean copies, are removed.
+// directories, which then hold only clean copies, are removed. A mount
+// that did not publish everything makes the error wrap ErrMountUnpublished
+// too: what the servers hold is written back all the same.
 func Down(ctx context.Context, bin string, st *State, timeout time.Duration) error {
-	if err := unmount(bin, st, timeout); err != nil {
+	unpublished, err := unmount(bin, st, timeout)
+	if err != nil {
 		return err
 	}
 	flushErr := flushAll(ctx, st)
 	stopAll(bin, st)
 	if flushErr != nil {
-		return fmt.Errorf("%w: %w; the dirty data stays in %s and the next up recovers it", ErrWriteBack, flushErr, st.CacheDir)
+		return errors.Join(fmt.Errorf("%w: %w; the dirty data stays in %s and the next up recovers it", ErrWriteBack, flushErr, st.CacheDir), unpublished)
 	}
 	for _, s := range st.Servers {
 		_ = os.RemoveAll(filepath.Join(st.CacheDir, fmt.Sprintf("server-%d", s.Index)))
 		_ = os.Remove(filepath.Join(st.CacheDir, fmt.Sprintf("server-%d.ready", s.Index)))
 	}
 	_ = os.Remove(filepath.Join(st.CacheDir, "mount.ready"))
-	return st.forget()
+	return errors.Join(unpublished, st.forget())
 }
 
-// unmount stops the mount process, which unmounts and publishes file sizes,
-// and detaches the mount if the process is gone but the mount is not.
-func unmount(bin string, st *State, timeout time.Duration) error {
-	err := stop(st.MountPID, bin, timeout)
+// unmount stops the mount process, which unmounts and publishes what it
+// was given, and detaches the mount if the process is gone but the mount
+// is not. It returns what the mount said of what it published (see
+// mountVerdict), and an error if the mount could not be taken away.
+func unmount(bin string, st *State, timeout time.Duration) (unpublished, err error) {
+	if st.MountPID == 0 {
+		// An earlier down stopped the mount and reported its verdict.
+		return nil, nil
+	}
+	stopErr := stop(st.MountPID, bin, timeout)
 	if mounted(st.Mount) {
-		if uerr := syscall.Unmount(st.Mount, syscall.MNT_DETACH); uerr != nil {
-			return fmt.Errorf("unmounting %s: %w", st.Mount, errors.Join(err, uerr))
+		if err := syscall.Unmount(st.Mount, syscall.MNT_DETACH); err != nil {
+			return nil, fmt.Errorf("unmounting %s: %w", st.Mount, errors.Join(stopErr, err))
 		}
 	}
+	unpublished = mountVerdict(st, stopErr)
+	// Durable step: the mount is gone. A crash before this save finds the
+	// mount's process gone at the next down, and its exit file, which says
+	// the same again.
 	st.MountPID = 0
-	return st.save()
+	if err := st.save(); err != nil {
+		return nil, err
+	}
+	_ = os.Remove(mountExitPath(st.CacheDir))
+	return unpublished, nil
+}
+
+// mountExitPath is the file where the mount records how it ended.
+func mountExitPath(cacheDir string) string { return filepath.Join(cacheDir, "mount.exit.json") }
+
+// mountExit is what `burstcache mount --exit-file` writes.
+type mountExit struct {
+	Code  int    `json:"code"`
+	Error string `json:"error"`
+}
+
+// mountVerdict returns nil if the mount ended saying that it published
+// everything, and an error wrapping ErrMountUnpublished otherwise. stopErr
+// is the error of stopping it. A mount started without an exit file (by an
+// older up) is judged by stopErr alone.
+func mountVerdict(st *State, stopErr error) error {
+	if stopErr != nil {
+		return fmt.Errorf("%w: %w", ErrMountUnpublished, stopErr)
+	}
+	if !slices.Contains(st.MountArgs, "--exit-file") {
+		return nil
+	}
+	var e mountExit
+	err := readJSON(mountExitPath(st.CacheDir), &e)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: it ended without saying how (killed?); see %s", ErrMountUnpublished, filepath.Join(st.CacheDir, "logs", "mount.log"))
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrMountUnpublished, err)
+	case e.Code != 0:
+		return fmt.Errorf("%w: exit code %d: %s", ErrMountUnpublished, e.Code, e.Error)
+	}
+	return nil
 }
 
 // flushAll flushes every server in parallel.

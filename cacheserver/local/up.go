@@ -225,11 +225,13 @@ func startMount(ctx context.Context, cfg Config, st *State) error {
 	for _, s := range st.Servers {
 		addrs = append(addrs, s.Data)
 	}
-	ready := filepath.Join(st.CacheDir, "mount.ready")
+	ready, exit := filepath.Join(st.CacheDir, "mount.ready"), mountExitPath(st.CacheDir)
 	_ = os.Remove(ready)
+	// What an earlier mount recorded of its end is not this one's.
+	_ = os.Remove(exit)
 	args := []string{"mount", "--servers", strings.Join(addrs, ","),
 		"--secret-file", filepath.Join(st.CacheDir, "secret"),
-		"--extent-size", strconv.FormatInt(st.ExtentSize, 10), "--ready-file", ready, st.Mount}
+		"--extent-size", strconv.FormatInt(st.ExtentSize, 10), "--ready-file", ready, "--exit-file", exit, st.Mount}
 	c, err := start("mount", cfg.Binary, args, filepath.Join(st.CacheDir, "logs", "mount.log"))
 	if err != nil {
 		return err

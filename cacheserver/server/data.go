@@ -25,7 +25,7 @@ var dataHandlers = map[wire.Op]handlerFunc{
 	wire.OpDoom:         (*Server).doom,
 	wire.OpUndoom:       pathOnly((Cache).Undoom),
 	wire.OpHoldDoom:     pathOnly((Cache).HoldDoom),
-	wire.OpSync:         pathOnly((Cache).Sync),
+	wire.OpSync:         (*Server).sync,
 	wire.OpStatFS:       (*Server).statFS,
 	wire.OpInfo:         (*Server).info,
 	wire.OpSlabFile:     (*Server).slabFile,
@@ -143,7 +143,21 @@ func (s *Server) write(ctx context.Context, req *wire.Request, resp *wire.Respon
 	if err != nil {
 		return err
 	}
-	resp.Meta.Uint32(uint32(n))
+	resp.Meta.Uint32(uint32(n)).Uint64(s.incarnation)
+	return nil
+}
+
+// sync makes the cached data of a path durable and answers the server's
+// incarnation, which the client compares with that of its writes.
+func (s *Server) sync(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Cache.Sync(ctx, p); err != nil {
+		return err
+	}
+	resp.Meta.Uint64(s.incarnation)
 	return nil
 }
 

@@ -178,7 +178,7 @@ func (s *Server) writePiped(ctx context.Context, req *wire.Request, resp *wire.R
 	if err != nil {
 		return err
 	}
-	resp.Meta.Uint32(uint32(n))
+	resp.Meta.Uint32(uint32(n)).Uint64(s.incarnation)
 	return nil
 }
 

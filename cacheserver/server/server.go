@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"sync"
@@ -91,6 +92,9 @@ type Server struct {
 	slabOnce sync.Once
 	slab     SlabID
 	slabErr  error
+
+	// incarnation names this run of the server; see Incarnation.
+	incarnation uint64
 }
 
 // New returns a server for cfg.
@@ -98,14 +102,32 @@ func New(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: cfg.Log}
+	s := &Server{cfg: cfg, log: cfg.Log, incarnation: newIncarnation()}
 	s.wire = wire.Server{Handler: s, Secret: cfg.Secret, Log: cfg.Log, OnConn: s.onConn, Inline: inlineOps}
 	mux := http.NewServeMux()
-	mux.Handle("/", control.NewHandler(s, cfg.Log))
+	mux.Handle("/", control.NewHandler(s, cfg.Log, control.WithSecret(cfg.Secret)))
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	s.http = http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s
 }
+
+// newIncarnation returns a random number other than zero, which clients
+// take for "unknown" (a server too old to answer one).
+func newIncarnation() uint64 {
+	for {
+		if n := rand.Uint64(); n != 0 {
+			return n
+		}
+	}
+}
+
+// Incarnation returns the number that names this run of the server. Writes
+// and syncs answer it (OpWrite, OpWritePiped, OpSync): a write that a
+// server acknowledged before it crashed, and that no commit of its index
+// covered, is gone when it starts again, so a client that finds another
+// incarnation at the sync than at the write must report the write lost
+// instead of calling it durable.
+func (s *Server) Incarnation() uint64 { return s.incarnation }
 
 // Serve serves the data path on data and the control API on ctl until
 // Shutdown. It returns the first error of either.

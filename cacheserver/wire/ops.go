@@ -13,7 +13,8 @@ const (
 	// OpRead (path, off i64, len u32) answers the bytes read in the data
 	// section and a bool that is true at the end of the file the server knows.
 	OpRead Op = 1 + iota
-	// OpWrite (path, off i64; data) answers the count written (u32).
+	// OpWrite (path, off i64; data) answers the count written (u32) and
+	// the server's incarnation (u64; see OpSync).
 	OpWrite
 	// OpTrim (path, size i64) drops cached data past size.
 	OpTrim
@@ -22,7 +23,12 @@ const (
 	// OpFlushAndDrop (path) writes back then forgets cached data of path.
 	OpFlushAndDrop
 	// OpSync (path) makes the cached data of path durable per the server's
-	// durability setting.
+	// durability setting, and answers the server's incarnation (u64): a
+	// number drawn at each start of the server. A write answered by
+	// another incarnation than the sync may have been lost in a crash of
+	// the server in between, with nothing left for the sync to make
+	// durable. Servers older than the incarnation answer none (clients
+	// read zero).
 	OpSync
 	// OpExtendSize (path, size i64, durable bool) records that the file is
 	// at least size bytes long: in memory at once, so that the next GetAttr
@@ -142,8 +148,8 @@ const (
 	// OpWritePiped (path, off i64, len u32, pipe id u64) writes like
 	// OpWrite the len bytes the client put into the pipe, which must hold
 	// them and nothing else; the server moves them into the slab itself.
-	// It answers the count written (u32). After an error the server closes
-	// the pipe.
+	// It answers the count written (u32) and the server's incarnation
+	// (u64). After an error the server closes the pipe.
 	OpWritePiped
 	// OpDoom (path) begins an unlink of path: the server keeps what it
 	// holds of the file, durably, but writes none of it back, and answers

@@ -21,6 +21,10 @@ const (
 	// exitWriteBack: dirty data could not all be written back; it stays in
 	// the cache directories.
 	exitWriteBack = 6
+	// exitUnpublished: the mount could not make durable or publish all it
+	// was given (a server was unreachable, or restarted and lost writes);
+	// its log names the files.
+	exitUnpublished = 7
 )
 
 // codeError is an error with the exit code it should end the process with.

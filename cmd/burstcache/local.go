@@ -21,7 +21,8 @@ func newLocalCmd() *cobra.Command {
 		Long: `local starts cache servers and a FUSE mount of a backing directory on this
 machine, reports on them, sends them hints, and tears them down after writing
 every dirty byte back. Exit codes: 2 bad input, 3 cache directory of another
-instance, 4 mount point in use, 5 server unreachable, 6 write-back incomplete.`,
+instance, 4 mount point in use, 5 server unreachable, 6 write-back incomplete,
+7 the mount could not make durable or publish all it was given.`,
 	}
 	cmd.AddCommand(newLocalUpCmd(), newLocalDownCmd(), newLocalStatusCmd())
 	for _, name := range []string{"flush", "evict", "invalidate", "preload"} {
@@ -145,8 +146,11 @@ func newLocalDownCmd() *cobra.Command {
 			}
 			bin, _ := os.Executable()
 			err = local.Down(cmd.Context(), bin, st, timeout)
-			if errors.Is(err, local.ErrWriteBack) {
+			switch {
+			case errors.Is(err, local.ErrWriteBack):
 				return withCode(exitWriteBack, err)
+			case errors.Is(err, local.ErrMountUnpublished):
+				return withCode(exitUnpublished, err)
 			}
 			if err == nil {
 				_, _ = fmt.Fprintf(cmd.OutOrStdout(), "burstcache: %s unmounted; every dirty byte is written back to %s\n", st.Mount, st.Backing)

@@ -42,7 +42,8 @@ func newMountCmd() *cobra.Command {
 striping data over the servers given in index order. It runs in the
 foreground until SIGTERM or SIGINT, then unmounts, publishing what it
 wrote. Exit codes: 2 bad input, 4 mount point in use, 5 a server is
-unreachable.`,
+unreachable, 7 what the mount was given could not all be made durable
+or published (its log names the files).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return recordExit(f.exitFile, runMount(cmd.Context(), f, args[0]))
@@ -76,7 +77,7 @@ func runMount(ctx context.Context, f *mountFlags, mountpoint string) error {
 	if err != nil {
 		return err
 	}
-	opts := client.Options{Servers: f.servers, Secret: secret, ExtentSize: int64(f.extentSize), LoadBalanced: f.loadBalance, Node: f.node}
+	opts := client.Options{Servers: f.servers, Secret: secret, ExtentSize: int64(f.extentSize), LoadBalanced: f.loadBalance, Node: f.node, Log: log}
 	if opts.Node == "" {
 		opts.Node, _ = os.Hostname()
 	}
@@ -144,9 +145,24 @@ func serveMount(ctx context.Context, srv *fusefs.Server, c *client.FS, timeout t
 		err = unmountBusy(srv, gone, timeout, log)
 	}
 	if cerr := c.Close(); cerr != nil {
-		err = errors.Join(err, fmt.Errorf("publishing file sizes to the servers: %w", cerr))
+		err = addUnpublished(err, fmt.Errorf("making durable and publishing what the mount was given: %w", cerr))
 	}
-	return err
+	// Writes of cached pages that failed were dropped by the kernel, which
+	// may have told nobody.
+	return addUnpublished(err, srv.Dropped())
+}
+
+// addUnpublished adds to err that the mount could not publish what it was
+// given (lost), with exitUnpublished as the exit code when err has none.
+func addUnpublished(err, lost error) error {
+	if lost == nil {
+		return err
+	}
+	lost = withCode(exitUnpublished, lost)
+	if err == nil {
+		return lost
+	}
+	return errors.Join(err, lost)
 }
 
 // unmountBusy unmounts, retrying while the mount is busy. Past the timeout

@@ -1,6 +1,7 @@
 package cacheinstance
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -77,6 +78,21 @@ func checkSecret(inst *cachev1alpha1.CacheInstance, sec *corev1.Secret) error {
 		return reconcile.TerminalError(fmt.Errorf("secret %s: %w", sec.Name, errForeignSecret))
 	}
 	return nil
+}
+
+// dataSecret reads the instance's data secret as its servers read their
+// copy (trimmed), for the calls that must prove it. Read with the API
+// reader, like ensureSecret, and only when such a call is to be made.
+func (r *Reconciler) dataSecret(ctx context.Context, s *scope) ([]byte, error) {
+	sec := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: s.inst.Namespace, Name: cachev1alpha1.DataSecretName(s.inst.Name)}
+	if err := r.APIReader.Get(ctx, key, sec); err != nil {
+		return nil, fmt.Errorf("reading the data secret: %w", err)
+	}
+	if err := checkSecret(s.inst, sec); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSpace(sec.Data[cachev1alpha1.DataSecretKey]), nil
 }
 
 func newDataSecret(inst *cachev1alpha1.CacheInstance) (*corev1.Secret, error) {

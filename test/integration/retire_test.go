@@ -1,12 +1,15 @@
 package integration
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/burstcache/burstcache/cacheserver/control"
 )
 
 // slabOf returns the slab file of server i of a local instance.
@@ -22,12 +25,35 @@ func drain(t *testing.T, control string) int {
 // post calls op of a server's control API and returns the HTTP status.
 func post(t *testing.T, control, op string) int {
 	t.Helper()
-	resp, err := http.Post("http://"+control+"/v1/"+op, "application/json", nil)
+	return postAs(t, control, op, "")
+}
+
+// postAs calls op with token as its bearer token, if not empty.
+func postAs(t *testing.T, control, op, token string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+control+"/v1/"+op, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// instanceToken returns the control token of a local instance's secret.
+func instanceToken(t *testing.T, in instance) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(in.cacheDir, "secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return control.Token(bytes.TrimSpace(b))
 }
 
 func stop(t *testing.T, pid int) {
@@ -115,7 +141,7 @@ func TestDiscardedServerRemovesItsCacheFiles(t *testing.T) {
 	must(t, "local", "up", "--backing", in.backing, "--mount", in.mount, "--cache-dir", in.cacheDir, "--servers", "1", "--capacity", "256Mi")
 
 	st := readState(t, in.cacheDir)
-	if code := post(t, st.Servers[0].Control, "discard"); code != http.StatusOK {
+	if code := postAs(t, st.Servers[0].Control, "discard", instanceToken(t, in)); code != http.StatusOK {
 		t.Fatalf("discard: HTTP %d", code)
 	}
 	if err := os.WriteFile(filepath.Join(in.mount, "late"), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) {
@@ -125,4 +151,26 @@ func TestDiscardedServerRemovesItsCacheFiles(t *testing.T) {
 	if _, err := os.Stat(filepath.Dir(slabOf(in, 0))); !os.IsNotExist(err) {
 		t.Fatalf("a discarded server kept its cache files: %v", err)
 	}
+}
+
+// TestDiscardNeedsTheSecret asks a server holding dirty data to discard
+// without proving the instance's secret, as any pod that reaches its
+// control port could, and stops it: it must have refused, and keep its
+// data for a restart.
+func TestDiscardNeedsTheSecret(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 1, holdDirty...)
+	data := randomBytes(2<<20, 10)
+	if err := os.WriteFile(filepath.Join(in.mount, "kept"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := readState(t, in.cacheDir)
+	if code := post(t, st.Servers[0].Control, "discard"); code != http.StatusForbidden {
+		t.Errorf("discard without the secret: HTTP %d, want %d", code, http.StatusForbidden)
+	}
+	stop(t, st.Servers[0].PID)
+	must(t, "local", "up", "--backing", in.backing, "--mount", in.mount, "--cache-dir", in.cacheDir, "--servers", "1", "--capacity", "256Mi")
+	must(t, "local", "down", "--mount", in.mount)
+	sameFile(t, filepath.Join(in.backing, "kept"), data)
 }

@@ -21,6 +21,8 @@ type Instance struct {
 	Data, Control []string
 	Caches        []*MemCache
 	Servers       []*server.Server
+
+	opts Options
 }
 
 // Options say what servers to start.
@@ -41,31 +43,51 @@ type Options struct {
 // the test ends.
 func Start(t testing.TB, backing string, opts Options) *Instance {
 	t.Helper()
-	in := &Instance{Backing: backing}
-	n, extentSize, secret := opts.Servers, opts.ExtentSize, opts.Secret
-	for i := range n {
-		ns, err := posixns.New(backing)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mc := NewMemCache(backing)
-		var sns namespace.FS = ns
-		if opts.WrapNS != nil {
-			sns = opts.WrapNS(ns)
-		}
-		s := server.New(server.Config{
-			Cache: mc, NS: sns, Cred: ident.Process(), Secret: []byte(secret), ActAsCaller: opts.ActAsCaller, LoadBalanced: opts.LoadBalanced,
-			Info: control.ServerInfo{Instance: "test", Index: i, Servers: n, ExtentSize: extentSize},
-			Log:  slog.New(slog.DiscardHandler),
-		})
-		data, ctl := listen(t), listen(t)
-		Serve(t, s, data, ctl, func() { _ = ns.Close() })
-		in.Data = append(in.Data, data.Addr().String())
-		in.Control = append(in.Control, ctl.Addr().String())
-		in.Caches = append(in.Caches, mc)
-		in.Servers = append(in.Servers, s)
+	in := &Instance{Backing: backing, opts: opts}
+	for i := range opts.Servers {
+		in.Data = append(in.Data, "")
+		in.Control = append(in.Control, "")
+		in.Caches = append(in.Caches, nil)
+		in.Servers = append(in.Servers, nil)
+		in.start(t, i, listen(t, "127.0.0.1:0"))
 	}
 	return in
+}
+
+// Restart stops server i, as a crash would, and starts a new server with
+// an empty MemCache on the same data address: whatever the old one held,
+// dirty data included, is gone, as are writes of a real server that no
+// commit of its index covered.
+func (in *Instance) Restart(t testing.TB, i int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = in.Servers[i].Shutdown(ctx)
+	in.start(t, i, listen(t, in.Data[i]))
+}
+
+// start starts server i of in on data.
+func (in *Instance) start(t testing.TB, i int, data net.Listener) {
+	t.Helper()
+	opts := in.opts
+	ns, err := posixns.New(in.Backing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := NewMemCache(in.Backing)
+	var sns namespace.FS = ns
+	if opts.WrapNS != nil {
+		sns = opts.WrapNS(ns)
+	}
+	s := server.New(server.Config{
+		Cache: mc, NS: sns, Cred: ident.Process(), Secret: []byte(opts.Secret), ActAsCaller: opts.ActAsCaller, LoadBalanced: opts.LoadBalanced,
+		Info: control.ServerInfo{Instance: "test", Index: i, Servers: opts.Servers, ExtentSize: opts.ExtentSize},
+		Log:  slog.New(slog.DiscardHandler),
+	})
+	ctl := listen(t, "127.0.0.1:0")
+	Serve(t, s, data, ctl, func() { _ = ns.Close() })
+	in.Data[i], in.Control[i] = data.Addr().String(), ctl.Addr().String()
+	in.Caches[i], in.Servers[i] = mc, s
 }
 
 // Serve serves s on data and ctl until the test ends; then it shuts s
@@ -87,9 +109,9 @@ func Serve(t testing.TB, s *server.Server, data, ctl net.Listener, after ...func
 	})
 }
 
-func listen(t testing.TB) net.Listener {
+func listen(t testing.TB, addr string) net.Listener {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,163 @@
+package integration
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// killServer kills server i of the instance with SIGKILL, waits until it
+// is gone, and starts it again with local up over the same cache
+// directory, on the same addresses.
+func killServer(t *testing.T, in instance, i int) {
+	t.Helper()
+	victim := readState(t, in.cacheDir).Servers[i].PID
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, victim)
+	must(t, "local", "up", "--backing", in.backing, "--mount", in.mount, "--cache-dir", in.cacheDir, "--servers", "1", "--capacity", "256Mi")
+}
+
+// TestCloseAfterAServerRestartReportsTheLoss writes to a file that stays
+// open, kills the server before it commits the writes, and starts it
+// again. The writes are gone with the crash; the close must say so
+// instead of reporting them durable.
+func TestCloseAfterAServerRestartReportsTheLoss(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 1, append(holdDirty, "--server-arg=--commit-interval=1h")...)
+	f, err := os.Create(filepath.Join(in.mount, "open"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(randomBytes(3<<20, 7)); err != nil {
+		t.Fatal(err)
+	}
+	killServer(t, in, 0)
+	if err := f.Close(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("close after the server lost the writes: %v, want EIO", err)
+	}
+}
+
+// TestMappedWritesAfterCloseSurviveAServerCrash writes a file through a
+// shared mapping after its descriptor was closed. The kernel sends those
+// writes when the mapping goes, after the last close: stopping the mount
+// must make them durable, so that a crash of the server afterwards loses
+// nothing, as it loses nothing of a closed file.
+func TestMappedWritesAfterCloseSurviveAServerCrash(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 1, append(holdDirty, "--server-arg=--commit-interval=1h")...)
+	data := randomBytes(2<<20, 8)
+	writeMappedAfterClose(t, filepath.Join(in.mount, "mapped"), data)
+	mount := readState(t, in.cacheDir).MountPID
+	if err := syscall.Kill(mount, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, mount)
+	killServer(t, in, 0)
+	must(t, "local", "down", "--mount", in.mount)
+	sameFile(t, filepath.Join(in.backing, "mapped"), data)
+}
+
+// writeMappedAfterClose creates path with len(data) bytes, maps it shared,
+// closes the descriptor, copies data into the mapping and unmaps it.
+func writeMappedAfterClose(t *testing.T, path string, data []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	m, err := syscall.Mmap(int(f.Fd()), 0, len(data), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	copy(m, data)
+	if err := syscall.Munmap(m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDownReportsWhatTheMountLost restarts a server that lost writes made
+// after a file's last close, before anything made them durable. The mount
+// says so as it stops; local down must pass that on, not report every
+// byte written back.
+func TestDownReportsWhatTheMountLost(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 1, append(holdDirty, "--server-arg=--commit-interval=1h")...)
+	writeMappedAfterClose(t, filepath.Join(in.mount, "mapped"), randomBytes(2<<20, 9))
+	killServer(t, in, 0)
+	r := burstcache(t, "local", "down", "--mount", in.mount)
+	if r.code != 7 || !strings.Contains(r.out, "restarted") {
+		t.Fatalf("down after the mount lost writes: exit %d, want 7 and why:\n%s", r.code, r.out)
+	}
+	if isMounted(t, in.mount) {
+		t.Errorf("still mounted after down")
+	}
+}
+
+// TestDownReportsAKilledMount holds a file open in the mount, so that it
+// does not stop in time and down kills it: whatever it held is lost, and
+// down must say so.
+func TestDownReportsAKilledMount(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 1)
+	f, err := os.Create(filepath.Join(in.mount, "held"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := burstcache(t, "local", "down", "--mount", in.mount, "--unmount-timeout", "1s")
+	if r.code != 7 {
+		t.Fatalf("down that killed the mount: exit %d, want 7:\n%s", r.code, r.out)
+	}
+}
+
+// TestDownReportsDroppedWriteBack writes a file through a shared mapping
+// after its last close while the server is down: the kernel writes the
+// pages back as the mapping goes, that fails, and it drops them, telling
+// no process. The mount must tell, and local down with it.
+func TestDownReportsDroppedWriteBack(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 1)
+	path := filepath.Join(in.mount, "mapped")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1 << 20); err != nil {
+		t.Fatal(err)
+	}
+	m, err := syscall.Mmap(int(f.Fd()), 0, 1<<20, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	copy(m, randomBytes(1<<20, 11))
+	victim := readState(t, in.cacheDir).Servers[0].PID
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, victim)
+	if err := syscall.Munmap(m); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "local", "up", "--backing", in.backing, "--mount", in.mount, "--cache-dir", in.cacheDir, "--servers", "1", "--capacity", "256Mi")
+	if r := burstcache(t, "local", "down", "--mount", in.mount); r.code != 7 || !strings.Contains(r.out, "dropped") {
+		t.Fatalf("down after the kernel dropped a failed write-back: exit %d, want 7 and why:\n%s", r.code, r.out)
+	}
+}
