@@ -25,6 +25,8 @@ type Engine struct {
 	idx     *index.DB
 	gens    *slotGens
 	bufs    sync.Pool
+	// incarnation is Incarnation.
+	incarnation uint64
 	// noKernelCopy is set once the kernel refused to copy from the backing
 	// store into the slab: copy-ups pass through memory from then on.
 	noKernelCopy atomic.Bool
@@ -122,7 +124,11 @@ func (e *Engine) openStore() error {
 		return err
 	}
 	e.idx, e.slab, e.gens = idx, sl, gens
-	if err := e.recover(); err != nil {
+	err = e.recover()
+	if err == nil {
+		err = e.takeIncarnation()
+	}
+	if err != nil {
 		_ = idx.Close()
 		_ = sl.Close()
 		_ = gens.close()
@@ -179,6 +185,9 @@ func (e *Engine) Close() error {
 	close(e.stop)
 	e.wg.Wait()
 	err := e.commitOnce()
+	if err == nil {
+		err = e.keepIncarnation()
+	}
 	e.log.Info("Closing cache engine", "dir", e.cfg.Dir, "commitErr", err)
 	return joinErr(err, e.idx.Close(), e.slab.Close(), e.gens.close())
 }

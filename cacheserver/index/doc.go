@@ -13,14 +13,17 @@
 //	meta     "version"     uint32 format version (1)
 //	         "extentSize"  uint64 bytes per extent and per slot
 //	         "slots"       uint64 number of slots in the slab
+//	         "incarnation" uint64 incarnation, uint8 1 if the run that
+//	                       stored it ended cleanly, 0 while it runs
 //	extents  key:   path bytes, 0x00, uint64 extent number
 //	         value: uint32 slot, uint32 valid length, uint32 dirty start,
 //	                uint32 dirty end (start == end: clean), int64 last
 //	                write (Unix nanoseconds)                     = 24 bytes
 //	files    key:   path bytes
-//	         value: int64 known size, uint8 has-identity,
-//	                uint32 uid, uint32 gid, uint32 group count,
-//	                uint32 groups...
+//	         value: int64 known size, uint8 flags (1: an identity
+//	                follows, 2: doomed, an unlink is under way),
+//	                then with an identity uint32 uid, uint32 gid,
+//	                uint32 group count, uint32 groups...
 //
 // Paths never contain 0x00, so an extent key sorts after its path and before
 // the path of any other file with that prefix.

@@ -118,6 +118,39 @@ func (d *DB) SetMeta(m Meta) error {
 	})
 }
 
+// Incarnation returns the incarnation stored by SetIncarnation, and whether
+// it was stored clean; zero and false for an index that has none.
+func (d *DB) Incarnation() (inc uint64, clean bool, err error) {
+	err = d.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketMeta).Get([]byte("incarnation"))
+		if len(v) != 9 {
+			return nil
+		}
+		inc, clean = binary.BigEndian.Uint64(v), v[8] == 1
+		return nil
+	})
+	return inc, clean, err
+}
+
+// SetIncarnation stores inc, the number that names a run of the cache in
+// which nothing acknowledged was lost, and whether the run ended cleanly
+// (everything acknowledged is in the index).
+//
+// Durable step: a crash before it leaves the incarnation stored before.
+func (d *DB) SetIncarnation(inc uint64, clean bool) error {
+	v := binary.BigEndian.AppendUint64(nil, inc)
+	if clean {
+		v = append(v, 1)
+	} else {
+		v = append(v, 0)
+	}
+	return d.fs.Durable("index incarnation", func() error {
+		return d.db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put([]byte("incarnation"), v)
+		})
+	})
+}
+
 // Commit applies b atomically and durably.
 //
 // Durable step: bbolt writes the new pages, fsyncs, then writes and fsyncs

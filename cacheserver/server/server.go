@@ -72,7 +72,11 @@ type Config struct {
 	LoadBalanced bool
 	// Secret is the shared secret of the data path.
 	Secret []byte
-	Log    *slog.Logger
+	// Incarnation names the run of the cache in which nothing it
+	// acknowledged was lost (engine.Engine.Incarnation); 0 draws a new
+	// one, as if the server had crashed before.
+	Incarnation uint64
+	Log         *slog.Logger
 }
 
 // Server serves the data path and the control API.
@@ -102,7 +106,10 @@ func New(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: cfg.Log, incarnation: newIncarnation()}
+	if cfg.Incarnation == 0 {
+		cfg.Incarnation = newIncarnation()
+	}
+	s := &Server{cfg: cfg, log: cfg.Log, incarnation: cfg.Incarnation}
 	s.wire = wire.Server{Handler: s, Secret: cfg.Secret, Log: cfg.Log, OnConn: s.onConn, Inline: inlineOps}
 	mux := http.NewServeMux()
 	mux.Handle("/", control.NewHandler(s, cfg.Log, control.WithSecret(cfg.Secret)))
@@ -121,12 +128,14 @@ func newIncarnation() uint64 {
 	}
 }
 
-// Incarnation returns the number that names this run of the server. Writes
-// and syncs answer it (OpWrite, OpWritePiped, OpSync): a write that a
-// server acknowledged before it crashed, and that no commit of its index
-// covered, is gone when it starts again, so a client that finds another
-// incarnation at the sync than at the write must report the write lost
-// instead of calling it durable.
+// Incarnation returns the number that names this run of the server, or of
+// its runs since the last crash (Config.Incarnation). Writes and syncs
+// answer it (OpWrite, OpWritePiped, OpSync): a write that a server
+// acknowledged before it crashed, and that no commit of its index covered,
+// is gone when it starts again, so a client that finds another incarnation
+// at the sync than at the write must report the write lost instead of
+// calling it durable. A server that stopped cleanly lost nothing, and its
+// engine keeps the number.
 func (s *Server) Incarnation() uint64 { return s.incarnation }
 
 // Serve serves the data path on data and the control API on ctl until

@@ -128,6 +128,7 @@ func runServer(ctx context.Context, f *serverFlags) error {
 	}
 	s := server.New(server.Config{
 		Cache: cache, NS: ns, Cred: cred, ActAsCaller: f.actAsCaller, Secret: secret, Log: log,
+		Incarnation:  eng.Incarnation(),
 		LoadBalanced: f.accessMode == "LoadBalanced",
 		Info: control.ServerInfo{
 			Instance: f.instanceName(), Index: f.index, Servers: f.servers, ExtentSize: int64(f.extentSize),

@@ -14,33 +14,56 @@ import (
 // directory, on the same addresses.
 func killServer(t *testing.T, in instance, i int) {
 	t.Helper()
+	restartServer(t, in, i, syscall.SIGKILL)
+}
+
+// restartServer stops server i of the instance with sig, waits until it is
+// gone, and starts it again with local up over the same cache directory,
+// on the same addresses.
+func restartServer(t *testing.T, in instance, i int, sig syscall.Signal) {
+	t.Helper()
 	victim := readState(t, in.cacheDir).Servers[i].PID
-	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(victim, sig); err != nil {
 		t.Fatal(err)
 	}
 	waitGone(t, victim)
 	must(t, "local", "up", "--backing", in.backing, "--mount", in.mount, "--cache-dir", in.cacheDir, "--servers", "1", "--capacity", "256Mi")
 }
 
-// TestCloseAfterAServerRestartReportsTheLoss writes to a file that stays
-// open, kills the server before it commits the writes, and starts it
-// again. The writes are gone with the crash; the close must say so
-// instead of reporting them durable.
-func TestCloseAfterAServerRestartReportsTheLoss(t *testing.T) {
+// TestCloseAfterAServerRestart writes to a file that stays open, restarts
+// the server before its periodic commit, and closes the file. A server
+// killed lost the writes, and the close must say so instead of reporting
+// them durable; a server stopped cleanly committed them first, and the
+// close must succeed.
+func TestCloseAfterAServerRestart(t *testing.T) {
 	requireFUSE(t)
-	in := dirs(t)
-	up(t, in, 1, append(holdDirty, "--server-arg=--commit-interval=1h")...)
-	f, err := os.Create(filepath.Join(in.mount, "open"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.Write(randomBytes(3<<20, 7)); err != nil {
-		t.Fatal(err)
-	}
-	killServer(t, in, 0)
-	if err := f.Close(); !errors.Is(err, syscall.EIO) {
-		t.Fatalf("close after the server lost the writes: %v, want EIO", err)
+	for name, sig := range map[string]syscall.Signal{"killed": syscall.SIGKILL, "stopped cleanly": syscall.SIGTERM} {
+		t.Run(name, func(t *testing.T) {
+			in := dirs(t)
+			up(t, in, 1, append(holdDirty, "--server-arg=--commit-interval=1h")...)
+			f, err := os.Create(filepath.Join(in.mount, "open"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			data := randomBytes(3<<20, 7)
+			if _, err := f.Write(data); err != nil {
+				t.Fatal(err)
+			}
+			restartServer(t, in, 0, sig)
+			err = f.Close()
+			if sig == syscall.SIGKILL {
+				if !errors.Is(err, syscall.EIO) {
+					t.Fatalf("close after the server lost the writes: %v, want EIO", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("close after the server stopped cleanly: %v", err)
+			}
+			must(t, "local", "down", "--mount", in.mount)
+			sameFile(t, filepath.Join(in.backing, "open"), data)
+		})
 	}
 }
 
