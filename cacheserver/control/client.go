@@ -15,19 +15,28 @@ import (
 type Client struct {
 	base string
 	http *http.Client
+	// auth is the Authorization header of every call, empty without a
+	// secret.
+	auth string
 }
 
 // NewClient returns a client of the control API at addr ("host:port" or a
-// URL). A nil hc means http.DefaultClient; give one with a timeout for calls
-// other than Flush and Drain, which block until the flush ends.
-func NewClient(addr string, hc *http.Client) *Client {
+// URL) that proves it holds secret, the instance's shared secret (nil for
+// a server that has none). A nil hc means http.DefaultClient; give one with
+// a timeout for calls other than Flush and Drain, which block until the
+// flush ends.
+func NewClient(addr string, secret []byte, hc *http.Client) *Client {
 	if !strings.Contains(addr, "://") {
 		addr = "http://" + addr
 	}
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	return &Client{base: strings.TrimSuffix(addr, "/"), http: hc}
+	c := &Client{base: strings.TrimSuffix(addr, "/"), http: hc}
+	if len(secret) > 0 {
+		c.auth = "Bearer " + Token(secret)
+	}
+	return c
 }
 
 // Flush writes back every dirty byte of the server. It blocks until the
@@ -114,6 +123,9 @@ func (c *Client) call(ctx context.Context, op, method, path string, in, out any)
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return fmt.Errorf("control %s: %w", op, err)
+	}
+	if c.auth != "" {
+		req.Header.Set("Authorization", c.auth)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

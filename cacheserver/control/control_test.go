@@ -55,9 +55,9 @@ func (f *fakeService) Ready() bool { return f.ready }
 
 func start(t *testing.T, svc *fakeService) *Client {
 	t.Helper()
-	srv := httptest.NewServer(NewHandler(svc, nil))
+	srv := httptest.NewServer(NewHandler(svc, nil, nil))
 	t.Cleanup(srv.Close)
-	return NewClient(srv.URL, nil)
+	return NewClient(srv.URL, nil, nil)
 }
 
 func TestPathCallsReachTheService(t *testing.T) {

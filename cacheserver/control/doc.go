@@ -19,6 +19,13 @@
 //	GET  /healthz                200 while the process runs
 //	GET  /readyz                 200 while the server serves the data path
 //
+// A server with a shared secret (every server of an instance has one)
+// serves only callers that send "Authorization: Bearer " followed by
+// Token(secret), an HMAC of a fixed label under the secret; others get 401
+// with EACCES. The probes /healthz and /readyz are open to all. Without the
+// check, anyone who reaches the control port could drain an instance,
+// mark its dirty data for discarding, or change its knobs.
+//
 // A failed call answers a non-2xx status with an ErrorBody; the client
 // returns it as an *Error that matches its errno with errors.Is.
 package control

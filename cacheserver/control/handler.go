@@ -34,8 +34,10 @@ type Service interface {
 	Ready() bool
 }
 
-// NewHandler returns the HTTP handler of the control API over svc.
-func NewHandler(svc Service, log *slog.Logger) http.Handler {
+// NewHandler returns the HTTP handler of the control API over svc. With a
+// secret, it serves only callers that prove they hold it (see Token), but
+// for the health and readiness probes.
+func NewHandler(svc Service, secret []byte, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -52,7 +54,7 @@ func NewHandler(svc Service, log *slog.Logger) http.Handler {
 	mux.HandleFunc("PUT /v1/tunables", h.tunables)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", h.ready)
-	return mux
+	return authenticate(secret, mux)
 }
 
 type handler struct {

@@ -45,7 +45,11 @@ func (r *Reconciler) ensureSecret(ctx context.Context, s *scope) (ctrl.Result, e
 	err := r.APIReader.Get(ctx, key, cur)
 	switch {
 	case err == nil:
-		return ctrl.Result{}, checkSecret(s.inst, cur)
+		if err := checkSecret(s.inst, cur); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.secrets.store(s.inst.UID, cur)
+		return ctrl.Result{}, nil
 	case !apierrors.IsNotFound(err):
 		return ctrl.Result{}, fmt.Errorf("reading the data secret: %w", err)
 	}
@@ -53,6 +57,9 @@ func (r *Reconciler) ensureSecret(ctx context.Context, s *scope) (ctrl.Result, e
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// Forgotten rather than stored: if another pass created the Secret
+	// first, createIfMissing keeps that one, which controlSecret reads.
+	r.secrets.forget(s.inst.UID)
 	return ctrl.Result{}, r.createIfMissing(ctx, sec)
 }
 
@@ -105,6 +112,7 @@ func (r *Reconciler) deleteSecret(ctx context.Context, s *scope) (ctrl.Result, e
 	if err := r.Client.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("deleting the data secret: %w", err)
 	}
+	r.secrets.forget(s.inst.UID)
 	return ctrl.Result{}, nil
 }
 

@@ -1,12 +1,16 @@
 package integration
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/burstcache/burstcache/cacheserver/control"
 )
 
 // slabOf returns the slab file of server i of a local instance.
@@ -14,20 +18,32 @@ func slabOf(in instance, i int) string {
 	return filepath.Join(in.cacheDir, "server-"+string(rune('0'+i)), "extents", "slab")
 }
 
-func drain(t *testing.T, control string) int {
+func drain(t *testing.T, in instance, addr string) int {
 	t.Helper()
-	return post(t, control, "drain")
+	code, _ := post(t, in, addr, "drain")
+	return code
 }
 
-// post calls op of a server's control API and returns the HTTP status.
-func post(t *testing.T, control, op string) int {
+// post calls op of the control API of a server of the instance, with the
+// instance's secret, and returns the HTTP status and the answer.
+func post(t *testing.T, in instance, addr, op string) (int, string) {
 	t.Helper()
-	resp, err := http.Post("http://"+control+"/v1/"+op, "application/json", nil)
+	secret, err := os.ReadFile(filepath.Join(in.cacheDir, "secret"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	return resp.StatusCode
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/"+op, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+control.Token(bytes.TrimSpace(secret)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }
 
 func stop(t *testing.T, pid int) {
@@ -71,7 +87,7 @@ func TestDrainedServerRemovesItsCacheFiles(t *testing.T) {
 	restart()
 
 	st = readState(t, in.cacheDir)
-	if code := drain(t, st.Servers[0].Control); code != http.StatusOK {
+	if code := drain(t, in, st.Servers[0].Control); code != http.StatusOK {
 		t.Fatalf("drain: HTTP %d", code)
 	}
 	sameFile(t, filepath.Join(in.backing, "ckpt"), data)
@@ -88,7 +104,7 @@ func TestDrainedServerWithDirtyDataKeepsItsCacheFiles(t *testing.T) {
 	in := dirs(t)
 	upWithUnwritableResult(t, in, 1, randomBytes(2<<20, 3))
 	st := readState(t, in.cacheDir)
-	if code := drain(t, st.Servers[0].Control); code == http.StatusOK {
+	if code := drain(t, in, st.Servers[0].Control); code == http.StatusOK {
 		t.Fatal("drain succeeded although write-back cannot")
 	}
 	stop(t, st.Servers[0].PID)
@@ -115,7 +131,7 @@ func TestDiscardedServerRemovesItsCacheFiles(t *testing.T) {
 	must(t, "local", "up", "--backing", in.backing, "--mount", in.mount, "--cache-dir", in.cacheDir, "--servers", "1", "--capacity", "256Mi")
 
 	st := readState(t, in.cacheDir)
-	if code := post(t, st.Servers[0].Control, "discard"); code != http.StatusOK {
+	if code, _ := post(t, in, st.Servers[0].Control, "discard"); code != http.StatusOK {
 		t.Fatalf("discard: HTTP %d", code)
 	}
 	if err := os.WriteFile(filepath.Join(in.mount, "late"), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) {
