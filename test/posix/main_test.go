@@ -79,6 +79,9 @@ type mountOptions struct {
 	// backing, if set, is the backing directory of an earlier mount to
 	// serve again, for a second mount of the same files.
 	backing string
+	// parent, if set, is the directory that holds a new backing
+	// directory, instead of the mount's own temporary directory.
+	parent string
 }
 
 // mountOption sets a mountOptions field.
@@ -93,6 +96,18 @@ func withClientCache() mountOption { return func(o *mountOptions) { o.clientCach
 // sharing mounts the files behind the earlier mount whose backing directory
 // is backing, instead of fresh ones.
 func sharing(backing string) mountOption { return func(o *mountOptions) { o.backing = backing } }
+
+// backingIn makes the new backing directory in parent.
+func backingIn(parent string) mountOption { return func(o *mountOptions) { o.parent = parent } }
+
+// backingDir returns where a new backing directory goes for o, with its
+// mount point and the rest of the set-up in base.
+func (o mountOptions) backingDir(base string) string {
+	if o.parent != "" {
+		return filepath.Join(o.parent, "backing")
+	}
+	return filepath.Join(base, "backing")
+}
 
 // mountUnderTest mounts the namespace under test for t, with the set-up of
 // the current run, and returns the mount point and the backing directory.
@@ -164,7 +179,7 @@ func publicTempDir(t *testing.T) string {
 // mountInProcess serves posixns over fusefs in the test process.
 func mountInProcess(t *testing.T, o mountOptions) (dir, backing string) {
 	base := publicTempDir(t)
-	backing, dir = filepath.Join(base, "backing"), filepath.Join(base, "mnt")
+	backing, dir = o.backingDir(base), filepath.Join(base, "mnt")
 	for _, d := range []string{backing, dir} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)

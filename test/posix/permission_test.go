@@ -183,3 +183,44 @@ func TestSupplementaryGroups(t *testing.T) {
 		t.Errorf("list as a non-member: %v, want EACCES", e)
 	}
 }
+
+// TestPrivateAncestorOfTheBacking checks that the directories above the
+// backing directory count for a namespace acting as each caller, as they
+// would for a job that used the backing file system directly: a caller who
+// may not search them reaches nothing through the mount, although the
+// server itself holds the backing directory open. The owner of the private
+// ancestor is the control that proves the refusals are not blanket ones.
+func TestPrivateAncestorOfTheBacking(t *testing.T) {
+	parent := filepath.Join(publicTempDir(t), "private")
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, backing := mountUnderTest(t, backingIn(parent))
+	write(t, filepath.Join(backing, "file"), "data", 0o644)
+	if err := os.Mkdir(filepath.Join(backing, "open"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(backing, "open"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(parent, int(daemon.UID), int(daemon.GID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(parent, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]func(who string) []string{
+		"stat":   func(string) []string { return []string{"stat", filepath.Join(dir, "file")} },
+		"read":   func(string) []string { return []string{"read", filepath.Join(dir, "file")} },
+		"list":   func(string) []string { return []string{"list", filepath.Join(dir, "open")} },
+		"create": func(who string) []string { return []string{"create", filepath.Join(dir, "open", who)} },
+	}
+	for name, args := range ops {
+		if e := runAs(t, nobody, args("nobody")...); e != syscall.EACCES {
+			t.Errorf("%s under a private ancestor as %s: %v, want EACCES", name, nobody, e)
+		}
+		if e := runAs(t, daemon, args("daemon")...); e != 0 {
+			t.Errorf("%s under a private ancestor as its owner %s: %v, want success", name, daemon, e)
+		}
+	}
+}
