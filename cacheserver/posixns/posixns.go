@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -40,10 +41,30 @@ func New(dir string) (*FS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening backing directory %s: %w", dir, err)
 	}
+	return newAt(dir, fd)
+}
+
+// NewAt serves, as the namespace of the directory dir, the directory that
+// root holds open, which its caller opened as it saw fit; the namespace
+// keeps its own copy of the descriptor.
+func NewAt(dir string, root *os.File) (*FS, error) {
+	fd, err := unix.FcntlInt(root.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening backing directory %s: %w", dir, err)
+	}
+	return newAt(dir, fd)
+}
+
+// newAt returns the namespace over fd, which it owns from then on.
+func newAt(dir string, fd int) (*FS, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("opening backing directory %s: %w", dir, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		unix.Close(fd)
+		return nil, fmt.Errorf("opening backing directory %s: %w", dir, unix.ENOTDIR)
 	}
 	return &FS{root: fd, dir: dir, dev: st.Dev, ino: st.Ino}, nil
 }

@@ -224,3 +224,35 @@ func TestPrivateAncestorOfTheBacking(t *testing.T) {
 		}
 	}
 }
+
+// TestBackingDirectoryReplacedByALink checks that the cache keeps serving
+// the backing directory it was started on when a user who may write its
+// parent renames it and puts a symbolic link to another directory in its
+// place: the data written through the mount goes back to the directory
+// served, never through the link to a directory the instance was not given.
+func TestBackingDirectoryReplacedByALink(t *testing.T) {
+	dir, backing := mountUnderTest(t)
+	write(t, filepath.Join(dir, "before"), "first", 0o644)
+	settleBacking(t, dir)
+	moved, other := backing+".moved", backing+".other"
+	if err := os.Rename(backing, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(other, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Base(other), backing); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "after"), "second", 0o644)
+	write(t, filepath.Join(dir, "before"), "rewritten", 0o644)
+	settleBacking(t, dir)
+	if entries, err := os.ReadDir(other); err != nil || len(entries) != 0 {
+		t.Errorf("the directory the link leads to holds %v (%v), want nothing", entries, err)
+	}
+	for name, want := range map[string]string{"after": "second", "before": "rewritten"} {
+		if got, err := os.ReadFile(filepath.Join(moved, name)); err != nil || string(got) != want {
+			t.Errorf("%s in the directory served = %q, %v; want %q", name, got, err, want)
+		}
+	}
+}
