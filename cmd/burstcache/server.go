@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/control"
@@ -28,6 +27,7 @@ import (
 
 type serverFlags struct {
 	listen, control, backing, cacheDir string
+	backingBeneath                     string
 	instance, secretFile, durability   string
 	accessMode                         string
 	readyFile                          string
@@ -63,6 +63,7 @@ run as --uid/--gid/--groups (default: the server process), or, with
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7070", "data-path address: host:port, or the absolute path of a Unix domain socket")
 	fl.StringVar(&f.control, "control", "127.0.0.1:7071", "control API address")
 	fl.StringVar(&f.backing, "backing", "", "backing directory (the parallel file system)")
+	fl.StringVar(&f.backingBeneath, "backing-beneath", "", "directory that the backing directory must stay beneath once its symbolic links are followed, such as the path prefix an instance was granted (default: none)")
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "cache directory on local SSD")
 	fl.Var(&f.capacity, "capacity", "cache capacity, such as 10Gi")
 	fl.Var(&f.extentSize, "extent-size", "striping and caching unit")
@@ -282,7 +283,7 @@ func (f *serverFlags) tunables() engine.Tunables {
 // engine's store alike, so that both keep serving the same directory
 // whatever its path names later.
 func (f *serverFlags) openBacking() (*posixns.FS, *backing.Dir, error) {
-	root, err := os.OpenFile(f.backing, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	root, err := openBeneath(f.backingBeneath, f.backing)
 	if err != nil {
 		return nil, nil, badInput("backing directory: %w", err)
 	}
