@@ -258,8 +258,9 @@ func helperBinary(t *testing.T) string {
 
 // helperMain runs one operation and exits with its errno: "read PATH",
 // "list DIR", "write PATH", "create PATH", "unlink PATH", "rename OLD NEW",
-// "stat PATH", "truncate PATH", "lock PATH" (a non-blocking POSIX write lock) and "flock
-// PATH" (a non-blocking exclusive BSD lock).
+// "stat PATH", "truncate PATH", "lock PATH" (a non-blocking POSIX write lock), "flock
+// PATH" (a non-blocking exclusive BSD lock) and "list-trusted PATH" (EEXIST
+// if listxattr shows a name in the trusted namespace).
 func helperMain(args []string) int {
 	if len(args) < 2 {
 		return int(syscall.EINVAL)
@@ -297,6 +298,8 @@ func helperOp(op string, args []string) error {
 		return f.Close()
 	case "unlink":
 		return os.Remove(args[0])
+	case "list-trusted":
+		return listTrusted(args[0])
 	case "truncate":
 		return os.Truncate(args[0], 0)
 	case "rename":
@@ -314,6 +317,22 @@ func helperOp(op string, args []string) error {
 		return unix.FcntlFlock(f.Fd(), unix.F_SETLK, &lk)
 	}
 	return syscall.ENOSYS
+}
+
+// listTrusted lists the extended attributes of path and fails with EEXIST
+// if a name of the trusted namespace is among them.
+func listTrusted(path string) error {
+	buf := make([]byte, 64<<10)
+	n, err := unix.Listxattr(path, buf)
+	if err != nil {
+		return err
+	}
+	for _, name := range strings.Split(string(buf[:n]), "\x00") {
+		if strings.HasPrefix(name, "trusted.") {
+			return syscall.EEXIST
+		}
+	}
+	return nil
 }
 
 func errJoin(a, b error) error {

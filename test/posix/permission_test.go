@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/burstcache/burstcache/cacheserver/ident"
 )
 
@@ -254,5 +256,24 @@ func TestBackingDirectoryReplacedByALink(t *testing.T) {
 		if got, err := os.ReadFile(filepath.Join(moved, name)); err != nil || string(got) != want {
 			t.Errorf("%s in the directory served = %q, %v; want %q", name, got, err, want)
 		}
+	}
+}
+
+// TestTrustedXattrNamesStayHidden checks that a caller without privileges
+// does not see the names of a file's trusted extended attributes, which
+// the kernel lists only to holders of CAP_SYS_ADMIN: a server that runs as
+// root would see them, and the caller's kernel passes on what the mount
+// lists. Root, the control, sees them.
+func TestTrustedXattrNamesStayHidden(t *testing.T) {
+	dir, backing := mountUnderTest(t)
+	write(t, filepath.Join(backing, "f"), "data", 0o644)
+	if err := unix.Setxattr(filepath.Join(backing, "f"), "trusted.hidden", []byte("v"), 0); err != nil {
+		t.Skipf("the backing file system keeps no trusted attributes: %v", err)
+	}
+	if e := runAs(t, nobody, "list-trusted", filepath.Join(dir, "f")); e != 0 {
+		t.Errorf("listxattr as %s: %v, want no trusted name", nobody, e)
+	}
+	if e := runAs(t, ident.Cred{}, "list-trusted", filepath.Join(dir, "f")); e != syscall.EEXIST {
+		t.Errorf("listxattr as root: %v, want the trusted name (EEXIST)", e)
 	}
 }
