@@ -20,11 +20,14 @@ type Dir struct {
 	// privileged says the process may open files with its own rights, for
 	// an owner refused by its file's mode (see openOwned).
 	privileged bool
+	// pin is the directory the Dir serves, if OpenDir pinned one.
+	pin *pinnedDir
 }
 
 var _ Store = (*Dir)(nil)
 
-// NewDir returns a Store over the directory root.
+// NewDir returns a Store over the directory root, whatever root names at
+// each call; it is made if it is missing when a file is written.
 func NewDir(root string) *Dir { return &Dir{root: root, privileged: os.Geteuid() == 0} }
 
 // ReadAt implements Store.
@@ -62,7 +65,7 @@ func (d *Dir) WriteAt(ctx context.Context, p string, b []byte, off int64) (n int
 func (d *Dir) with(ctx context.Context, p string, flags int, fn func(*os.File) error) error {
 	var owned *unix.Stat_t
 	err := ident.DoContext(ctx, func() error {
-		f, err := d.open(p, flags|unix.O_NOFOLLOW, 0o666, flags&unix.O_CREAT != 0)
+		f, err := d.open(ctx, p, flags|unix.O_NOFOLLOW, 0o666, flags&unix.O_CREAT != 0)
 		if errors.Is(err, fs.ErrPermission) {
 			if st, ok := d.ownedByCaller(ctx, p); ok {
 				owned = st
@@ -91,7 +94,7 @@ func (d *Dir) ownedByCaller(ctx context.Context, p string) (*unix.Stat_t, bool) 
 	if !ok {
 		c = ident.Process()
 	}
-	h, err := d.open(p, unix.O_PATH|unix.O_NOFOLLOW, 0, false)
+	h, err := d.open(ctx, p, unix.O_PATH|unix.O_NOFOLLOW, 0, false)
 	if err != nil {
 		return nil, false
 	}
@@ -105,11 +108,11 @@ func (d *Dir) ownedByCaller(ctx context.Context, p string) (*unix.Stat_t, bool) 
 
 func (d *Dir) openOwnedAs(ctx context.Context, p string, flags int, st *unix.Stat_t) (*os.File, error) {
 	if d.privileged {
-		return d.openOwned(p, flags, st, true)
+		return d.openOwned(ctx, p, flags, st, true)
 	}
 	var f *os.File
 	err := ident.DoContext(ctx, func() (err error) {
-		f, err = d.openOwned(p, flags, st, false)
+		f, err = d.openOwned(ctx, p, flags, st, false)
 		return err
 	})
 	return f, err
@@ -118,7 +121,7 @@ func (d *Dir) openOwnedAs(ctx context.Context, p string, flags int, st *unix.Sta
 // Stat implements Store.
 func (d *Dir) Stat(ctx context.Context, p string) (fi fs.FileInfo, err error) {
 	err = ident.DoContext(ctx, func() error {
-		f, err := d.open(p, unix.O_PATH, 0, false)
+		f, err := d.open(ctx, p, unix.O_PATH, 0, false)
 		if err != nil {
 			return err
 		}
@@ -163,7 +166,7 @@ func (d *Dir) Rename(ctx context.Context, oldPath, newPath string) error {
 // the last element of p.
 func (d *Dir) inParent(ctx context.Context, p string, fn func(dirfd int, name string) error) error {
 	return ident.DoContext(ctx, func() error {
-		dir, err := d.open(path.Dir(p), unix.O_PATH|unix.O_DIRECTORY, 0, false)
+		dir, err := d.open(ctx, path.Dir(p), unix.O_PATH|unix.O_DIRECTORY, 0, false)
 		if err != nil {
 			return err
 		}
@@ -178,7 +181,7 @@ func (d *Dir) inParent(ctx context.Context, p string, fn func(dirfd int, name st
 // ReadDir implements Store.
 func (d *Dir) ReadDir(ctx context.Context, p string) (es []fs.DirEntry, err error) {
 	err = ident.DoContext(ctx, func() error {
-		f, err := d.open(p, unix.O_RDONLY|unix.O_DIRECTORY, 0, false)
+		f, err := d.open(ctx, p, unix.O_RDONLY|unix.O_DIRECTORY, 0, false)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package backing
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
 )
 
 // beneath is how every path below the root is resolved: no symbolic link,
@@ -16,27 +19,48 @@ import (
 // directory, and no /proc magic link may be followed.
 const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
 
-// openRoot opens the backing root as the calling thread's identity, so that
-// the caller's permissions on the root's ancestors count, as they would if
-// the caller used the backing file system directly.
-func (d *Dir) openRoot() (int, error) {
+// openRoot opens the backing root for a call of ctx, on the thread that
+// runs as the identity ctx carries. The server's own identity gets the
+// directory pinned by OpenDir, if any, whatever its path names now. Any
+// other identity opens it by its path, so that its permissions on the
+// root's ancestors count, as they would if it used the backing file system
+// directly; of a pinned Dir, the path must still name the pinned directory.
+func (d *Dir) openRoot(ctx context.Context) (int, error) {
+	if d.pin != nil && actsAsProcess(ctx) {
+		fd, err := unix.Dup(d.pin.fd)
+		if err != nil {
+			return -1, &fs.PathError{Op: "dup", Path: d.root, Err: err}
+		}
+		return fd, nil
+	}
 	fd, err := unix.Open(d.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: d.root, Err: err}
+	}
+	if err := d.pin.check(fd); err != nil {
+		unix.Close(fd)
 		return -1, &fs.PathError{Op: "open", Path: d.root, Err: err}
 	}
 	return fd, nil
 }
 
-// open opens p beneath the root with the open(2) flags and mode, as the
-// calling thread's identity. With create, missing parent directories, and
-// the root itself, are made first.
-func (d *Dir) open(p string, flags int, mode uint32, create bool) (*os.File, error) {
-	root, err := d.openRoot()
-	if create && errors.Is(err, fs.ErrNotExist) {
+// actsAsProcess reports whether calls of ctx run as the process itself.
+func actsAsProcess(ctx context.Context) bool {
+	c, ok := ident.FromContext(ctx)
+	return !ok || c.IsProcess()
+}
+
+// open opens p beneath the root with the open(2) flags and mode, for a call
+// of ctx on the thread that runs as its identity. With create, missing
+// parent directories, and the root itself if no directory is pinned, are
+// made first.
+func (d *Dir) open(ctx context.Context, p string, flags int, mode uint32, create bool) (*os.File, error) {
+	root, err := d.openRoot(ctx)
+	if create && d.pin == nil && errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(d.root, 0o777); err != nil {
 			return nil, err
 		}
-		root, err = d.openRoot()
+		root, err = d.openRoot(ctx)
 	}
 	if err != nil {
 		return nil, err
@@ -95,11 +119,11 @@ func mkdirBeneath(root int, dir string) error {
 // same one. A privileged server opens it with its own rights; otherwise the
 // owner gives itself read and write permission for the open and restores
 // the mode.
-func (d *Dir) openOwned(p string, flags int, st *unix.Stat_t, privileged bool) (*os.File, error) {
+func (d *Dir) openOwned(ctx context.Context, p string, flags int, st *unix.Stat_t, privileged bool) (*os.File, error) {
 	if !privileged {
-		return d.openGranting(p, flags, st)
+		return d.openGranting(ctx, p, flags, st)
 	}
-	f, err := d.open(p, flags|unix.O_NOFOLLOW, 0, false)
+	f, err := d.open(context.Background(), p, flags|unix.O_NOFOLLOW, 0, false)
 	if err != nil {
 		return nil, err
 	}
@@ -110,8 +134,8 @@ func (d *Dir) openOwned(p string, flags int, st *unix.Stat_t, privileged bool) (
 	return f, nil
 }
 
-func (d *Dir) openGranting(p string, flags int, st *unix.Stat_t) (*os.File, error) {
-	root, err := d.openRoot()
+func (d *Dir) openGranting(ctx context.Context, p string, flags int, st *unix.Stat_t) (*os.File, error) {
+	root, err := d.openRoot(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -429,6 +429,9 @@ func TestSetuidClearedOnWrite(t *testing.T) {
 		t.Skip("acting as another user needs root")
 	}
 	backing := t.TempDir()
+	// The caller must reach the backing directory, as on the file system
+	// itself: the test's temporary parent is 0700.
+	os.Chmod(filepath.Dir(backing), 0o755)
 	os.Chmod(backing, 0o777)
 	in := servertest.Start(t, backing, servertest.Options{Servers: 2, ExtentSize: testExtent, Secret: "k", ActAsCaller: true})
 	f := connect(t, in)

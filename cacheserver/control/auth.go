@@ -6,39 +6,42 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strings"
+	"syscall"
 )
 
-// tokenMessage is what a Token signs. It names the control API, so that a
-// token is good for nothing on the data path, whose handshake signs random
-// nonces with the same secret.
-const tokenMessage = "burstcache control API"
+// tokenLabel is what the control token is an HMAC of. It differs from
+// anything the data path signs, so that a token seen on the network proves
+// nothing there.
+const tokenLabel = "burstcache control API v1"
 
-// Token returns the proof that the caller holds an instance's shared
-// secret, which calls that may drop data (Discard) must carry to a server
-// started with that secret: an HMAC-SHA256 of a fixed message under the
-// secret, in hex, so that the secret itself never travels.
+// Token returns the bearer token that proves to a server's control API that
+// the caller holds the instance's shared secret: an HMAC of a fixed label,
+// so that the secret itself never crosses the network.
 func Token(secret []byte) string {
 	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(tokenMessage))
+	m.Write([]byte(tokenLabel))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// HandlerOption configures NewHandler.
-type HandlerOption func(*handler)
+// openPaths are served to every caller: kubelet's probes carry no secret,
+// and they tell nothing and change nothing.
+var openPaths = map[string]bool{"/healthz": true, "/readyz": true}
 
-// WithSecret makes the handler accept the calls that may drop data only
-// with the Token of secret. A handler without a secret refuses them all.
-func WithSecret(secret []byte) HandlerOption {
-	return func(h *handler) {
-		if len(secret) > 0 {
-			h.token = Token(secret)
-		}
+// authenticate serves next only to callers that send Token(secret) as a
+// bearer token, except for openPaths. Without a secret, as on the data
+// path, every caller is served.
+func authenticate(secret []byte, next http.Handler) http.Handler {
+	if len(secret) == 0 {
+		return next
 	}
-}
-
-// authorized reports whether r carries the handler's token as a bearer
-// token. Without a token the handler authorizes nothing.
-func (h *handler) authorized(r *http.Request) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && h.token != "" && hmac.Equal([]byte(got), []byte(h.token))
+	want := []byte("Bearer " + Token(secret))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
+		if !openPaths[r.URL.Path] && !hmac.Equal(got, want) {
+			writeJSON(w, http.StatusUnauthorized, ErrorBody{
+				Error: "the control API needs the instance's shared secret", Errno: int(syscall.EACCES)})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -15,29 +15,28 @@ import (
 type Client struct {
 	base string
 	http *http.Client
-	// token, if set, goes with every call (see WithSecret).
-	token string
+	// auth is the Authorization header of every call, empty without a
+	// secret.
+	auth string
 }
 
 // NewClient returns a client of the control API at addr ("host:port" or a
-// URL). A nil hc means http.DefaultClient; give one with a timeout for calls
-// other than Flush and Drain, which block until the flush ends.
-func NewClient(addr string, hc *http.Client) *Client {
+// URL) that proves it holds secret, the instance's shared secret (nil for
+// a server that has none). A nil hc means http.DefaultClient; give one with
+// a timeout for calls other than Flush and Drain, which block until the
+// flush ends.
+func NewClient(addr string, secret []byte, hc *http.Client) *Client {
 	if !strings.Contains(addr, "://") {
 		addr = "http://" + addr
 	}
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	return &Client{base: strings.TrimSuffix(addr, "/"), http: hc}
-}
-
-// WithSecret returns a client whose calls prove that the caller holds
-// the instance's shared secret (see Token), as Discard must.
-func (c *Client) WithSecret(secret []byte) *Client {
-	cp := *c
-	cp.token = Token(secret)
-	return &cp
+	c := &Client{base: strings.TrimSuffix(addr, "/"), http: hc}
+	if len(secret) > 0 {
+		c.auth = "Bearer " + Token(secret)
+	}
+	return c
 }
 
 // Flush writes back every dirty byte of the server. It blocks until the
@@ -56,7 +55,7 @@ func (c *Client) Drain(ctx context.Context) (FlushResult, error) {
 // Discard makes the server refuse new writes with EROFS and remove its
 // cache files when it stops, with the data not written back. Only a
 // teardown that drops unwritten data, as the instance's owner asked, calls
-// it, with a client made WithSecret: servers refuse it otherwise.
+// it.
 func (c *Client) Discard(ctx context.Context) error {
 	return c.call(ctx, "discard", http.MethodPost, "/v1/discard", nil, nil)
 }
@@ -125,8 +124,8 @@ func (c *Client) call(ctx context.Context, op, method, path string, in, out any)
 	if err != nil {
 		return fmt.Errorf("control %s: %w", op, err)
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	if c.auth != "" {
+		req.Header.Set("Authorization", c.auth)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

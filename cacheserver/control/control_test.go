@@ -53,45 +53,11 @@ func (f *fakeService) SetTunables(_ context.Context, t Tunables) error {
 }
 func (f *fakeService) Ready() bool { return f.ready }
 
-// testSecret is the instance secret of the servers start starts.
-var testSecret = []byte("0123456789abcdef")
-
-// start serves svc with testSecret and returns a client that proves it.
 func start(t *testing.T, svc *fakeService) *Client {
 	t.Helper()
-	srv := httptest.NewServer(NewHandler(svc, nil, WithSecret(testSecret)))
+	srv := httptest.NewServer(NewHandler(svc, nil, nil))
 	t.Cleanup(srv.Close)
-	return NewClient(srv.URL, nil).WithSecret(testSecret)
-}
-
-// TestDiscardNeedsTheSecret: a discard makes the server drop its dirty data
-// when it stops, so a caller that does not prove the instance's secret is
-// refused, and so is every caller of a server that has none.
-func TestDiscardNeedsTheSecret(t *testing.T) {
-	tests := map[string]struct {
-		server  []HandlerOption
-		client  func(*Client) *Client
-		wantErr error
-	}{
-		"the secret's token": {server: []HandlerOption{WithSecret(testSecret)}, client: func(c *Client) *Client { return c.WithSecret(testSecret) }},
-		"no token":           {server: []HandlerOption{WithSecret(testSecret)}, client: func(c *Client) *Client { return c }, wantErr: syscall.EACCES},
-		"another secret":     {server: []HandlerOption{WithSecret(testSecret)}, client: func(c *Client) *Client { return c.WithSecret([]byte("guess")) }, wantErr: syscall.EACCES},
-		"server without one": {client: func(c *Client) *Client { return c.WithSecret(nil) }, wantErr: syscall.EACCES},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			svc := &fakeService{}
-			srv := httptest.NewServer(NewHandler(svc, nil, tc.server...))
-			defer srv.Close()
-			err := tc.client(NewClient(srv.URL, nil)).Discard(context.Background())
-			if tc.wantErr == nil && err != nil || tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
-				t.Fatalf("Discard: %v, want %v", err, tc.wantErr)
-			}
-			if discarded := len(svc.calls) > 0; discarded != (tc.wantErr == nil) {
-				t.Errorf("the service was told to discard: %v, want %v", discarded, tc.wantErr == nil)
-			}
-		})
-	}
+	return NewClient(srv.URL, nil, nil)
 }
 
 func TestPathCallsReachTheService(t *testing.T) {

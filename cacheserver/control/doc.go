@@ -11,8 +11,7 @@
 //	POST /v1/flush               write back every dirty byte; FlushResult
 //	POST /v1/drain               refuse new writes (EROFS), then flush; FlushResult
 //	POST /v1/discard             refuse new writes, and remove the cache files,
-//	                             dirty data included, when the server stops;
-//	                             needs "Authorization: Bearer <Token(secret)>"
+//	                             dirty data included, when the server stops
 //	POST /v1/paths/flush         write back one path; body PathRequest
 //	POST /v1/paths/evict         drop the clean cached data of a path
 //	POST /v1/paths/invalidate    forget a path's clean data, to see out-of-band changes
@@ -21,6 +20,13 @@
 //	PUT  /v1/tunables            change Tunables live
 //	GET  /healthz                200 while the process runs
 //	GET  /readyz                 200 while the server serves the data path
+//
+// A server with a shared secret (every server of an instance has one)
+// serves only callers that send "Authorization: Bearer " followed by
+// Token(secret), an HMAC of a fixed label under the secret; others get 401
+// with EACCES. The probes /healthz and /readyz are open to all. Without the
+// check, anyone who reaches the control port could drain an instance,
+// mark its dirty data for discarding, or change its knobs.
 //
 // A failed call answers a non-2xx status with an ErrorBody; the client
 // returns it as an *Error that matches its errno with errors.Is.

@@ -34,17 +34,14 @@ type Service interface {
 	Ready() bool
 }
 
-// NewHandler returns the HTTP handler of the control API over svc. Calls
-// that may drop data (POST /v1/discard) need the token of the secret given
-// with WithSecret; the others need none.
-func NewHandler(svc Service, log *slog.Logger, opts ...HandlerOption) http.Handler {
+// NewHandler returns the HTTP handler of the control API over svc. With a
+// secret, it serves only callers that prove they hold it (see Token), but
+// for the health and readiness probes.
+func NewHandler(svc Service, secret []byte, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.Default()
 	}
 	h := &handler{svc: svc, log: log}
-	for _, o := range opts {
-		o(h)
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/flush", h.flush(svc.Flush, "flush"))
 	mux.HandleFunc("POST /v1/drain", h.flush(svc.Drain, "drain"))
@@ -57,15 +54,12 @@ func NewHandler(svc Service, log *slog.Logger, opts ...HandlerOption) http.Handl
 	mux.HandleFunc("PUT /v1/tunables", h.tunables)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", h.ready)
-	return mux
+	return authenticate(secret, mux)
 }
 
 type handler struct {
 	svc Service
 	log *slog.Logger
-	// token is the Token that calls which may drop data must carry; empty
-	// refuses them.
-	token string
 }
 
 func (h *handler) flush(fn func(context.Context) (int64, error), op string) http.HandlerFunc {
@@ -83,16 +77,7 @@ func (h *handler) flush(fn func(context.Context) (int64, error), op string) http
 	}
 }
 
-// discard marks the server's cache files, dirty data included, for
-// removal when it stops. Whoever can reach the control port could
-// otherwise make a server drop its dirty data at its next stop, so only a
-// caller that proves it holds the instance's secret may.
 func (h *handler) discard(w http.ResponseWriter, r *http.Request) {
-	if !h.authorized(r) {
-		h.log.Warn("Refusing a discard that does not prove the instance's secret", "remote", r.RemoteAddr)
-		writeJSON(w, http.StatusForbidden, ErrorBody{Error: "discard needs the token of the instance's secret", Errno: int(syscall.EACCES)})
-		return
-	}
 	h.log.Info("Discarding on request: the cache files go when the server stops, dirty data included")
 	if err := h.svc.Discard(r.Context()); err != nil {
 		writeError(w, err)

@@ -69,7 +69,7 @@ func DoContext(ctx context.Context, fn func() error) error {
 // file system, since only the thread running fn carries the identity. When c
 // is the identity of the process, fn runs directly.
 func Do(c Cred, fn func() error) error {
-	if sameIdentity(c, Process()) {
+	if c.IsProcess() {
 		return fn()
 	}
 	done := make(chan error, 1)
@@ -93,6 +93,10 @@ func Do(c Cred, fn func() error) error {
 	}()
 	return <-done
 }
+
+// IsProcess reports whether c passes the same permission checks as the
+// identity of the current process.
+func (c Cred) IsProcess() bool { return sameIdentity(c, Process()) }
 
 // sameIdentity reports whether a and b pass the same permission checks: the
 // kernel counts the primary group as a member of the group list, so a

@@ -117,7 +117,11 @@ func flushAll(ctx context.Context, st *State) error {
 	var wg sync.WaitGroup
 	for i, s := range st.Servers {
 		wg.Go(func() {
-			res, err := control.NewClient(s.Control, nil).Flush(ctx)
+			c, err := st.controlClient(s, nil)
+			var res control.FlushResult
+			if err == nil {
+				res, err = c.Flush(ctx)
+			}
 			if err != nil {
 				errs[i] = fmt.Errorf("server %d (%d bytes left): %w", s.Index, res.RemainingBytes, err)
 			}

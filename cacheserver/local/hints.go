@@ -34,7 +34,11 @@ func SendHint(ctx context.Context, st *State, hint Hint, path string) error {
 	var wg sync.WaitGroup
 	for i, s := range st.Servers {
 		wg.Go(func() {
-			if err := hint(control.NewClient(s.Control, nil), ctx, path); err != nil {
+			c, err := st.controlClient(s, nil)
+			if err == nil {
+				err = hint(c, ctx, path)
+			}
+			if err != nil {
 				errs[i] = fmt.Errorf("server %d: %w", s.Index, err)
 			}
 		})

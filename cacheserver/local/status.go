@@ -25,7 +25,10 @@ func Status(ctx context.Context, bin string, st *State) []ServerStatus {
 	var out []ServerStatus
 	for _, s := range st.Servers {
 		ss := ServerStatus{ServerState: s, Alive: alive(s.PID, bin)}
-		ss.Stats, ss.Err = control.NewClient(s.Control, hc).Stats(ctx)
+		var c *control.Client
+		if c, ss.Err = st.controlClient(s, hc); ss.Err == nil {
+			ss.Stats, ss.Err = c.Stats(ctx)
+		}
 		out = append(out, ss)
 	}
 	return out

@@ -117,7 +117,7 @@ func fresh(cfg Config) (*State, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.CacheDir, "logs"), 0o700); err != nil {
 		return nil, fmt.Errorf("creating cache directory: %w", err)
 	}
-	if err := writeSecret(filepath.Join(cfg.CacheDir, "secret")); err != nil {
+	if err := writeSecret(secretPath(cfg.CacheDir)); err != nil {
 		return nil, err
 	}
 	st := &State{Backing: cfg.Backing, Mount: cfg.Mount, CacheDir: cfg.CacheDir, ExtentSize: cfg.ExtentSize}
@@ -128,7 +128,7 @@ func fresh(cfg Config) (*State, error) {
 			"--backing", cfg.Backing, "--cache-dir", filepath.Join(cfg.CacheDir, "server-"+strconv.Itoa(i)),
 			"--capacity", strconv.FormatInt(per, 10), "--extent-size", strconv.FormatInt(cfg.ExtentSize, 10),
 			"--index", strconv.Itoa(i), "--servers", strconv.Itoa(cfg.Servers),
-			"--secret-file", filepath.Join(cfg.CacheDir, "secret"),
+			"--secret-file", secretPath(cfg.CacheDir),
 		}
 		if cfg.UID >= 0 {
 			args = append(args, "--uid", strconv.Itoa(cfg.UID))
@@ -230,7 +230,7 @@ func startMount(ctx context.Context, cfg Config, st *State) error {
 	// What an earlier mount recorded of its end is not this one's.
 	_ = os.Remove(exit)
 	args := []string{"mount", "--servers", strings.Join(addrs, ","),
-		"--secret-file", filepath.Join(st.CacheDir, "secret"),
+		"--secret-file", secretPath(st.CacheDir),
 		"--extent-size", strconv.FormatInt(st.ExtentSize, 10), "--ready-file", ready, "--exit-file", exit, st.Mount}
 	c, err := start("mount", cfg.Binary, args, filepath.Join(st.CacheDir, "logs", "mount.log"))
 	if err != nil {

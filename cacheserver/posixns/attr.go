@@ -7,7 +7,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 )
 
@@ -133,7 +132,7 @@ func (f *FS) Access(ctx context.Context, p string, mask uint32) error {
 // StatFS reports the capacity and use of the file system holding the root.
 func (f *FS) StatFS(ctx context.Context) (namespace.StatFS, error) {
 	var st unix.Statfs_t
-	err := ident.DoContext(ctx, func() error { return unix.Fstatfs(f.root, &st) })
+	err := f.as(ctx, func() error { return unix.Fstatfs(f.root, &st) })
 	if err != nil {
 		return namespace.StatFS{}, fmt.Errorf("statfs: %w", err)
 	}

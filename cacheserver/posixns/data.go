@@ -88,7 +88,7 @@ func (f *FS) openData(ctx context.Context, p string, flags uint64) (int, error) 
 	fl := flags | unix.O_NOFOLLOW | unix.O_NONBLOCK
 	var fd int
 	var a namespace.Attr
-	err := ident.DoContext(ctx, func() (err error) {
+	err := f.as(ctx, func() (err error) {
 		fd, err = f.openat2(p, fl, 0)
 		if errors.Is(err, unix.EACCES) {
 			fd = -1
@@ -142,7 +142,7 @@ func (f *FS) withData(ctx context.Context, p string, flags uint64, fn func(fd in
 	}
 	fl := flags | unix.O_NOFOLLOW | unix.O_NONBLOCK
 	var owned *namespace.Attr
-	err := ident.DoContext(ctx, func() error {
+	err := f.as(ctx, func() error {
 		fd, err := f.openat2(p, fl, 0)
 		if errors.Is(err, unix.EACCES) {
 			a, err := f.ownedBy(ctx, p)

@@ -4,7 +4,9 @@
 // Every operation runs under ident.DoContext, so the kernel of the backing
 // file system makes every permission check, parent directories included, as
 // the identity carried by the context: the caller's, or the one an
-// administrator configured for the instance.
+// administrator configured for the instance. The root itself is held open
+// by the server, so an identity other than the server's must first reach it
+// by its path: the directories above the backing directory count too.
 //
 // Paths never leave the root. Parent directories and files are opened with
 // openat2(2) and RESOLVE_BENEATH|RESOLVE_NO_MAGICLINKS, so that a symbolic

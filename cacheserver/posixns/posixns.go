@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -21,18 +22,51 @@ const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
 type FS struct {
 	root int
 	dir  string
+	// dev and ino identify the root, for reachRoot.
+	dev, ino uint64
 }
 
 var _ namespace.FS = (*FS)(nil)
 
+// ErrRootMoved is returned to an identity other than the server's when the
+// path of the backing directory no longer names the directory served. It
+// wraps syscall.ESTALE.
+var ErrRootMoved = fmt.Errorf("the backing directory's path names another directory: %w", unix.ESTALE)
+
 // New opens the directory dir as the root of a namespace. The directory stays
-// open until Close, so it is served even if it is renamed.
+// open until Close, so the server's own identity is served even if it is
+// renamed.
 func New(dir string) (*FS, error) {
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("opening backing directory %s: %w", dir, err)
 	}
-	return &FS{root: fd, dir: dir}, nil
+	return newAt(dir, fd)
+}
+
+// NewAt serves, as the namespace of the directory dir, the directory that
+// root holds open, which its caller opened as it saw fit; the namespace
+// keeps its own copy of the descriptor.
+func NewAt(dir string, root *os.File) (*FS, error) {
+	fd, err := unix.FcntlInt(root.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening backing directory %s: %w", dir, err)
+	}
+	return newAt(dir, fd)
+}
+
+// newAt returns the namespace over fd, which it owns from then on.
+func newAt(dir string, fd int) (*FS, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("opening backing directory %s: %w", dir, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		unix.Close(fd)
+		return nil, fmt.Errorf("opening backing directory %s: %w", dir, unix.ENOTDIR)
+	}
+	return &FS{root: fd, dir: dir, dev: st.Dev, ino: st.Ino}, nil
 }
 
 // Close releases the root directory. No call may be made after Close.
@@ -54,6 +88,44 @@ func split(p string) (dir, name string) {
 		return ".", p
 	}
 	return p[:i], p[i+1:]
+}
+
+// as runs fn as the identity in ctx. The root was opened with the server's
+// own identity; any other identity must also reach it by its path, through
+// the directories above it, as a job that used the backing file system
+// directly would have to: a shared server acting as each caller would
+// otherwise let a caller into a tree whose ancestors keep it out.
+func (f *FS) as(ctx context.Context, fn func() error) error {
+	c, ok := ident.FromContext(ctx)
+	if !ok || c.IsProcess() {
+		return fn()
+	}
+	return ident.Do(c, func() error {
+		if err := f.reachRoot(); err != nil {
+			return err
+		}
+		return fn()
+	})
+}
+
+// reachRoot checks, as the calling thread's identity, that the path of the
+// root leads to the directory that f serves. Opening it with O_PATH needs
+// search permission on every directory above it, and nothing of the root
+// itself, whose own permissions the lookups beneath it check.
+func (f *FS) reachRoot() error {
+	fd, err := unix.Open(f.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Dev != f.dev || st.Ino != f.ino {
+		return ErrRootMoved
+	}
+	return nil
 }
 
 // openat2 opens p beneath the root, retrying when a concurrent rename makes
@@ -89,7 +161,7 @@ func (f *FS) at(ctx context.Context, op, p string, fn func(dirfd int, name strin
 	if err := namespace.CheckPath(p); err != nil {
 		return fmt.Errorf("%s %q: %w", op, p, err)
 	}
-	err := ident.DoContext(ctx, func() error {
+	err := f.as(ctx, func() error {
 		dir, name := split(p)
 		dirfd, err := f.openDir(dir)
 		if err != nil {
@@ -109,7 +181,7 @@ func (f *FS) at2(ctx context.Context, op, p1, p2 string, fn func(d1 int, n1 stri
 	if err := errors.Join(namespace.CheckPath(p1), namespace.CheckPath(p2)); err != nil {
 		return fmt.Errorf("%s %q %q: %w", op, p1, p2, namespace.ErrBadPath)
 	}
-	err := ident.DoContext(ctx, func() error {
+	err := f.as(ctx, func() error {
 		dir1, name1 := split(p1)
 		dir2, name2 := split(p2)
 		d1, err := f.openDir(dir1)

@@ -1,10 +1,15 @@
 package posixns
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
 )
 
 // withProcPath runs fn with a /proc/self/fd path that names the file p
@@ -43,14 +48,61 @@ func (f *FS) Setxattr(ctx context.Context, p, name string, value []byte, flags i
 }
 
 // Listxattr lists the names of the extended attributes of p into dest, or
-// returns the size needed when dest is empty.
+// returns the size needed when dest is empty. The kernel lists the names of
+// the trusted namespace only to holders of CAP_SYS_ADMIN, which a switch of
+// file-system identity leaves to a server running as root: they are left
+// out for callers other than root, as their own kernel would.
 func (f *FS) Listxattr(ctx context.Context, p string, dest []byte) (int, error) {
-	var n int
+	var names []byte
 	err := f.withProcPath(ctx, "listxattr", p, func(proc string) (err error) {
-		n, err = unix.Listxattr(proc, dest)
+		names, err = listAll(proc)
 		return err
 	})
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	if c, ok := ident.FromContext(ctx); ok && c.UID != 0 {
+		names = withoutTrusted(names)
+	}
+	switch {
+	case len(dest) == 0:
+		return len(names), nil
+	case len(dest) < len(names):
+		return 0, fmt.Errorf("listxattr %q: %w", p, unix.ERANGE)
+	}
+	return copy(dest, names), nil
+}
+
+// listAll returns every attribute name of the file at proc, NUL-terminated,
+// asking again if the list grows between the size query and the read.
+func listAll(proc string) ([]byte, error) {
+	for {
+		n, err := unix.Listxattr(proc, nil)
+		if err != nil || n == 0 {
+			return nil, err
+		}
+		buf := make([]byte, n)
+		n, err = unix.Listxattr(proc, buf)
+		if errors.Is(err, unix.ERANGE) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return buf[:n], nil
+	}
+}
+
+// withoutTrusted drops the names of the trusted namespace from the
+// NUL-terminated names.
+func withoutTrusted(names []byte) []byte {
+	out := names[:0:0]
+	for name := range bytes.SplitSeq(names, []byte{0}) {
+		if len(name) > 0 && !bytes.HasPrefix(name, []byte("trusted.")) {
+			out = append(append(out, name...), 0)
+		}
+	}
+	return out
 }
 
 // Removexattr removes the extended attribute name of p.

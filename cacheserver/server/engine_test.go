@@ -142,7 +142,7 @@ func TestEngineServersWriteBack(t *testing.T) {
 	}
 	var dirty int64
 	for _, addr := range ctl {
-		c := control.NewClient(addr, nil)
+		c := control.NewClient(addr, nil, nil)
 		st, err := c.Stats(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -198,7 +198,7 @@ func TestPreloadReadsOnlyOwnExtents(t *testing.T) {
 	}
 	ctx := context.Background()
 	for i, addr := range ctl {
-		if _, err := control.NewClient(addr, nil).Preload(ctx, ""); err != nil {
+		if _, err := control.NewClient(addr, nil, nil).Preload(ctx, ""); err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff(want[i], recs[i].offs); diff != "" {

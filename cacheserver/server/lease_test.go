@@ -146,7 +146,7 @@ func TestLeasesSeeEveryChange(t *testing.T) {
 		"invalidate after a change behind the cache": {
 			change: func(r *leaseRig) []byte {
 				r.changeBacking()
-				if err := control.NewClient(r.ctl, nil).InvalidatePath(r.ctx, "f"); err != nil {
+				if err := control.NewClient(r.ctl, nil, nil).InvalidatePath(r.ctx, "f"); err != nil {
 					r.t.Fatal(err)
 				}
 				return fill('z', leaseES)
@@ -155,7 +155,7 @@ func TestLeasesSeeEveryChange(t *testing.T) {
 		"evict after a change behind the cache": {
 			change: func(r *leaseRig) []byte {
 				r.changeBacking()
-				if err := control.NewClient(r.ctl, nil).EvictPath(r.ctx, "f"); err != nil {
+				if err := control.NewClient(r.ctl, nil, nil).EvictPath(r.ctx, "f"); err != nil {
 					r.t.Fatal(err)
 				}
 				return fill('z', leaseES)
@@ -174,7 +174,7 @@ func TestLeasesSeeEveryChange(t *testing.T) {
 // clean.
 func (r *leaseRig) writeBack() {
 	r.t.Helper()
-	if _, err := control.NewClient(r.ctl, nil).Flush(r.ctx); err != nil {
+	if _, err := control.NewClient(r.ctl, nil, nil).Flush(r.ctx); err != nil {
 		r.t.Fatal(err)
 	}
 }

@@ -239,7 +239,7 @@ func TestLocalWritesGoThroughPipes(t *testing.T) {
 		t.Errorf("a write into a pipe the server closed: %v, want EPIPE", err)
 	}
 
-	if _, err := control.NewClient(ctl[0], nil).Flush(ctx); err != nil {
+	if _, err := control.NewClient(ctl[0], nil, nil).Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(filepath.Join(backingDir, "f"))
@@ -341,7 +341,7 @@ func TestLocalReadsAndWritesUnderContention(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range ctl {
-		if _, err := control.NewClient(a, nil).Flush(ctx); err != nil {
+		if _, err := control.NewClient(a, nil, nil).Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -24,7 +24,7 @@ func startSlowServer(t *testing.T, backingDir string, latency time.Duration) *co
 			f.SetLatency(backing.OpCopyRange, latency)
 			return f
 		})
-	return control.NewClient(ctl[0], nil)
+	return control.NewClient(ctl[0], nil, nil)
 }
 
 // writeTree writes files of the given sizes under dir and returns their

@@ -112,7 +112,7 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Log, incarnation: cfg.Incarnation}
 	s.wire = wire.Server{Handler: s, Secret: cfg.Secret, Log: cfg.Log, OnConn: s.onConn, Inline: inlineOps}
 	mux := http.NewServeMux()
-	mux.Handle("/", control.NewHandler(s, cfg.Log, control.WithSecret(cfg.Secret)))
+	mux.Handle("/", control.NewHandler(s, cfg.Secret, cfg.Log))
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	s.http = http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s

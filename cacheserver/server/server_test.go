@@ -65,7 +65,7 @@ func TestDrainRefusesWritesAndFlushes(t *testing.T) {
 	if _, err := f.WriteAt(ctx, "a", []byte("hello"), 0); err != nil {
 		t.Fatal(err)
 	}
-	ctl := control.NewClient(in.Control[0], nil)
+	ctl := control.NewClient(in.Control[0], nil, nil)
 	st, err := ctl.Stats(ctx)
 	if err != nil || st.DirtyBytes != 5 || st.Server.Instance != "test" {
 		t.Fatalf("Stats = %+v, %v; want 5 dirty bytes of instance test", st, err)

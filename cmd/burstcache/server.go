@@ -27,6 +27,7 @@ import (
 
 type serverFlags struct {
 	listen, control, backing, cacheDir string
+	backingBeneath                     string
 	instance, secretFile, durability   string
 	accessMode                         string
 	readyFile                          string
@@ -62,6 +63,7 @@ run as --uid/--gid/--groups (default: the server process), or, with
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7070", "data-path address: host:port, or the absolute path of a Unix domain socket")
 	fl.StringVar(&f.control, "control", "127.0.0.1:7071", "control API address")
 	fl.StringVar(&f.backing, "backing", "", "backing directory (the parallel file system)")
+	fl.StringVar(&f.backingBeneath, "backing-beneath", "", "directory that the backing directory must stay beneath once its symbolic links are followed, such as the path prefix an instance was granted (default: none)")
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "cache directory on local SSD")
 	fl.Var(&f.capacity, "capacity", "cache capacity, such as 10Gi")
 	fl.Var(&f.extentSize, "extent-size", "striping and caching unit")
@@ -112,16 +114,16 @@ func runServer(ctx context.Context, f *serverFlags) error {
 	if err != nil {
 		return err
 	}
-	cache, eng, err := f.openEngine(log)
+	ns, store, err := f.openBacking()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = ns.Close(); _ = store.Close() }()
+	cache, eng, err := f.openEngine(log, f.slowed(store))
 	if err != nil {
 		return err
 	}
 	defer func() { _ = eng.Close() }() // after retire, a no-op (ErrClosed)
-	ns, err := posixns.New(f.backing)
-	if err != nil {
-		return badInput("backing directory: %w", err)
-	}
-	defer func() { _ = ns.Close() }()
 	data, ctl, err := f.listeners()
 	if err != nil {
 		return err
@@ -278,7 +280,28 @@ func (f *serverFlags) tunables() engine.Tunables {
 	}
 }
 
-func (f *serverFlags) openEngine(log *slog.Logger) (server.Cache, *engine.Engine, error) {
+// openBacking opens the backing directory once, for the namespace and the
+// engine's store alike, so that both keep serving the same directory
+// whatever its path names later.
+func (f *serverFlags) openBacking() (*posixns.FS, *backing.Dir, error) {
+	root, err := openBeneath(f.backingBeneath, f.backing)
+	if err != nil {
+		return nil, nil, badInput("backing directory: %w", err)
+	}
+	defer func() { _ = root.Close() }()
+	ns, err := posixns.NewAt(f.backing, root)
+	if err != nil {
+		return nil, nil, badInput("backing directory: %w", err)
+	}
+	store, err := backing.OpenDir(f.backing, root)
+	if err != nil {
+		_ = ns.Close()
+		return nil, nil, badInput("backing directory: %w", err)
+	}
+	return ns, store, nil
+}
+
+func (f *serverFlags) openEngine(log *slog.Logger, store backing.Store) (server.Cache, *engine.Engine, error) {
 	id := server.Identity{Instance: f.instanceName(), Index: f.index, Servers: f.servers, ExtentSize: int64(f.extentSize)}
 	dir, err := server.ClaimCacheDir(f.cacheDir, id)
 	if errors.Is(err, server.ErrForeignCacheDir) {
@@ -289,7 +312,7 @@ func (f *serverFlags) openEngine(log *slog.Logger) (server.Cache, *engine.Engine
 	}
 	tun := f.tunables()
 	e, err := engine.Open(engine.Config{
-		Dir: dir, Backing: f.backingStore(), ExtentSize: int64(f.extentSize),
+		Dir: dir, Backing: store, ExtentSize: int64(f.extentSize),
 		Capacity: int64(f.capacity), Tunables: tun, Durability: engine.Durability(f.durability), Logger: log,
 		Stride: f.stride(), CommitInterval: f.commitInterval,
 	})
@@ -302,10 +325,9 @@ func (f *serverFlags) openEngine(log *slog.Logger) (server.Cache, *engine.Engine
 	return server.EngineCache(e, tun), e, nil
 }
 
-// backingStore is the backing directory as the engine reads and writes it,
+// slowed is the backing directory as the engine reads and writes it,
 // slowed down as --backing-read-latency asks.
-func (f *serverFlags) backingStore() backing.Store {
-	dir := backing.NewDir(f.backing)
+func (f *serverFlags) slowed(dir *backing.Dir) backing.Store {
 	if f.backingReadLatency <= 0 {
 		return dir
 	}

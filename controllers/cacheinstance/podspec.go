@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/controllers/policy"
 )
 
 // Paths inside the server container.
@@ -18,8 +19,10 @@ const (
 	scratchMountPath = "/scratch"
 )
 
-// buildServerPod returns the pod of server i, pinned to its node.
-func buildServerPod(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool, i int, srv cachev1alpha1.ServerStatus, servers int, o Options) *corev1.Pod {
+// buildServerPod returns the pod of server i of the instance in s, pinned to
+// its node.
+func buildServerPod(s *scope, i int, o Options) *corev1.Pod {
+	inst, pool, srv := s.inst, s.pool, s.inst.Status.Servers[i]
 	pod := &corev1.Pod{ObjectMeta: objectMeta(inst, podName(inst, i))}
 	pod.Labels[cachev1alpha1.LabelServerIndex] = strconv.Itoa(i)
 	pod.Finalizers = []string{cachev1alpha1.ServerProtectionFinalizer}
@@ -30,7 +33,7 @@ func buildServerPod(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.Cache
 		Subdomain:          ServiceName(inst),
 		SecurityContext:    podSecurityContext(inst.Spec.RunAs),
 		InitContainers:     []corev1.Container{prepareContainer(inst, o)},
-		Containers:         []corev1.Container{serverContainer(inst, pool, i, srv, servers, o)},
+		Containers:         []corev1.Container{serverContainer(s, i, o)},
 		Volumes:            volumes(inst, pool, i),
 		RestartPolicy:      corev1.RestartPolicyAlways,
 		EnableServiceLinks: new(bool),
@@ -79,11 +82,12 @@ func prepareContainer(inst *cachev1alpha1.CacheInstance, o Options) corev1.Conta
 	}
 }
 
-func serverContainer(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool, i int, srv cachev1alpha1.ServerStatus, servers int, o Options) corev1.Container {
+func serverContainer(s *scope, i int, o Options) corev1.Container {
+	inst, pool := s.inst, s.pool
 	return corev1.Container{
 		Name: "server", Image: o.ServerImage,
 		Command: []string{"burstcache", "server"},
-		Args:    serverArgs(inst, pool, i, srv, servers),
+		Args:    serverArgs(s, i),
 		// A server that cannot start says why in its last log line, which
 		// the reconciler shows in the ServersReady condition.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -108,8 +112,12 @@ func serverContainer(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.Cach
 	}
 }
 
-// serverArgs are the flags of `burstcache server` for server i.
-func serverArgs(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool, i int, srv cachev1alpha1.ServerStatus, servers int) []string {
+// serverArgs are the flags of `burstcache server` for server i. The
+// server is told the prefix its backing directory must stay beneath, so
+// that a symbolic link in the backing path cannot lead it out of what the
+// pool granted.
+func serverArgs(s *scope, i int) []string {
+	inst, pool, srv, servers := s.inst, s.pool, s.inst.Status.Servers[i], len(s.inst.Status.Servers)
 	id := inst.Spec.RunAs
 	args := []string{
 		fmt.Sprintf("--listen=0.0.0.0:%d", DataPort),
@@ -124,6 +132,9 @@ func serverArgs(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool
 		"--uid=" + strconv.FormatInt(id.UID, 10),
 		"--gid=" + strconv.FormatInt(id.GID, 10),
 		"--secret-file=" + secretFile,
+	}
+	if beneath := policy.BackingBeneath(inst, pool, s.nsLabels); beneath != "" {
+		args = append(args, "--backing-beneath="+beneath)
 	}
 	if len(id.SupplementalGroups) > 0 {
 		args = append(args, "--groups="+joinInts(id.SupplementalGroups))

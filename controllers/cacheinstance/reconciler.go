@@ -39,6 +39,8 @@ type Reconciler struct {
 
 	// requests runs user hints in the background, preloads spec.preload.
 	requests, preloads *hint.Runner
+	// secrets remembers the instances' data secrets for control calls.
+	secrets secretCache
 }
 
 // +kubebuilder:rbac:groups=cache.burstcache.io,resources=cacheinstances,verbs=get;list;watch;update;patch

@@ -1,7 +1,6 @@
 package cacheinstance
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -46,7 +45,11 @@ func (r *Reconciler) ensureSecret(ctx context.Context, s *scope) (ctrl.Result, e
 	err := r.APIReader.Get(ctx, key, cur)
 	switch {
 	case err == nil:
-		return ctrl.Result{}, checkSecret(s.inst, cur)
+		if err := checkSecret(s.inst, cur); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.secrets.store(s.inst.UID, cur)
+		return ctrl.Result{}, nil
 	case !apierrors.IsNotFound(err):
 		return ctrl.Result{}, fmt.Errorf("reading the data secret: %w", err)
 	}
@@ -54,6 +57,9 @@ func (r *Reconciler) ensureSecret(ctx context.Context, s *scope) (ctrl.Result, e
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// Forgotten rather than stored: if another pass created the Secret
+	// first, createIfMissing keeps that one, which controlSecret reads.
+	r.secrets.forget(s.inst.UID)
 	return ctrl.Result{}, r.createIfMissing(ctx, sec)
 }
 
@@ -78,21 +84,6 @@ func checkSecret(inst *cachev1alpha1.CacheInstance, sec *corev1.Secret) error {
 		return reconcile.TerminalError(fmt.Errorf("secret %s: %w", sec.Name, errForeignSecret))
 	}
 	return nil
-}
-
-// dataSecret reads the instance's data secret as its servers read their
-// copy (trimmed), for the calls that must prove it. Read with the API
-// reader, like ensureSecret, and only when such a call is to be made.
-func (r *Reconciler) dataSecret(ctx context.Context, s *scope) ([]byte, error) {
-	sec := &corev1.Secret{}
-	key := client.ObjectKey{Namespace: s.inst.Namespace, Name: cachev1alpha1.DataSecretName(s.inst.Name)}
-	if err := r.APIReader.Get(ctx, key, sec); err != nil {
-		return nil, fmt.Errorf("reading the data secret: %w", err)
-	}
-	if err := checkSecret(s.inst, sec); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSpace(sec.Data[cachev1alpha1.DataSecretKey]), nil
 }
 
 func newDataSecret(inst *cachev1alpha1.CacheInstance) (*corev1.Secret, error) {
@@ -121,6 +112,7 @@ func (r *Reconciler) deleteSecret(ctx context.Context, s *scope) (ctrl.Result, e
 	if err := r.Client.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("deleting the data secret: %w", err)
 	}
+	r.secrets.forget(s.inst.UID)
 	return ctrl.Result{}, nil
 }
 

@@ -111,5 +111,9 @@ func (r *Reconciler) client(ctx context.Context, s *scope, i int) (*control.Clie
 	if err != nil {
 		return nil, fmt.Errorf("finding server %d: %w", i, err)
 	}
-	return control.NewClient(addr, nil), nil
+	secret, err := r.controlSecret(ctx, s.inst)
+	if err != nil {
+		return nil, err
+	}
+	return control.NewClient(addr, secret, nil), nil
 }

@@ -49,9 +49,9 @@ func (s *preloadServer) called() []string {
 }
 
 func target(t *testing.T, name string, svc *preloadServer) Target {
-	srv := httptest.NewServer(control.NewHandler(svc, nil))
+	srv := httptest.NewServer(control.NewHandler(svc, nil, nil))
 	t.Cleanup(srv.Close)
-	return Target{Name: name, Client: control.NewClient(srv.URL, nil)}
+	return Target{Name: name, Client: control.NewClient(srv.URL, nil, nil)}
 }
 
 func preloads(paths ...string) []cachev1alpha1.RequestSpec {

@@ -220,7 +220,7 @@ func (w *world) leasePods() string {
 // flushServers writes back every dirty byte of every server.
 func flushServers(servers []serverProc) {
 	for _, s := range servers {
-		_, err := control.NewClient(s.control, nil).Flush(ctx)
+		_, err := control.NewClient(s.control, []byte(secret), nil).Flush(ctx)
 		Expect(err).NotTo(HaveOccurred())
 	}
 }

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bufio"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -79,14 +78,8 @@ func TestMetricsMoveWithReadsWritesAndFlushes(t *testing.T) {
 	atLeast(t, "dirty bytes", now["burstcache_dirty_bytes"], float64(len(out)))
 	atLeast(t, "cached bytes", now["burstcache_cached_bytes"], float64(len(out)+len(input)))
 
-	resp, err := http.Post("http://"+ctl+"/v1/flush", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("flush: %s: %s", resp.Status, body)
+	if code, body := post(t, in, ctl, "flush"); code != http.StatusOK {
+		t.Fatalf("flush: HTTP %d: %s", code, body)
 	}
 	now = scrapeMetrics(t, ctl, instance)
 	if d := now["burstcache_dirty_bytes"]; d != 0 {

@@ -48,6 +48,52 @@ func (k *Kubelet) runInit(ctx context.Context, pod *corev1.Pod) {
 
 func (k *Kubelet) runServer(pod *corev1.Pod) *serverProc {
 	GinkgoHelper()
+	p, readyFile := k.launch(pod)
+	var r ready
+	Eventually(func() error {
+		select {
+		case <-p.done:
+			StopTrying("server exited: " + p.log.String()).Now()
+		default:
+		}
+		b, err := os.ReadFile(readyFile)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, &r)
+	}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
+	p.data, p.control = r.Data, r.Control
+	return p
+}
+
+// RunFailing runs the pod's init containers and server as Start does, for
+// a server expected to refuse to start, and returns its output once it
+// exits. A server that serves instead fails the spec.
+func (k *Kubelet) RunFailing(ctx context.Context, pod *corev1.Pod) string {
+	GinkgoHelper()
+	k.runInit(ctx, pod)
+	k.projectSecrets(ctx, pod)
+	p, readyFile := k.launch(pod)
+	Eventually(func() bool {
+		select {
+		case <-p.done:
+			return true
+		default:
+		}
+		if _, err := os.Stat(readyFile); err == nil {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+			StopTrying("server started where it should have refused to: " + p.log.String()).Now()
+		}
+		return false
+	}, 20*time.Second, 50*time.Millisecond).Should(BeTrue())
+	return p.log.String()
+}
+
+// launch starts the server process of pod and returns it with the ready
+// file it writes once it serves.
+func (k *Kubelet) launch(pod *corev1.Pod) (*serverProc, string) {
+	GinkgoHelper()
 	c := pod.Spec.Containers[0]
 	Expect(c.Command).To(Equal([]string{"burstcache", "server"}))
 	readyFile := filepath.Join(k.Root, "ready", pod.Namespace+"-"+pod.Name)
@@ -68,21 +114,7 @@ func (k *Kubelet) runServer(pod *corev1.Pod) *serverProc {
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	Expect(cmd.Start()).To(Succeed())
 	go func() { _ = cmd.Wait(); close(p.done) }()
-	var r ready
-	Eventually(func() error {
-		select {
-		case <-p.done:
-			StopTrying("server exited: " + p.log.String()).Now()
-		default:
-		}
-		b, err := os.ReadFile(readyFile)
-		if err != nil {
-			return err
-		}
-		return json.Unmarshal(b, &r)
-	}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
-	p.data, p.control = r.Data, r.Control
-	return p
+	return p, readyFile
 }
 
 // podIP returns a loopback address no pod of this Kubelet had yet, where
@@ -129,7 +161,7 @@ func (k *Kubelet) mapPaths(pod *corev1.Pod, c corev1.Container, args []string) [
 	out := make([]string, 0, len(args))
 	for _, a := range args {
 		name, val, ok := strings.Cut(a, "=")
-		if ok && (name == "--backing" || name == "--cache-dir" || name == "--path" || name == "--secret-file") {
+		if ok && (name == "--backing" || name == "--backing-beneath" || name == "--cache-dir" || name == "--path" || name == "--secret-file") {
 			a = name + "=" + k.hostPath(pod, c, val)
 		}
 		out = append(out, a)

@@ -45,7 +45,7 @@ func mountLocal(t *testing.T, o mountOptions) (dir, backing string) {
 		return extraMount(t, bin, m.(string), o.clientCache), o.backing
 	}
 	base := publicTempDir(t)
-	backing, dir = filepath.Join(base, "backing"), filepath.Join(base, "mnt")
+	backing, dir = o.backingDir(base), filepath.Join(base, "mnt")
 	for _, d := range []string{backing, dir} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)

@@ -79,6 +79,9 @@ type mountOptions struct {
 	// backing, if set, is the backing directory of an earlier mount to
 	// serve again, for a second mount of the same files.
 	backing string
+	// parent, if set, is the directory that holds a new backing
+	// directory, instead of the mount's own temporary directory.
+	parent string
 }
 
 // mountOption sets a mountOptions field.
@@ -93,6 +96,18 @@ func withClientCache() mountOption { return func(o *mountOptions) { o.clientCach
 // sharing mounts the files behind the earlier mount whose backing directory
 // is backing, instead of fresh ones.
 func sharing(backing string) mountOption { return func(o *mountOptions) { o.backing = backing } }
+
+// backingIn makes the new backing directory in parent.
+func backingIn(parent string) mountOption { return func(o *mountOptions) { o.parent = parent } }
+
+// backingDir returns where a new backing directory goes for o, with its
+// mount point and the rest of the set-up in base.
+func (o mountOptions) backingDir(base string) string {
+	if o.parent != "" {
+		return filepath.Join(o.parent, "backing")
+	}
+	return filepath.Join(base, "backing")
+}
 
 // mountUnderTest mounts the namespace under test for t, with the set-up of
 // the current run, and returns the mount point and the backing directory.
@@ -164,7 +179,7 @@ func publicTempDir(t *testing.T) string {
 // mountInProcess serves posixns over fusefs in the test process.
 func mountInProcess(t *testing.T, o mountOptions) (dir, backing string) {
 	base := publicTempDir(t)
-	backing, dir = filepath.Join(base, "backing"), filepath.Join(base, "mnt")
+	backing, dir = o.backingDir(base), filepath.Join(base, "mnt")
 	for _, d := range []string{backing, dir} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -243,8 +258,9 @@ func helperBinary(t *testing.T) string {
 
 // helperMain runs one operation and exits with its errno: "read PATH",
 // "list DIR", "write PATH", "create PATH", "unlink PATH", "rename OLD NEW",
-// "stat PATH", "truncate PATH", "lock PATH" (a non-blocking POSIX write lock) and "flock
-// PATH" (a non-blocking exclusive BSD lock).
+// "stat PATH", "truncate PATH", "lock PATH" (a non-blocking POSIX write lock), "flock
+// PATH" (a non-blocking exclusive BSD lock) and "list-trusted PATH" (EEXIST
+// if listxattr shows a name in the trusted namespace).
 func helperMain(args []string) int {
 	if len(args) < 2 {
 		return int(syscall.EINVAL)
@@ -282,6 +298,8 @@ func helperOp(op string, args []string) error {
 		return f.Close()
 	case "unlink":
 		return os.Remove(args[0])
+	case "list-trusted":
+		return listTrusted(args[0])
 	case "truncate":
 		return os.Truncate(args[0], 0)
 	case "rename":
@@ -299,6 +317,22 @@ func helperOp(op string, args []string) error {
 		return unix.FcntlFlock(f.Fd(), unix.F_SETLK, &lk)
 	}
 	return syscall.ENOSYS
+}
+
+// listTrusted lists the extended attributes of path and fails with EEXIST
+// if a name of the trusted namespace is among them.
+func listTrusted(path string) error {
+	buf := make([]byte, 64<<10)
+	n, err := unix.Listxattr(path, buf)
+	if err != nil {
+		return err
+	}
+	for _, name := range strings.Split(string(buf[:n]), "\x00") {
+		if strings.HasPrefix(name, "trusted.") {
+			return syscall.EEXIST
+		}
+	}
+	return nil
 }
 
 func errJoin(a, b error) error {

@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/burstcache/burstcache/cacheserver/ident"
 )
 
@@ -181,5 +183,97 @@ func TestSupplementaryGroups(t *testing.T) {
 	}
 	if e := runAs(t, nobody, "list", filepath.Join(dir, "group-only")); e != syscall.EACCES {
 		t.Errorf("list as a non-member: %v, want EACCES", e)
+	}
+}
+
+// TestPrivateAncestorOfTheBacking checks that the directories above the
+// backing directory count for a namespace acting as each caller, as they
+// would for a job that used the backing file system directly: a caller who
+// may not search them reaches nothing through the mount, although the
+// server itself holds the backing directory open. The owner of the private
+// ancestor is the control that proves the refusals are not blanket ones.
+func TestPrivateAncestorOfTheBacking(t *testing.T) {
+	parent := filepath.Join(publicTempDir(t), "private")
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, backing := mountUnderTest(t, backingIn(parent))
+	write(t, filepath.Join(backing, "file"), "data", 0o644)
+	if err := os.Mkdir(filepath.Join(backing, "open"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(backing, "open"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(parent, int(daemon.UID), int(daemon.GID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(parent, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]func(who string) []string{
+		"stat":   func(string) []string { return []string{"stat", filepath.Join(dir, "file")} },
+		"read":   func(string) []string { return []string{"read", filepath.Join(dir, "file")} },
+		"list":   func(string) []string { return []string{"list", filepath.Join(dir, "open")} },
+		"create": func(who string) []string { return []string{"create", filepath.Join(dir, "open", who)} },
+	}
+	for name, args := range ops {
+		if e := runAs(t, nobody, args("nobody")...); e != syscall.EACCES {
+			t.Errorf("%s under a private ancestor as %s: %v, want EACCES", name, nobody, e)
+		}
+		if e := runAs(t, daemon, args("daemon")...); e != 0 {
+			t.Errorf("%s under a private ancestor as its owner %s: %v, want success", name, daemon, e)
+		}
+	}
+}
+
+// TestBackingDirectoryReplacedByALink checks that the cache keeps serving
+// the backing directory it was started on when a user who may write its
+// parent renames it and puts a symbolic link to another directory in its
+// place: the data written through the mount goes back to the directory
+// served, never through the link to a directory the instance was not given.
+func TestBackingDirectoryReplacedByALink(t *testing.T) {
+	dir, backing := mountUnderTest(t)
+	write(t, filepath.Join(dir, "before"), "first", 0o644)
+	settleBacking(t, dir)
+	moved, other := backing+".moved", backing+".other"
+	if err := os.Rename(backing, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(other, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Base(other), backing); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "after"), "second", 0o644)
+	write(t, filepath.Join(dir, "before"), "rewritten", 0o644)
+	settleBacking(t, dir)
+	if entries, err := os.ReadDir(other); err != nil || len(entries) != 0 {
+		t.Errorf("the directory the link leads to holds %v (%v), want nothing", entries, err)
+	}
+	for name, want := range map[string]string{"after": "second", "before": "rewritten"} {
+		if got, err := os.ReadFile(filepath.Join(moved, name)); err != nil || string(got) != want {
+			t.Errorf("%s in the directory served = %q, %v; want %q", name, got, err, want)
+		}
+	}
+}
+
+// TestTrustedXattrNamesStayHidden checks that a caller without privileges
+// does not see the names of a file's trusted extended attributes, which
+// the kernel lists only to holders of CAP_SYS_ADMIN: a server that runs as
+// root would see them, and the caller's kernel passes on what the mount
+// lists. Root, the control, sees them.
+func TestTrustedXattrNamesStayHidden(t *testing.T) {
+	dir, backing := mountUnderTest(t)
+	write(t, filepath.Join(backing, "f"), "data", 0o644)
+	if err := unix.Setxattr(filepath.Join(backing, "f"), "trusted.hidden", []byte("v"), 0); err != nil {
+		t.Skipf("the backing file system keeps no trusted attributes: %v", err)
+	}
+	if e := runAs(t, nobody, "list-trusted", filepath.Join(dir, "f")); e != 0 {
+		t.Errorf("listxattr as %s: %v, want no trusted name", nobody, e)
+	}
+	if e := runAs(t, ident.Cred{}, "list-trusted", filepath.Join(dir, "f")); e != syscall.EEXIST {
+		t.Errorf("listxattr as root: %v, want the trusted name (EEXIST)", e)
 	}
 }
