@@ -103,3 +103,37 @@ func TestCloseReportsLateWritesLost(t *testing.T) {
 		t.Fatalf("Close after the server lost unsynced writes: %v, want ErrServerRestarted", err)
 	}
 }
+
+// TestRenameAfterARestartReportsTheLoss restarts a server that took writes
+// of a file before they were made durable, then renames or links the file.
+// Both write the file back and settle what this client wrote, so no later
+// close would see the loss: the rename or link itself must fail with EIO,
+// and leave the names as they were.
+func TestRenameAfterARestartReportsTheLoss(t *testing.T) {
+	for name, move := range map[string]func(*FS, context.Context) error{
+		"rename": func(f *FS, ctx context.Context) error { return f.Rename(ctx, "f", "g", 0) },
+		"link": func(f *FS, ctx context.Context) error {
+			_, err := f.Link(ctx, "f", "g")
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, in := setup(t, 2)
+			ctx := context.Background()
+			create(t, f, "f")
+			if _, err := f.WriteAt(ctx, "f", randomData(2*testExtent), 0); err != nil {
+				t.Fatal(err)
+			}
+			in.Restart(t, 1)
+			if err := move(f, ctx); !errors.Is(err, ErrServerRestarted) {
+				t.Fatalf("%s after a restart lost writes: %v, want ErrServerRestarted (EIO)", name, err)
+			}
+			if _, err := f.GetAttr(ctx, "g"); !errors.Is(err, syscall.ENOENT) {
+				t.Fatalf("new name after a failed %s: %v, want ENOENT", name, err)
+			}
+			if err := f.Flush(ctx, "f"); err != nil {
+				t.Fatalf("close after the failed %s: %v, want the loss reported once", name, err)
+			}
+		})
+	}
+}

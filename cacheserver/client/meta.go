@@ -128,7 +128,7 @@ func (f *FS) Unlink(ctx context.Context, p string) error {
 	switch {
 	case a.IsRegular() && a.Nlink > 1:
 		// Another name keeps the data: write it back for that one.
-		if err := f.allServers(ctx, wire.OpFlushAndDrop, pathArgs(p)); err != nil {
+		if err := f.flushAndDrop(ctx, p); err != nil {
 			return err
 		}
 	case a.IsRegular():
@@ -283,10 +283,15 @@ func (f *FS) keepMtime(ctx context.Context, p string, before namespace.Attr) boo
 }
 
 // flushAndDrop writes back and forgets the cached data of the paths on every
-// server. A path the servers do not know is not an error.
+// server. A path the servers do not know is not an error. What this client
+// wrote to a path and has not made durable is checked as a sync checks it:
+// a server that restarted since it took the writes may have lost them, and
+// then nothing says so but this call (ErrServerRestarted), since the
+// writes are settled afterwards.
 func (f *FS) flushAndDrop(ctx context.Context, paths ...string) error {
+	ctx = context.WithoutCancel(ctx)
 	for _, p := range paths {
-		err := f.allServers(ctx, wire.OpFlushAndDrop, pathArgs(p))
+		err := f.settleOn(ctx, wire.OpFlushAndDrop, p, f.every(), f.takeUnsynced(p))
 		if err != nil && !errors.Is(err, syscall.ENOENT) {
 			return err
 		}

@@ -21,7 +21,7 @@ var dataHandlers = map[wire.Op]handlerFunc{
 	wire.OpTrim:         pathSize((Cache).Trim),
 	wire.OpExtendSize:   (*Server).extendSize,
 	wire.OpDrop:         forgetting(pathOnly((Cache).Drop)),
-	wire.OpFlushAndDrop: forgetting(pathOnly((Cache).FlushAndDrop)),
+	wire.OpFlushAndDrop: forgetting((*Server).flushAndDrop),
 	wire.OpDoom:         (*Server).doom,
 	wire.OpUndoom:       pathOnly((Cache).Undoom),
 	wire.OpHoldDoom:     pathOnly((Cache).HoldDoom),
@@ -144,6 +144,24 @@ func (s *Server) write(ctx context.Context, req *wire.Request, resp *wire.Respon
 		return err
 	}
 	resp.Meta.Uint32(uint32(n)).Uint64(s.incarnation)
+	return nil
+}
+
+// flushAndDrop writes a path's cached data back and forgets it, and
+// answers the server's incarnation, which the client compares with that of
+// the writes it has not made durable: writes a crash lost are not written
+// back either.
+func (s *Server) flushAndDrop(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	// A path this server holds nothing of is written back already: the
+	// answer is the incarnation all the same, for the client's check.
+	if err := s.cfg.Cache.FlushAndDrop(ctx, p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	resp.Meta.Uint64(s.incarnation)
 	return nil
 }
 

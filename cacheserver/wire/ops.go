@@ -20,7 +20,8 @@ const (
 	OpTrim
 	// OpDrop (path) forgets cached data of path, dirty or not.
 	OpDrop
-	// OpFlushAndDrop (path) writes back then forgets cached data of path.
+	// OpFlushAndDrop (path) writes back then forgets cached data of path,
+	// and answers the server's incarnation (u64; see OpSync).
 	OpFlushAndDrop
 	// OpSync (path) makes the cached data of path durable per the server's
 	// durability setting, and answers the server's incarnation (u64): a
