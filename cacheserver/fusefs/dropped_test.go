@@ -75,6 +75,10 @@ func TestDroppedWriteBackIsReported(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.Close()
+			// This process serves the mount: a fault on the mapping in Go
+			// code would wait for a FUSE read that a stop of the world
+			// holds up (see populate).
+			populate(t, m, unix.MADV_POPULATE_WRITE)
 			copy(m, "lost unless someone says so")
 			fsys.broken.Store(true)
 			if err := unix.Munmap(m); err != nil {
