@@ -3,6 +3,7 @@ package driver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,6 +71,21 @@ func (w *world) daemonPID() int {
 	var info struct{ PID int }
 	Expect(json.Unmarshal(b, &info)).To(Succeed())
 	return info.PID
+}
+
+// daemonArgs returns the command line of the volume's FUSE daemon.
+func (w *world) daemonArgs() []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", w.daemonPID()))
+	Expect(err).NotTo(HaveOccurred())
+	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+}
+
+// setClientCache turns spec.clientCache of the world's instance on or off.
+func (w *world) setClientCache(on bool) {
+	ci := &cachev1alpha1.CacheInstance{}
+	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: w.instance}, ci)).To(Succeed())
+	ci.Spec.ClientCache = &cachev1alpha1.ClientCache{Enabled: on}
+	Expect(k8sClient.Update(ctx, ci)).To(Succeed())
 }
 
 func (w *world) cleanup() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -104,6 +105,19 @@ var _ = Describe("Node service", func() {
 		Expect(os.ReadFile(filepath.Join(backing, "out.bin"))).To(Equal(data))
 		Expect(os.ReadFile(filepath.Join(backing, "still-writable"))).To(Equal([]byte("yes")))
 		Expect(filepath.Join(backing, "x")).NotTo(BeAnExistingFile())
+	})
+
+	It("mounts with the node's page cache only when the instance asks for it", func() {
+		p := startPlugin(w, &mounter.Process{Binary: bin}, time.Hour)
+		for _, on := range []bool{false, true} {
+			w.setClientCache(on)
+			_, err := p.node.NodeStageVolume(ctx, stageReq(w))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(slices.Contains(w.daemonArgs(), "--client-cache")).To(Equal(on), "daemon arguments %q", w.daemonArgs())
+			_, err = p.node.NodeUnstageVolume(ctx, unstageReq(w))
+			Expect(err).NotTo(HaveOccurred())
+		}
+		w.setClientCache(false)
 	})
 
 	It("refuses a stage without the data secret or of an unknown instance", func() {

@@ -116,6 +116,7 @@ func (n *nodeServer) mountSpec(ctx context.Context, ns, name, staging, dir strin
 	return mounter.Spec{
 		Namespace: ns, Instance: name, Node: n.opts.NodeName, Target: staging, Dir: dir,
 		Servers: servers, ExtentSize: extent, LoadBalanced: ci.Spec.AccessMode == cachev1alpha1.AccessModeLoadBalanced,
+		ClientCache: ci.Spec.ClientCache != nil && ci.Spec.ClientCache.Enabled,
 	}, nil
 }
 

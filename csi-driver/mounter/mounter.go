@@ -52,6 +52,9 @@ type Spec struct {
 	ExtentSize int64
 	// LoadBalanced mounts a read-only load-balanced instance.
 	LoadBalanced bool
+	// ClientCache lets the node's kernel keep the instance's data in its
+	// page cache and write-back cache (the instance's spec.clientCache).
+	ClientCache bool
 }
 
 // Args returns the arguments of `burstcache mount` for the spec.
@@ -65,6 +68,9 @@ func (s Spec) Args() []string {
 	}
 	if s.LoadBalanced {
 		args = append(args, "--load-balanced", "--node", s.Node)
+	}
+	if s.ClientCache {
+		args = append(args, "--client-cache")
 	}
 	return append(args, s.Target)
 }
