@@ -87,46 +87,54 @@ func (f *FS) openData(ctx context.Context, p string, flags uint64) (int, error) 
 	}
 	fl := flags | unix.O_NOFOLLOW | unix.O_NONBLOCK
 	var fd int
-	var a namespace.Attr
+	var id fileID
 	err := f.as(ctx, func() (err error) {
 		fd, err = f.openat2(p, fl, 0)
 		if errors.Is(err, unix.EACCES) {
 			fd = -1
-			a, err = f.ownedBy(ctx, p)
+			id, err = f.ownedBy(ctx, p)
 		}
 		return err
 	})
 	if err != nil || fd >= 0 {
 		return fd, err
 	}
-	return f.openOwned(p, fl, a.Ino)
+	return f.openOwned(p, fl, id)
 }
 
-// ownedBy returns the attributes of p, looked up as the caller, and EACCES
+// fileID names a file: its device and inode numbers.
+type fileID struct{ dev, ino uint64 }
+
+// ownedBy returns the identity of p, looked up as the caller, and EACCES
 // unless the caller owns it.
-func (f *FS) ownedBy(ctx context.Context, p string) (namespace.Attr, error) {
+func (f *FS) ownedBy(ctx context.Context, p string) (fileID, error) {
 	dir, name := split(p)
 	dirfd, err := f.openDir(dir)
 	if err != nil {
-		return namespace.Attr{}, err
+		return fileID{}, err
 	}
 	defer f.closeDir(dirfd)
-	a, err := lstatAt(dirfd, name)
-	if c, ok := ident.FromContext(ctx); err == nil && ok && c.UID != a.UID {
-		return a, unix.EACCES
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fileID{}, err
 	}
-	return a, err
+	id := fileID{dev: st.Dev, ino: st.Ino}
+	if c, ok := ident.FromContext(ctx); ok && c.UID != st.Uid {
+		return id, unix.EACCES
+	}
+	return id, nil
 }
 
 // openOwned opens p with the server's identity, and only if it is still the
-// file that ownedBy checked.
-func (f *FS) openOwned(p string, flags uint64, ino uint64) (int, error) {
+// file that ownedBy checked: the same inode of the same file system, since
+// inode numbers repeat across the file systems mounted beneath the root.
+func (f *FS) openOwned(p string, flags uint64, id fileID) (int, error) {
 	fd, err := f.openat2(p, flags, 0)
 	if err != nil {
 		return -1, err
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Ino != ino {
+	if err := unix.Fstat(fd, &st); err != nil || st.Dev != id.dev || st.Ino != id.ino {
 		unix.Close(fd)
 		return -1, unix.EACCES
 	}
@@ -141,12 +149,12 @@ func (f *FS) withData(ctx context.Context, p string, flags uint64, fn func(fd in
 		return err
 	}
 	fl := flags | unix.O_NOFOLLOW | unix.O_NONBLOCK
-	var owned *namespace.Attr
+	var owned *fileID
 	err := f.as(ctx, func() error {
 		fd, err := f.openat2(p, fl, 0)
 		if errors.Is(err, unix.EACCES) {
-			a, err := f.ownedBy(ctx, p)
-			owned = &a
+			id, err := f.ownedBy(ctx, p)
+			owned = &id
 			return err
 		}
 		if err != nil {
@@ -158,7 +166,7 @@ func (f *FS) withData(ctx context.Context, p string, flags uint64, fn func(fd in
 	if err != nil || owned == nil {
 		return err
 	}
-	fd, err := f.openOwned(p, fl, owned.Ino)
+	fd, err := f.openOwned(p, fl, *owned)
 	if err != nil {
 		return err
 	}

@@ -292,3 +292,28 @@ func TestXattr(t *testing.T) {
 	_, err := fsys.Getxattr(ctx, "f", "user.k", buf)
 	wantErrno(t, "Getxattr after remove", err, syscall.ENODATA)
 }
+
+// TestOpenOwnedChecksTheFileSystem: a file opened with the server's
+// identity, for an owner whose own open was refused, must be the file the
+// owner was checked against. Inode numbers repeat across the file systems
+// mounted beneath the root, so the device must match too.
+func TestOpenOwnedChecksTheFileSystem(t *testing.T) {
+	fsys, dir := newFS(t)
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	id, err := fsys.ownedBy(context.Background(), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := fsys.openOwned("f", syscall.O_RDONLY, id)
+	if err != nil {
+		t.Fatalf("openOwned of the file checked: %v", err)
+	}
+	syscall.Close(fd)
+	other := fileID{dev: id.dev + 1, ino: id.ino}
+	if fd, err := fsys.openOwned("f", syscall.O_RDONLY, other); !errors.Is(err, syscall.EACCES) {
+		syscall.Close(fd)
+		t.Fatalf("openOwned of the same inode number on another device: %v, want EACCES", err)
+	}
+}
