@@ -52,7 +52,7 @@ type Options struct {
 // FS is a namespace.FS over a striped set of cache servers.
 type FS struct {
 	layout  placement.Layout
-	servers []*wire.Client
+	servers []serverConn
 	// local has, for each server on this machine, its slab reader; nil
 	// for the others.
 	local []*localSlab
@@ -131,11 +131,14 @@ func New(opts Options) (*FS, error) {
 		f.indexes = []int{int(placement.Hash(opts.Node) % uint64(len(opts.Servers)))}
 	}
 	f.layout = placement.Layout{Servers: len(f.indexes), ExtentSize: opts.ExtentSize}
+	wopts := wire.ClientOptions{Secret: opts.Secret, Conns: opts.Conns, DialTimeout: opts.DialTimeout}
 	for _, i := range f.indexes {
 		addr := opts.Servers[i]
-		f.servers = append(f.servers, wire.NewClient(addr, wire.ClientOptions{
-			Secret: opts.Secret, Conns: opts.Conns, DialTimeout: opts.DialTimeout,
-		}))
+		if opts.LoadBalanced {
+			f.servers = append(f.servers, newFailover(preferred(opts.Servers, i, wopts), opts.Log))
+		} else {
+			f.servers = append(f.servers, wire.NewClient(addr, wopts))
+		}
 		var l *localSlab
 		if wire.IsLocal(addr) && !opts.RemoteReads {
 			l = newLocalSlab(addr, opts.Secret, opts.DialTimeout, opts.ExtentSize)
@@ -146,8 +149,21 @@ func New(opts Options) (*FS, error) {
 	return f, nil
 }
 
+// preferred returns clients of the servers at addrs, starting with first
+// and going on in index order: a load-balanced client's order of
+// preference.
+func preferred(addrs []string, first int, opts wire.ClientOptions) []*wire.Client {
+	var clients []*wire.Client
+	for k := range addrs {
+		clients = append(clients, wire.NewClient(addrs[(first+k)%len(addrs)], opts))
+	}
+	return clients
+}
+
 // Connect reaches every server and checks that server i of the list is
 // server i of an instance of len(Servers) servers with the same extent size.
+// A load-balanced client reaches the server its node picks, or the next
+// one that answers, since any of them serves it alike.
 func (f *FS) Connect(ctx context.Context) error {
 	return eachOf(f.every(), func(i int) error {
 		rep, err := f.servers[i].Do(ctx, &wire.Call{Op: wire.OpInfo, Cred: ident.Process()})
@@ -156,7 +172,8 @@ func (f *FS) Connect(ctx context.Context) error {
 		}
 		d := wire.NewDecoder(rep.Meta)
 		index, n, es, inst, lb := int(d.Uint32()), int(d.Uint32()), d.Int64(), d.String(), d.Bool()
-		if index != f.indexes[i] || n != f.total || es != f.layout.ExtentSize || lb != f.loadBalanced {
+		place := index == f.indexes[i] || f.loadBalanced && index < f.total
+		if !place || n != f.total || es != f.layout.ExtentSize || lb != f.loadBalanced {
 			return fmt.Errorf("%w: %s is server %d of %d of instance %q with %d-byte extents (load-balanced: %v), expected server %d of %d with %d-byte extents (load-balanced: %v)",
 				ErrMisconfigured, f.servers[i].Addr(), index, n, inst, es, lb, f.indexes[i], f.total, f.layout.ExtentSize, f.loadBalanced)
 		}

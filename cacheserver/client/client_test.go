@@ -780,3 +780,62 @@ func TestCloseMakesWritesDurable(t *testing.T) {
 		t.Fatalf("%d syncs after an fsync and a close, want %d: the fsync's, on every server, and none at the close", got, 1+len(in.Caches))
 	}
 }
+
+// TestLoadBalancedClientFailsOver: every server of a load-balanced
+// instance serves every file, so a client whose server is lost (its node
+// went down) reads from the next one instead of failing, mounts even when
+// its server is down from the start, and goes back to its own server once
+// that one is back, so that the load spreads again.
+func TestLoadBalancedClientFailsOver(t *testing.T) {
+	backing := t.TempDir()
+	data := randomData(5*testExtent + 3)
+	if err := os.WriteFile(filepath.Join(backing, "input"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in := servertest.Start(t, backing, servertest.Options{Servers: 3, ExtentSize: testExtent, Secret: "k", LoadBalanced: true})
+	home := failoverHome
+	failoverHome = 300 * time.Millisecond
+	t.Cleanup(func() { failoverHome = home })
+	ctx := context.Background()
+	connect := func() *FS {
+		t.Helper()
+		f, err := New(Options{Servers: in.Data, Secret: []byte("k"), ExtentSize: testExtent, LoadBalanced: true, Node: "node-a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		if err := f.Connect(ctx); err != nil {
+			t.Fatalf("Connect: %v", err)
+		}
+		return f
+	}
+	readFrom := func(f *FS) []int {
+		t.Helper()
+		before := reads(in)
+		if got := readAll(t, f, "input", len(data)+1); !bytes.Equal(got, data) {
+			t.Fatalf("read %d bytes that differ from the file", len(got))
+		}
+		var servers []int
+		for i, n := range reads(in) {
+			if n != before[i] {
+				servers = append(servers, i)
+			}
+		}
+		return servers
+	}
+	f := connect()
+	own := f.indexes[0]
+	next := (own + 1) % 3
+	in.Stop(t, own)
+	if got := readFrom(f); !slices.Equal(got, []int{next}) {
+		t.Fatalf("with server %d lost, read from servers %v, want only %d", own, got, next)
+	}
+	if got := readFrom(connect()); !slices.Equal(got, []int{next}) {
+		t.Fatalf("a client that connected with server %d lost read from servers %v, want only %d", own, got, next)
+	}
+	in.Restart(t, own)
+	time.Sleep(failoverHome)
+	if got := readFrom(f); !slices.Equal(got, []int{own}) {
+		t.Fatalf("with server %d back, read from servers %v, want only it", own, got)
+	}
+}

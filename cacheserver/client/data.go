@@ -106,10 +106,14 @@ func (f *FS) read(ctx context.Context, path string, p []byte, off int64, direct 
 	var fd *namespace.FileData
 	err = eachPiece(pcs, func(pc placement.Piece) error {
 		dst := p[pc.Start:pc.End]
-		if l := f.local[pc.Server]; l.usable() && (len(dst) >= localReadMin || l.leases.offered()) {
+		if l := f.localOf(pc.Server); l != nil && (len(dst) >= localReadMin || l.leases.offered()) {
 			d, err := f.readLocal(ctx, l, path, pc, dst, direct && len(pcs) == 1)
 			if d != nil {
 				fd = d // only for a lone piece, read without a goroutine
+			}
+			if f.loadBalanced && unreachable(err) {
+				// Another server of the instance serves the file alike.
+				return f.readPiece(ctx, path, pc, dst)
 			}
 			return err
 		}
@@ -185,7 +189,7 @@ func (f *FS) WriteAt(ctx context.Context, path string, p []byte, off int64) (int
 		data := p[pc.Start:pc.End]
 		var rep wire.Reply
 		var err error
-		if l := f.local[pc.Server]; l.usable() && len(data) >= localWriteMin {
+		if l := f.localOf(pc.Server); l != nil && len(data) >= localWriteMin {
 			rep, err = f.writeLocal(ctx, l, path, pc, data)
 		} else {
 			rep, err = f.writePiece(ctx, path, pc, data)

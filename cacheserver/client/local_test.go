@@ -37,6 +37,23 @@ func startLocal(t *testing.T, backingDir string) string {
 // startLocalWith is startLocal with the server's cache wrapped by wrap.
 func startLocalWith(t *testing.T, backingDir string, wrap func(server.Cache) server.Cache) string {
 	t.Helper()
+	addr, _ := startLocalServer(t, backingDir, localServer{wrap: wrap, servers: 1})
+	return addr
+}
+
+// localServer says what server startLocalServer starts.
+type localServer struct {
+	// wrap, if set, wraps the server's cache.
+	wrap func(server.Cache) server.Cache
+	// index and servers place the server in its instance.
+	index, servers int
+	loadBalanced   bool
+}
+
+// startLocalServer starts a server with a real engine on a Unix socket and
+// returns its address and the server, which stops with the test.
+func startLocalServer(t *testing.T, backingDir string, o localServer) (string, *server.Server) {
+	t.Helper()
 	tun := engine.Tunables{}
 	e, err := engine.Open(engine.Config{Dir: t.TempDir(), Backing: backing.NewDir(backingDir), ExtentSize: localExtent,
 		Capacity: 64 * localExtent, Tunables: tun, Logger: slog.New(slog.DiscardHandler)})
@@ -48,11 +65,11 @@ func startLocalWith(t *testing.T, backingDir string, wrap func(server.Cache) ser
 		t.Fatal(err)
 	}
 	cache := server.EngineCache(e, tun)
-	if wrap != nil {
-		cache = wrap(cache)
+	if o.wrap != nil {
+		cache = o.wrap(cache)
 	}
-	s := server.New(server.Config{Cache: cache, NS: ns, Cred: ident.Process(),
-		Info: control.ServerInfo{Instance: "t", Servers: 1, ExtentSize: localExtent}, Log: slog.New(slog.DiscardHandler)})
+	s := server.New(server.Config{Cache: cache, NS: ns, Cred: ident.Process(), LoadBalanced: o.loadBalanced,
+		Info: control.ServerInfo{Instance: "t", Index: o.index, Servers: o.servers, ExtentSize: localExtent}, Log: slog.New(slog.DiscardHandler)})
 	dl, err := net.Listen("unix", filepath.Join(t.TempDir(), "data.sock"))
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +79,7 @@ func startLocalWith(t *testing.T, backingDir string, wrap func(server.Cache) ser
 		t.Fatal(err)
 	}
 	servertest.Serve(t, s, dl, cl, func() { _ = e.Close() }, func() { _ = ns.Close() })
-	return dl.Addr().String()
+	return dl.Addr().String(), s
 }
 
 // newWithFile returns a client of the server at addr, closed with the test,

@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -87,11 +88,15 @@ type conn struct {
 	lost   atomic.Bool // err is set
 }
 
+// ErrUnreachable is returned, wrapped with the errno of the failure, when
+// a server cannot be connected to.
+var ErrUnreachable = errors.New("cache server unreachable")
+
 func dialConn(ctx context.Context, addr string, secret []byte, timeout time.Duration) (*conn, error) {
 	d := net.Dialer{Timeout: timeout, KeepAlive: 15 * time.Second}
 	nc, err := d.DialContext(ctx, network(addr), addr)
 	if err != nil {
-		return nil, fmt.Errorf("dialing cache server %s: %w", addr, errnoOf(err))
+		return nil, fmt.Errorf("dialing cache server %s: %w: %w", addr, ErrUnreachable, errnoOf(err))
 	}
 	setSocketBuffers(nc)
 	_ = nc.SetDeadline(time.Now().Add(timeout))

@@ -66,6 +66,15 @@ func (in *Instance) Restart(t testing.TB, i int) {
 	in.start(t, i, listen(t, in.Data[i]))
 }
 
+// Stop stops server i, as the loss of its node would: its data address
+// refuses connections until Restart.
+func (in *Instance) Stop(t testing.TB, i int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = in.Servers[i].Shutdown(ctx)
+}
+
 // start starts server i of in on data.
 func (in *Instance) start(t testing.TB, i int, data net.Listener) {
 	t.Helper()
