@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -86,6 +87,20 @@ func (w *world) setClientCache(on bool) {
 	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: w.instance}, ci)).To(Succeed())
 	ci.Spec.ClientCache = &cachev1alpha1.ClientCache{Enabled: on}
 	Expect(k8sClient.Update(ctx, ci)).To(Succeed())
+}
+
+// mountLostEvents returns the notes of the MountLost events on the world's
+// instance.
+func (w *world) mountLostEvents() []string {
+	var list eventsv1.EventList
+	Expect(k8sClient.List(ctx, &list, client.InNamespace(namespace))).To(Succeed())
+	var notes []string
+	for _, ev := range list.Items {
+		if ev.Reason == cachev1alpha1.ReasonMountLost && ev.Regarding.Kind == "CacheInstance" && ev.Regarding.Name == w.instance {
+			notes = append(notes, ev.Note)
+		}
+	}
+	return notes
 }
 
 func (w *world) cleanup() {

@@ -328,6 +328,7 @@ var _ = Describe("Node service", func() {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(stats.GetVolumeCondition().GetAbnormal()).To(BeFalse(), stats.GetVolumeCondition().GetMessage())
 		}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
+		Eventually(w.mountLostEvents, 10*time.Second, 100*time.Millisecond).Should(ContainElement(ContainSubstring("node " + nodeName)))
 		data := pattern(2<<20, 7)
 		Expect(os.WriteFile(filepath.Join(target, "after-remount.bin"), data, 0o644)).To(Succeed())
 		Expect(os.ReadFile(filepath.Join(w.staging, "after-remount.bin"))).To(Equal(data))

@@ -9,6 +9,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"golang.org/x/sys/unix"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/csi-driver/mounter"
 )
 
 // watch rediscovers the staged volumes from the state directory at start,
@@ -85,7 +88,7 @@ func (n *nodeServer) remount(ctx context.Context, st *volumeState) error {
 	if running {
 		return fmt.Errorf("the mount daemon of %s runs but its mount does not answer; not replacing it", st.VolumeID)
 	}
-	logf(ctx).Error(errors.New("mount daemon gone"), "Mount daemon of volume ended; anything it had not published is lost", "volume", st.VolumeID)
+	n.reportEnd(ctx, st)
 	// A plugin that crashed between recording a stage and taking the Lease
 	// comes here too: the Lease comes before the mount, always.
 	if err := n.putLease(ctx, st.Mount.Namespace, st.Mount.Instance, st.pods()); err != nil {
@@ -106,6 +109,21 @@ func (n *nodeServer) remount(ctx context.Context, st *volumeState) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// reportEnd says how the daemon of a volume ended, as it recorded before
+// the next daemon's start clears it: one that did not publish everything
+// (killed, say) is a Warning event on the instance too, where its users
+// look.
+func (n *nodeServer) reportEnd(ctx context.Context, st *volumeState) {
+	ended := mounter.ExitStatus(st.Mount.Dir)
+	if ended == nil {
+		logf(ctx).Info("Mount daemon of volume ended after publishing everything", "volume", st.VolumeID)
+		return
+	}
+	logf(ctx).Error(ended, "Mount daemon of volume ended; anything it had not published is lost", "volume", st.VolumeID)
+	n.warn(ctx, st.Mount.Namespace, st.Mount.Instance, cachev1alpha1.ReasonMountLost, "Remount",
+		fmt.Sprintf("The FUSE daemon of the mount on node %s ended (%v): what it had not handed to the servers is lost, and processes using the mount got errors. It is mounted again.", n.opts.NodeName, ended))
 }
 
 // refreshServers takes the instance's current server endpoints, which

@@ -122,9 +122,9 @@ type exitInfo struct {
 	Error string `json:"error"`
 }
 
-// exitStatus returns nil if the daemon of the mount in dir ended and said it
+// ExitStatus returns nil if the daemon of the mount in dir ended and said it
 // published everything, and an error wrapping ErrNotPublished otherwise.
-func exitStatus(dir string) error {
+func ExitStatus(dir string) error {
 	b, err := os.ReadFile(filepath.Join(dir, exitFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%w: it ended without recording an exit code (killed?)", ErrNotPublished)

@@ -170,7 +170,7 @@ func (p *Pod) Stop(ctx context.Context, s Spec) error {
 	if err := p.waitGone(ctx, s); err != nil {
 		return fmt.Errorf("%w: %w", ErrStopTimeout, err)
 	}
-	return exitStatus(s.Dir)
+	return ExitStatus(s.Dir)
 }
 
 func (p *Pod) waitGone(ctx context.Context, s Spec) error {

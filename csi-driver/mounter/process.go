@@ -92,7 +92,7 @@ func (p *Process) Stop(ctx context.Context, s Spec) error {
 		case <-t.C:
 		}
 	}
-	return exitStatus(s.Dir)
+	return ExitStatus(s.Dir)
 }
 
 // daemonPID returns the process ID in the daemon's ready file, or 0.

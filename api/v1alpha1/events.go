@@ -1,0 +1,11 @@
+package v1alpha1
+
+// Reasons of events that the CSI node plugin records on a CacheInstance.
+const (
+	// ReasonMountLost means the FUSE daemon of the instance's mount on a
+	// node ended without unmounting, so whatever it had not handed to the
+	// servers is lost (data of a client cache, a write in flight); the
+	// node plugin mounts the instance again. The event names the node and
+	// how the daemon ended.
+	ReasonMountLost = "MountLost"
+)
