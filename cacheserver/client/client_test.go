@@ -35,13 +35,20 @@ func setup(t *testing.T, n int) (*FS, *servertest.Instance) {
 
 func connect(t *testing.T, in *servertest.Instance) *FS {
 	t.Helper()
-	f, err := New(Options{Servers: in.Data, Secret: []byte("k"), ExtentSize: testExtent})
+	return connectWith(t, Options{Servers: in.Data, Secret: []byte("k"), ExtentSize: testExtent})
+}
+
+// connectWith returns a connected client made with opts, closed with the
+// test.
+func connectWith(t *testing.T, opts Options) *FS {
+	t.Helper()
+	f, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
 	if err := f.Connect(context.Background()); err != nil {
-		t.Fatal(err)
+		t.Fatalf("Connect: %v", err)
 	}
 	return f
 }
@@ -324,15 +331,8 @@ func (n slowUnlink) Unlink(ctx context.Context, p string) error {
 func TestSlowUnlinkHoldsItsDoom(t *testing.T) {
 	in := servertest.Start(t, t.TempDir(), servertest.Options{Servers: 2, ExtentSize: testExtent, Secret: "k",
 		WrapNS: func(ns namespace.FS) namespace.FS { return slowUnlink{ns, 400 * time.Millisecond} }})
-	f, err := New(Options{Servers: in.Data, Secret: []byte("k"), ExtentSize: testExtent, DoomHold: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
+	f := connectWith(t, Options{Servers: in.Data, Secret: []byte("k"), ExtentSize: testExtent, DoomHold: 50 * time.Millisecond})
 	ctx := context.Background()
-	if err := f.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
 	create(t, f, "f")
 	if _, err := f.WriteAt(ctx, "f", make([]byte, 2*testExtent), 0); err != nil {
 		t.Fatal(err)
@@ -796,18 +796,9 @@ func TestLoadBalancedClientFailsOver(t *testing.T) {
 	home := failoverHome
 	failoverHome = 300 * time.Millisecond
 	t.Cleanup(func() { failoverHome = home })
-	ctx := context.Background()
 	connect := func() *FS {
 		t.Helper()
-		f, err := New(Options{Servers: in.Data, Secret: []byte("k"), ExtentSize: testExtent, LoadBalanced: true, Node: "node-a"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		if err := f.Connect(ctx); err != nil {
-			t.Fatalf("Connect: %v", err)
-		}
-		return f
+		return connectWith(t, Options{Servers: in.Data, Secret: []byte("k"), ExtentSize: testExtent, LoadBalanced: true, Node: "node-a"})
 	}
 	readFrom := func(f *FS) []int {
 		t.Helper()

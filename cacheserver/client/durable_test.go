@@ -21,6 +21,20 @@ func syncedOn(in *servertest.Instance, p string) []int {
 	return got
 }
 
+// writtenThenRestarted returns a client of two servers that wrote file
+// "f" on both, after which server 1 restarted, as after a crash: what it
+// took is gone.
+func writtenThenRestarted(t *testing.T) *FS {
+	t.Helper()
+	f, in := setup(t, 2)
+	create(t, f, "f")
+	if _, err := f.WriteAt(context.Background(), "f", randomData(2*testExtent), 0); err != nil {
+		t.Fatal(err)
+	}
+	in.Restart(t, 1)
+	return f
+}
+
 // TestSyncAfterARestartReportsTheLoss restarts a server that took writes
 // of a file before they were made durable, as a crash would: the close
 // and the fsync that follow must fail with EIO, once, instead of making
@@ -31,13 +45,8 @@ func TestSyncAfterARestartReportsTheLoss(t *testing.T) {
 		"fsync": (*FS).Fsync,
 	} {
 		t.Run(name, func(t *testing.T) {
-			f, in := setup(t, 2)
+			f := writtenThenRestarted(t)
 			ctx := context.Background()
-			create(t, f, "f")
-			if _, err := f.WriteAt(ctx, "f", randomData(2*testExtent), 0); err != nil {
-				t.Fatal(err)
-			}
-			in.Restart(t, 1)
 			if err := sync(f, ctx, "f"); !errors.Is(err, ErrServerRestarted) || !errors.Is(err, syscall.EIO) {
 				t.Fatalf("%s after a restart lost writes: %v, want ErrServerRestarted (EIO)", name, err)
 			}
@@ -118,13 +127,8 @@ func TestRenameAfterARestartReportsTheLoss(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f, in := setup(t, 2)
+			f := writtenThenRestarted(t)
 			ctx := context.Background()
-			create(t, f, "f")
-			if _, err := f.WriteAt(ctx, "f", randomData(2*testExtent), 0); err != nil {
-				t.Fatal(err)
-			}
-			in.Restart(t, 1)
 			if err := move(f, ctx); !errors.Is(err, ErrServerRestarted) {
 				t.Fatalf("%s after a restart lost writes: %v, want ErrServerRestarted (EIO)", name, err)
 			}

@@ -29,15 +29,7 @@ func TestLoadBalancedLocalServerLost(t *testing.T) {
 			_ = s.Shutdown(ctx)
 		})
 	}
-	f, err := New(Options{Servers: addrs, ExtentSize: localExtent, LoadBalanced: true, Node: "node-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	ctx := context.Background()
-	if err := f.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
+	f := connectWith(t, Options{Servers: addrs, ExtentSize: localExtent, LoadBalanced: true, Node: "node-a"})
 	if got := readAll(t, f, "input", len(data)+1); !bytes.Equal(got, data) {
 		t.Fatalf("read %d bytes that differ from the file", len(got))
 	}

@@ -29,11 +29,13 @@ func (s *stuckUnlink) Unlink(ctx context.Context, p string) error {
 	return s.FS.Unlink(ctx, p)
 }
 
-// TestUnmountDeadline proves that Unmount and Wait return within their
-// deadline when a request handler never returns after the unmount itself
-// succeeded: here the release of a file that was unlinked while open, which
-// the kernel sends after close(2) returned, so nothing keeps the mount busy.
-func TestUnmountDeadline(t *testing.T) {
+// mountStuck mounts a namespace whose Unlink blocks until the returned
+// stuckUnlink is released, and leaves a handler stuck in it: the release of
+// a file that was unlinked while open, which the kernel sends after
+// close(2) returned, so nothing keeps the mount busy. It returns the mount
+// and its directory.
+func mountStuck(t *testing.T, timeout time.Duration) (*Server, *stuckUnlink, string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("mounting with mount(2) needs root")
 	}
@@ -42,14 +44,13 @@ func TestUnmountDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
 	fsys := &stuckUnlink{FS: p, entered: make(chan struct{}), release: make(chan struct{})}
-	defer close(fsys.release)
-	s, err := Mount(mnt, fsys, Options{DirectMount: true, ShutdownTimeout: 500 * time.Millisecond})
+	s, err := Mount(mnt, fsys, Options{DirectMount: true, ShutdownTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Unmount(mnt, unix.MNT_DETACH)
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
 	name := filepath.Join(mnt, "f")
 	f, err := os.Create(name)
 	if err != nil {
@@ -60,8 +61,17 @@ func TestUnmountDeadline(t *testing.T) {
 	}
 	f.Close()
 	<-fsys.entered
+	return s, fsys, mnt
+}
+
+// TestUnmountDeadline proves that Unmount and Wait return within their
+// deadline when a request handler never returns after the unmount itself
+// succeeded.
+func TestUnmountDeadline(t *testing.T) {
+	s, fsys, mnt := mountStuck(t, 500*time.Millisecond)
+	defer close(fsys.release)
 	start := time.Now()
-	err = s.Unmount()
+	err := s.Unmount()
 	if !errors.Is(err, ErrShutdownTimeout) {
 		t.Fatalf("Unmount with a stuck handler = %v, want ErrShutdownTimeout", err)
 	}
@@ -99,32 +109,8 @@ func mounted(t *testing.T, dir string) bool {
 // shutdown timeout gets the mount aborted, which fails what the kernel had
 // in flight; Unmount must say so even when the handler returns soon after.
 func TestAbortedUnmountIsNotClean(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting with mount(2) needs root")
-	}
-	backing, mnt := t.TempDir(), t.TempDir()
-	p, err := posixns.New(backing)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
 	const timeout = 300 * time.Millisecond
-	fsys := &stuckUnlink{FS: p, entered: make(chan struct{}), release: make(chan struct{})}
-	s, err := Mount(mnt, fsys, Options{DirectMount: true, ShutdownTimeout: timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Unmount(mnt, unix.MNT_DETACH)
-	name := filepath.Join(mnt, "f")
-	f, err := os.Create(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(name); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	<-fsys.entered
+	s, fsys, _ := mountStuck(t, timeout)
 	time.AfterFunc(3*timeout/2, func() { close(fsys.release) })
 	if err := s.Unmount(); !errors.Is(err, ErrShutdownTimeout) {
 		t.Fatalf("Unmount that aborted the mount = %v, want ErrShutdownTimeout", err)
