@@ -21,11 +21,11 @@ var dataHandlers = map[wire.Op]handlerFunc{
 	wire.OpTrim:         pathSize((Cache).Trim),
 	wire.OpExtendSize:   (*Server).extendSize,
 	wire.OpDrop:         forgetting(pathOnly((Cache).Drop)),
-	wire.OpFlushAndDrop: forgetting((*Server).flushAndDrop),
+	wire.OpFlushAndDrop: forgetting(settling(flushAndDropAny)),
 	wire.OpDoom:         (*Server).doom,
 	wire.OpUndoom:       pathOnly((Cache).Undoom),
 	wire.OpHoldDoom:     pathOnly((Cache).HoldDoom),
-	wire.OpSync:         (*Server).sync,
+	wire.OpSync:         settling((Cache).Sync),
 	wire.OpStatFS:       (*Server).statFS,
 	wire.OpInfo:         (*Server).info,
 	wire.OpSlabFile:     (*Server).slabFile,
@@ -147,35 +147,30 @@ func (s *Server) write(ctx context.Context, req *wire.Request, resp *wire.Respon
 	return nil
 }
 
-// flushAndDrop writes a path's cached data back and forgets it, and
-// answers the server's incarnation, which the client compares with that of
-// the writes it has not made durable: writes a crash lost are not written
-// back either.
-func (s *Server) flushAndDrop(ctx context.Context, req *wire.Request, resp *wire.Response) error {
-	p, err := readPath(req.Args)
-	if err != nil {
-		return err
+// settling runs fn, which makes a path's cached data durable or writes it
+// back, and answers the server's incarnation, which the client compares
+// with that of the writes it has not made durable: a crash lost what no
+// commit covered, and nothing is left to settle of it.
+func settling(fn func(Cache, context.Context, string) error) handlerFunc {
+	return func(s *Server, ctx context.Context, req *wire.Request, resp *wire.Response) error {
+		p, err := readPath(req.Args)
+		if err != nil {
+			return err
+		}
+		if err := fn(s.cfg.Cache, ctx, p); err != nil {
+			return err
+		}
+		resp.Meta.Uint64(s.incarnation)
+		return nil
 	}
-	// A path this server holds nothing of is written back already: the
-	// answer is the incarnation all the same, for the client's check.
-	if err := s.cfg.Cache.FlushAndDrop(ctx, p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	resp.Meta.Uint64(s.incarnation)
-	return nil
 }
 
-// sync makes the cached data of a path durable and answers the server's
-// incarnation, which the client compares with that of its writes.
-func (s *Server) sync(ctx context.Context, req *wire.Request, resp *wire.Response) error {
-	p, err := readPath(req.Args)
-	if err != nil {
+// flushAndDropAny writes back and forgets the cached data of p. A path
+// the cache holds nothing of is written back already.
+func flushAndDropAny(c Cache, ctx context.Context, p string) error {
+	if err := c.FlushAndDrop(ctx, p); !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if err := s.cfg.Cache.Sync(ctx, p); err != nil {
-		return err
-	}
-	resp.Meta.Uint64(s.incarnation)
 	return nil
 }
 
