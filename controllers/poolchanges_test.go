@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"path/filepath"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -8,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
@@ -59,5 +61,45 @@ var _ = Describe("Changes of the pool under running instances", func() {
 
 		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
 		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
+	})
+
+	It("refuses to move a pool's media, change its extent size or delete it while instances use it", func() {
+		w := newWorld()
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		Eventually(func(g Gomega) []cachev1alpha1.ServerStatus {
+			return get(inst)(g).Status.Servers
+		}, 20*time.Second, 200*time.Millisecond).ShouldNot(BeEmpty())
+
+		// edit changes the pool, again if the pool's status moved on in
+		// between, and returns what the API server said.
+		edit := func(change func(*cachev1alpha1.CachePool)) error {
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				pool := &cachev1alpha1.CachePool{}
+				Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(w.pool), pool)).To(Succeed())
+				change(pool)
+				return k8sClient.Update(ctx, pool)
+			})
+		}
+		moveMedia := func(p *cachev1alpha1.CachePool) {
+			p.Spec.Media.HostPath.Path = cachev1alpha1.AbsolutePath(filepath.Join(kl.Root, "nvme-moved"))
+		}
+		refused := And(ContainSubstring("cannot change while instances of the pool hold servers"), ContainSubstring(inst.Name))
+		Expect(edit(moveMedia)).To(MatchError(And(refused, ContainSubstring("spec.media.hostPath"))))
+		Expect(edit(func(p *cachev1alpha1.CachePool) {
+			p.Spec.Media.HostPath, p.Spec.Media.StorageClass = nil, &cachev1alpha1.StorageClassMedia{Name: "local-nvme"}
+		})).To(MatchError(And(refused, ContainSubstring("spec.media.storageClass"))))
+		Expect(edit(func(p *cachev1alpha1.CachePool) { p.Spec.ExtentSize = ptr(resource.MustParse("4Mi")) })).
+			To(MatchError(And(refused, ContainSubstring("spec.extentSize"))))
+		Expect(k8sClient.Delete(ctx, w.pool)).To(MatchError(And(ContainSubstring("CacheInstances use it"), ContainSubstring(inst.Name))))
+
+		By("letting other changes through")
+		Expect(edit(func(p *cachev1alpha1.CachePool) { p.Spec.Media.CapacityPerNode = resource.MustParse("512Mi") })).To(Succeed())
+
+		By("letting everything through once the instance is gone")
+		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
+		Eventually(gone(inst), 30*time.Second, 200*time.Millisecond).Should(BeTrue())
+		Expect(edit(moveMedia)).To(Succeed())
+		Expect(k8sClient.Delete(ctx, w.pool)).To(Succeed())
 	})
 })

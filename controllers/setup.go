@@ -67,6 +67,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&webhooks.CacheInstance{Reader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the CacheInstance webhooks: %w", err)
 	}
+	if err := (&webhooks.PoolGuard{Reader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the CachePool guard: %w", err)
+	}
 	if err := (&webhooks.NamespaceGuard{Reader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the namespace deletion guard: %w", err)
 	}
