@@ -71,8 +71,7 @@ func setServersReadyCondition(s *scope, now time.Time) {
 		setCondition(s, now, cachev1alpha1.ConditionServersReady, true, cachev1alpha1.ReasonAsExpected,
 			fmt.Sprintf("%d of %d servers ready", ready, n))
 	default:
-		setCondition(s, now, cachev1alpha1.ConditionServersReady, false, cachev1alpha1.ReasonServersNotReady,
-			fmt.Sprintf("%d of %d servers ready%s", ready, n, s.serverFailure()))
+		setCondition(s, now, cachev1alpha1.ConditionServersReady, false, cachev1alpha1.ReasonServersNotReady, s.notReadyMessage())
 	}
 }
 

@@ -122,6 +122,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope, passErr error) e
 		s.inst.Status.ObservedGeneration = s.inst.Generation
 	}
 	r.recordTransitions(s)
+	r.recordCreateFailure(s)
 	r.recordReadOnlyTransition(s)
 	err := r.Client.Status().Patch(ctx, s.inst, client.MergeFrom(s.original))
 	if apierrors.IsNotFound(err) {
