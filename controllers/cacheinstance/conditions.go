@@ -104,6 +104,9 @@ func setFlushedCondition(s *scope, now time.Time) {
 			fmt.Sprintf("%d pods or nodes still mount the instance, such as %s", len(st.ActiveMounts), describeMount(st.ActiveMounts[0])))
 	case s.flushErr != nil:
 		setCondition(s, now, cachev1alpha1.ConditionFlushed, false, cachev1alpha1.ReasonFlushFailed, s.flushErr.Error())
+	case s.createErr != nil:
+		setCondition(s, now, cachev1alpha1.ConditionFlushed, false, cachev1alpha1.ReasonFlushFailed,
+			"bringing back a server to write its data back: "+s.createErr.Error())
 	case !flushDone(s.inst):
 		setCondition(s, now, cachev1alpha1.ConditionFlushed, false, cachev1alpha1.ReasonFlushing, "writing dirty data back")
 	}
