@@ -146,7 +146,8 @@ type CacheInstanceSpec struct {
 	// preload lists files and directories (recursively) to copy up before the
 	// instance turns Ready, like DataWarp's stage_in. Each is an absolute,
 	// clean path: spec.backing.path itself or a path under it. Type cache
-	// only.
+	// only. It may change until the preload is done (condition Preloaded);
+	// later, copy more up with a preload hint (kubectl burstcache preload).
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=64
