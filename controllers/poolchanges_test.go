@@ -102,4 +102,25 @@ var _ = Describe("Changes of the pool under running instances", func() {
 		Expect(edit(moveMedia)).To(Succeed())
 		Expect(k8sClient.Delete(ctx, w.pool)).To(Succeed())
 	})
+
+	It("keeps an instance Ready when its pool's capacity ceiling is lowered below it", func() {
+		w := newWorld()
+		inst := w.instance("128Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		kl.RunServers(ctx, inst, 2)
+		Eventually(phaseOf(inst), 30*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
+
+		// A ceiling bounds what instances may ask for from now on; the
+		// servers of this one hold their capacity already.
+		setCeiling(w, func(c *cachev1alpha1.InstanceCeilings) { c.Capacity = ptr(resource.MustParse("64Mi")) })
+		Consistently(phaseOf(inst), 4*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
+
+		By("still accepting changes of its knobs")
+		cur := get(inst)(Default)
+		cur.Spec.WriteBack.Threads = ptr(int32(3))
+		Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+
+		By("refusing a new instance above the ceiling")
+		Expect(k8sClient.Create(ctx, w.instance("128Mi"))).To(MatchError(ContainSubstring(cachev1alpha1.ReasonExceedsCeiling)))
+	})
 })

@@ -88,13 +88,15 @@ func TestValidate(t *testing.T) {
 		"capacity beyond the pool's nodes": {edit: ceilingless(setCapacity("400Gi")), wantReason: cachev1alpha1.ReasonInsufficientCapacity},
 		// A node was cordoned or lost after the servers were placed.
 		"placed on more nodes than the pool has now": {edit: placed(ceilingless(setCapacity("400Gi")))},
-		"threads above the ceiling":                  {edit: setWriteBack(9, 0), wantReason: cachev1alpha1.ReasonExceedsCeiling},
-		"dirty watermark above the ceiling":          {edit: setWriteBack(0, 90), wantReason: cachev1alpha1.ReasonExceedsCeiling},
-		"max file size above the ceiling":            {edit: setLimits("2Ti", 0, 0), wantReason: cachev1alpha1.ReasonExceedsCeiling},
-		"max files above the ceiling":                {edit: setLimits("", 1001, 0), wantReason: cachev1alpha1.ReasonExceedsCeiling},
-		"write window above the ceiling":             {edit: setLimits("", 0, 21), wantReason: cachev1alpha1.ReasonExceedsCeiling},
-		"stage-out to a foreign prefix":              {edit: scratchTo("/lus/global/projects/bio"), wantReason: cachev1alpha1.ReasonPathNotAllowed},
-		"scratch as an unmapped uid":                 {edit: scratchAs(9999), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
+		// The ceiling was lowered after the servers were placed.
+		"placed above a capacity ceiling lowered since": {edit: placed(setCapacity("250Gi"))},
+		"threads above the ceiling":                     {edit: setWriteBack(9, 0), wantReason: cachev1alpha1.ReasonExceedsCeiling},
+		"dirty watermark above the ceiling":             {edit: setWriteBack(0, 90), wantReason: cachev1alpha1.ReasonExceedsCeiling},
+		"max file size above the ceiling":               {edit: setLimits("2Ti", 0, 0), wantReason: cachev1alpha1.ReasonExceedsCeiling},
+		"max files above the ceiling":                   {edit: setLimits("", 1001, 0), wantReason: cachev1alpha1.ReasonExceedsCeiling},
+		"write window above the ceiling":                {edit: setLimits("", 0, 21), wantReason: cachev1alpha1.ReasonExceedsCeiling},
+		"stage-out to a foreign prefix":                 {edit: scratchTo("/lus/global/projects/bio"), wantReason: cachev1alpha1.ReasonPathNotAllowed},
+		"scratch as an unmapped uid":                    {edit: scratchAs(9999), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
 		"pool with storage class media": {edit: func(_ *cachev1alpha1.CacheInstance, p *cachev1alpha1.CachePool) {
 			p.Spec.Media.HostPath, p.Spec.Media.StorageClass = nil, &cachev1alpha1.StorageClassMedia{Name: "local"}
 		}},
