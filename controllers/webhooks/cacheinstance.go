@@ -71,10 +71,11 @@ func (w *CacheInstance) ValidateCreate(ctx context.Context, inst *cachev1alpha1.
 
 // ValidateUpdate checks the instance again: mutable knobs must stay within
 // the ceilings, and a new user hint must stay inside the instance. Immutable fields are guarded by the CRD schema. An instance
-// being deleted is let through, so that its finalizer can always be removed.
+// being deleted is let through, so that its finalizer can always be removed,
+// but for a new user hint, which no pass would run.
 func (w *CacheInstance) ValidateUpdate(ctx context.Context, old, inst *cachev1alpha1.CacheInstance) (admission.Warnings, error) {
 	if !inst.DeletionTimestamp.IsZero() {
-		return nil, nil
+		return nil, checkRequestWhileDeleting(old, inst)
 	}
 	if err := checkRequest(old, inst); err != nil {
 		return nil, err
