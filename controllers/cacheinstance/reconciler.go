@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +42,8 @@ type Reconciler struct {
 	requests, preloads *hint.Runner
 	// secrets remembers the instances' data secrets for control calls.
 	secrets secretCache
+	// placing makes placements of servers one at a time (see allocate).
+	placing sync.Mutex
 }
 
 // +kubebuilder:rbac:groups=cache.burstcache.io,resources=cacheinstances,verbs=get;list;watch;update;patch
