@@ -28,13 +28,15 @@ func setConditions(s *scope, now time.Time) {
 }
 
 // setNeverReady marks a new instance, one no pass has given a phase yet,
-// until it first turns Ready. An instance that already had a phase when
-// the field was introduced is never marked: it may have been Ready.
+// until it first turns Ready; also one deleted before any pass gave it a
+// phase, since only a pass that wrote the phase Ready can have let a job
+// use it. An instance that already had a phase when the field was
+// introduced is never marked: it may have been Ready.
 func setNeverReady(s *scope) {
 	switch {
 	case s.inst.Status.Phase == cachev1alpha1.PhaseReady:
 		s.inst.Status.NeverReady = false
-	case s.original.Status.Phase == "" && s.inst.DeletionTimestamp.IsZero():
+	case s.original.Status.Phase == "":
 		s.inst.Status.NeverReady = true
 	}
 }

@@ -76,6 +76,11 @@ func (r *Reconciler) allocate(ctx context.Context, s *scope) (ctrl.Result, error
 	if res, err := r.refresh(ctx, s); err != nil || s.gone || len(s.inst.Status.Servers) > 0 {
 		return res, err
 	}
+	if !s.inst.DeletionTimestamp.IsZero() {
+		// Deleted since the pass began: the next pass tears it down, and
+		// there is nothing to place for that.
+		return staleCopy(s), nil
+	}
 	others, err := r.poolInstances(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
