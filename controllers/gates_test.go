@@ -169,4 +169,53 @@ var _ = Describe("Scheduling gates", func() {
 			corev1.EnvVar{Name: "DW_JOB_STRIPED", Value: w.backing + "/run"},
 			corev1.EnvVar{Name: "DW_JOB_STRIPED_CACHE", Value: w.backing + "/run"}))
 	})
+
+	It("refuses a pod of a new Job whose jobdw instance is still the one of an earlier Job of the same name", func() {
+		w := newWorld()
+		directiveClass(w)
+		newJob := func() *batchv1.Job {
+			job := &batchv1.Job{
+				ObjectMeta: metav1.ObjectMeta{Name: "rerun", Namespace: w.ns},
+				Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "job", Image: "job"}},
+				}}},
+			}
+			Expect(k8sClient.Create(ctx, job)).To(Succeed())
+			return job
+		}
+		podOf := func(job *batchv1.Job, name, pfs string) *corev1.Pod {
+			pod := jobPod(w.ns, name, "")
+			delete(pod.Labels, cachev1alpha1.LabelInstance)
+			pod.Annotations = map[string]string{cachev1alpha1.AnnotationDirective: "#DW jobdw type=cache pfs=" + pfs +
+				" capacity=64MiB pool=" + w.pool.Name}
+			pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr(int64(runAsUID)), RunAsGroup: ptr(int64(runAsGID))}
+			pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr(true)}}
+			return pod
+		}
+		first := newJob()
+		firstPod := podOf(first, "rerun-a", w.backing+"/a")
+		Expect(k8sClient.Create(ctx, firstPod)).To(Succeed())
+		old := &cachev1alpha1.CacheInstance{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "rerun-dw"}, old)).To(Succeed())
+
+		By("deleting the Job and running it again, while its instance is still there (writing back, or not yet collected)")
+		Expect(k8sClient.Delete(ctx, first, client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed())
+		Eventually(gone(first), 10*time.Second, 100*time.Millisecond).Should(BeTrue())
+		second := newJob()
+		pod := podOf(second, "rerun-b", w.backing+"/b")
+		err := k8sClient.Create(ctx, pod)
+		Expect(err).To(MatchError(And(ContainSubstring("rerun-dw"), ContainSubstring("another"))),
+			"the new Job's pod would mount the old Job's instance, of another path, which waits for it to unmount")
+
+		By("accepting the pod once the old instance is gone")
+		// envtest has no garbage collector to delete the old Job's pod.
+		Expect(k8sClient.Delete(ctx, firstPod)).To(Succeed())
+		Expect(k8sClient.Delete(ctx, old)).To(Succeed())
+		Eventually(gone(old), 30*time.Second, 200*time.Millisecond).Should(BeTrue())
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		cur := &cachev1alpha1.CacheInstance{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "rerun-dw"}, cur)).To(Succeed())
+		Expect(cur.OwnerReferences).To(ConsistOf(HaveField("UID", second.UID)))
+		Expect(string(cur.Spec.Backing.Path)).To(Equal(w.backing + "/b"))
+	})
 })

@@ -173,4 +173,23 @@ var _ = Describe("User hints", func() {
 		}, 60*time.Second, 500*time.Millisecond).Should(Equal(cachev1alpha1.RequestSucceeded))
 		Expect(os.ReadFile(out)).To(Equal(data))
 	})
+
+	It("refuses a hint for an instance being deleted, which no pass would run", func() {
+		w := newWorld()
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		kl.RunServers(ctx, inst, 1)
+		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
+		// A node that still has the instance staged holds the teardown.
+		lease := createMountLease(inst, "node-a", "")
+		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
+		Eventually(phaseOf(inst), 10*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseFlushing))
+
+		run := kubectlBurstcache(admin, w.ns, "flush", inst.Name, "--timeout", "5s")
+		Expect(run.code).NotTo(BeZero())
+		Expect(run.err).To(ContainSubstring("being deleted"))
+
+		Expect(k8sClient.Delete(ctx, lease)).To(Succeed())
+		Eventually(gone(inst), 30*time.Second, 200*time.Millisecond).Should(BeTrue())
+	})
 })

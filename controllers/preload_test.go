@@ -107,4 +107,22 @@ var _ = Describe("Preload", func() {
 		writeFiles(w, "later", 2)
 		Eventually(phaseOf(inst), 60*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
 	})
+
+	It("refuses a change of spec.preload once the preload is done, which would not run it", func() {
+		w := newWorld()
+		writeFiles(w, "input", 1)
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		kl.RunServers(ctx, inst, 1)
+		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
+
+		cur := get(inst)(Default)
+		cur.Spec.Preload = []cachev1alpha1.AbsolutePath{cachev1alpha1.AbsolutePath(w.backing + "/input")}
+		Expect(k8sClient.Update(ctx, cur)).To(MatchError(And(ContainSubstring("spec.preload"), ContainSubstring("kubectl burstcache preload"))))
+
+		By("still accepting other changes")
+		cur = get(inst)(Default)
+		cur.Spec.WriteBack.Threads = ptr(int32(3))
+		Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+	})
 })

@@ -153,6 +153,44 @@ var _ = Describe("Provisioning", func() {
 			return get(second)(g).Status.Servers
 		}, 20*time.Second, 200*time.Millisecond).Should(HaveLen(3))
 	})
+
+	It("places instances created at once on nodes with room for them, and lets the rest wait", func() {
+		// One 64Mi unit per node: room for three instances of 64Mi.
+		w := newWorld(func(p *cachev1alpha1.CachePool) {
+			p.Spec.Media.CapacityPerNode = resource.MustParse("64Mi")
+		})
+		var insts []*cachev1alpha1.CacheInstance
+		for range 4 {
+			inst := w.instance("64Mi")
+			// The webhook checks the pool's free capacity as its status
+			// says, which lags behind placements: all four are admitted.
+			Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+			insts = append(insts, inst)
+		}
+		placed := func(g Gomega) map[string]int {
+			perNode := map[string]int{}
+			for _, inst := range insts {
+				for _, srv := range get(inst)(g).Status.Servers {
+					perNode[srv.Node]++
+				}
+			}
+			return perNode
+		}
+		Eventually(placed, 20*time.Second, 200*time.Millisecond).Should(HaveLen(3))
+		Consistently(placed, 3*time.Second, 200*time.Millisecond).Should(SatisfyAll(
+			HaveKeyWithValue("node-a", 1), HaveKeyWithValue("node-b", 1), HaveKeyWithValue("node-c", 1)))
+		waiting := 0
+		for _, inst := range insts {
+			cur := get(inst)(Default)
+			if len(cur.Status.Servers) == 0 {
+				waiting++
+				Expect(cur.Status.Phase).To(Equal(cachev1alpha1.PhasePending))
+				Expect(meta.FindStatusCondition(cur.Status.Conditions, cachev1alpha1.ConditionReady)).
+					To(HaveField("Reason", cachev1alpha1.ReasonInsufficientCapacity))
+			}
+		}
+		Expect(waiting).To(Equal(1))
+	})
 })
 
 // expectServerPod checks the pod spec of one server.

@@ -67,10 +67,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&webhooks.CacheInstance{Reader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the CacheInstance webhooks: %w", err)
 	}
+	if err := (&webhooks.PoolGuard{Reader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the CachePool guard: %w", err)
+	}
 	if err := (&webhooks.NamespaceGuard{Reader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the namespace deletion guard: %w", err)
 	}
-	if err := (&webhooks.PodGate{Reader: mgr.GetClient(), Writer: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&webhooks.PodGate{Reader: mgr.GetClient(), Writer: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the pod scheduling gate webhook: %w", err)
 	}
 	return nil

@@ -228,6 +228,25 @@ var _ = Describe("Teardown", func() {
 		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
 		Expect(eventReasons(w.ns, inst.Name)).To(ContainElement(cachev1alpha1.ReasonFlushTimedOut))
 	})
+
+	It("does not wait for pods still held back by the scheduling gate, which never mounted it", func() {
+		w := newWorld()
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		held := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: w.ns, Labels: map[string]string{cachev1alpha1.LabelInstance: inst.Name}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "job", Image: "job"}}},
+		}
+		Expect(k8sClient.Create(ctx, held)).To(Succeed())
+		Expect(held.Spec.SchedulingGates).To(ContainElement(HaveField("Name", cachev1alpha1.SchedulingGate)))
+
+		// The pod waits for the instance to be Ready, which a deleted
+		// instance never is again.
+		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
+		Eventually(gone(inst), 30*time.Second, 200*time.Millisecond).Should(BeTrue(),
+			"the teardown waits for a pod that waits for the instance")
+		Expect(k8sClient.Delete(ctx, held)).To(Succeed())
+	})
 })
 
 // laggingCache answers reads of one instance with a copy older than the

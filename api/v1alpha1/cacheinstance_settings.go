@@ -99,9 +99,11 @@ type WriteBack struct {
 
 	// durability is "Cache" (the default): fsync and close return once data
 	// is on the cache SSDs; or "Backing" (type cache only): they return only
-	// once the data is written back to the backing file system.
+	// once the data is written back to the backing file system. It cannot be
+	// changed after creation: each server takes it when it starts.
 	// +optional
 	// +kubebuilder:default=Cache
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.writeBack.durability is immutable: the servers took it when they started; create a new instance instead"
 	Durability Durability `json:"durability,omitempty"`
 }
 

@@ -47,8 +47,13 @@ const (
 // +kubebuilder:printcolumn:name="Access",type=string,JSONPath=`.spec.accessMode`,priority=1
 // +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.pool`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 47 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be at most 47 characters of a-z, 0-9 and '-', start with a letter and end with a letter or digit: it names the instance's Service and server pods"
 
-// CacheInstance is an SSD-backed cache that jobs in its namespace mount. A
+// CacheInstance is an SSD-backed cache that jobs in its namespace mount. Its
+// name becomes part of the names of its server objects: the Service
+// <name>-servers, a DNS-1035 label, and the server pods <name>-server-<i>,
+// whose host names are DNS labels. So it is a DNS-1035 label of at most 47
+// characters, the length the CSI driver gives the instances it names. A
 // "cache" instance sits in front of a path on a backing file system: pods see
 // the same files at the same paths, reads are copied up on demand and writes
 // are written back to the same files. No dirty data is dropped when the
@@ -141,7 +146,8 @@ type CacheInstanceSpec struct {
 	// preload lists files and directories (recursively) to copy up before the
 	// instance turns Ready, like DataWarp's stage_in. Each is an absolute,
 	// clean path: spec.backing.path itself or a path under it. Type cache
-	// only.
+	// only. It may change until the preload is done (condition Preloaded);
+	// later, copy more up with a preload hint (kubectl burstcache preload).
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=64

@@ -46,6 +46,8 @@ var _ = Describe("CacheInstance updates", func() {
 			func(i *cachev1alpha1.CacheInstance) { i.Spec.Backing.Filesystem = "lustre2" }),
 		Entry("capacity", "spec.capacity", "spec.capacity is immutable",
 			func(i *cachev1alpha1.CacheInstance) { i.Spec.Capacity = resource.MustParse("2Ti") }),
+		Entry("durability", "spec.writeBack.durability", "spec.writeBack.durability is immutable",
+			func(i *cachev1alpha1.CacheInstance) { i.Spec.WriteBack.Durability = cachev1alpha1.DurabilityBacking }),
 		Entry("runAs uid", "spec.runAs", "spec.runAs is immutable",
 			func(i *cachev1alpha1.CacheInstance) { i.Spec.RunAs.UID = 0 }),
 		Entry("runAs supplemental groups", "spec.runAs", "spec.runAs is immutable",

@@ -3,6 +3,7 @@ package v1alpha1_test
 import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // scratch turns the valid cache instance into a valid scratch instance, then
@@ -16,12 +17,21 @@ func scratch(edits ...edit) edit {
 	}
 }
 
+// named gives the object a fixed name instead of a generated one.
+func named(name string) edit {
+	return func(obj map[string]any) {
+		unset("metadata.generateName")(obj)
+		set("metadata.name", name)(obj)
+	}
+}
+
 var _ = Describe("CacheInstance validation", func() {
 	var ns string
 	BeforeEach(func() { ns = newNamespace() })
 
 	It("accepts the instance that the bad specs start from", func() {
 		Expect(k8sClient.Create(ctx, object(validInstanceYAML, ns))).To(Succeed())
+		Expect(k8sClient.Create(ctx, object(validInstanceYAML, ns, named("run-42-of-the-climate-model-at-the-finest-grid")))).To(Succeed())
 		Expect(k8sClient.Create(ctx, object(validInstanceYAML, ns, scratch()))).To(Succeed())
 	})
 
@@ -31,6 +41,20 @@ var _ = Describe("CacheInstance validation", func() {
 			set("spec.backing.path", "/"),
 			set("spec.preload", "[/, /lus/global]"))
 		Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+	})
+
+	It("rejects a name that cannot name the instance's Service and server pods", func() {
+		for _, name := range []string{
+			"run-of-the-climate-model-with-the-finest-grid-yet", // too long for <name>-server-<i> host names
+			"run.42", // a Service name has no dots
+			"42run",  // nor a leading digit
+		} {
+			err := k8sClient.Create(ctx, object(validInstanceYAML, ns, named(name)))
+			// A rule on metadata can only sit at the root, whose errors
+			// name no field; the message names it.
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%s: want an Invalid error, got: %v", name, err)
+			Expect(err).To(MatchError(ContainSubstring("metadata.name must be at most 47 characters of a-z, 0-9 and '-', start with a letter")), name)
+		}
 	})
 
 	DescribeTable("rejects a bad spec, naming the field and the rule",
@@ -245,6 +269,15 @@ var _ = Describe("CachePool validation", func() {
 		Entry("default threads above the ceiling", "spec.defaults.writeBack.threads",
 			"spec.defaults.writeBack.threads must not exceed spec.ceilings.writeBackThreads",
 			set("spec.ceilings", "{writeBackThreads: 2}")),
+		Entry("default dirty watermark above the ceiling", "spec.defaults.writeBack.dirtyHighWatermark",
+			"spec.defaults.writeBack.dirtyHighWatermark must not exceed spec.ceilings.dirtyHighWatermark",
+			set("spec.ceilings", "{dirtyHighWatermark: 50}")),
+		Entry("default max file size above the ceiling", "spec.defaults.limits.maxFileSize",
+			"spec.defaults.limits.maxFileSize must not exceed spec.ceilings.maxFileSize",
+			set("spec.defaults", "{limits: {maxFileSize: 2Ti}}"), set("spec.ceilings", "{maxFileSize: 1Ti}")),
+		Entry("default max files above the ceiling", "spec.defaults.limits.maxFiles",
+			"spec.defaults.limits.maxFiles must not exceed spec.ceilings.maxFiles",
+			set("spec.defaults", "{limits: {maxFiles: 1000}}"), set("spec.ceilings", "{maxFiles: 100}")),
 		Entry("a default write window in days", "spec.defaults.limits.writeWindow.length",
 			"spec.defaults.limits.writeWindow.length must be a positive duration",
 			set("spec.defaults", "{limits: {writeWindow: {length: 7d}}}")),

@@ -28,13 +28,15 @@ func setConditions(s *scope, now time.Time) {
 }
 
 // setNeverReady marks a new instance, one no pass has given a phase yet,
-// until it first turns Ready. An instance that already had a phase when
-// the field was introduced is never marked: it may have been Ready.
+// until it first turns Ready; also one deleted before any pass gave it a
+// phase, since only a pass that wrote the phase Ready can have let a job
+// use it. An instance that already had a phase when the field was
+// introduced is never marked: it may have been Ready.
 func setNeverReady(s *scope) {
 	switch {
 	case s.inst.Status.Phase == cachev1alpha1.PhaseReady:
 		s.inst.Status.NeverReady = false
-	case s.original.Status.Phase == "" && s.inst.DeletionTimestamp.IsZero():
+	case s.original.Status.Phase == "":
 		s.inst.Status.NeverReady = true
 	}
 }
@@ -71,8 +73,7 @@ func setServersReadyCondition(s *scope, now time.Time) {
 		setCondition(s, now, cachev1alpha1.ConditionServersReady, true, cachev1alpha1.ReasonAsExpected,
 			fmt.Sprintf("%d of %d servers ready", ready, n))
 	default:
-		setCondition(s, now, cachev1alpha1.ConditionServersReady, false, cachev1alpha1.ReasonServersNotReady,
-			fmt.Sprintf("%d of %d servers ready%s", ready, n, s.serverFailure()))
+		setCondition(s, now, cachev1alpha1.ConditionServersReady, false, cachev1alpha1.ReasonServersNotReady, s.notReadyMessage())
 	}
 }
 
@@ -105,6 +106,9 @@ func setFlushedCondition(s *scope, now time.Time) {
 			fmt.Sprintf("%d pods or nodes still mount the instance, such as %s", len(st.ActiveMounts), describeMount(st.ActiveMounts[0])))
 	case s.flushErr != nil:
 		setCondition(s, now, cachev1alpha1.ConditionFlushed, false, cachev1alpha1.ReasonFlushFailed, s.flushErr.Error())
+	case s.createErr != nil:
+		setCondition(s, now, cachev1alpha1.ConditionFlushed, false, cachev1alpha1.ReasonFlushFailed,
+			"bringing back a server to write its data back: "+s.createErr.Error())
 	case !flushDone(s.inst):
 		setCondition(s, now, cachev1alpha1.ConditionFlushed, false, cachev1alpha1.ReasonFlushing, "writing dirty data back")
 	}

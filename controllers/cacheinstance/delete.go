@@ -43,9 +43,12 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 
 // restoreServers brings back, on their nodes, server pods that went away
 // while their data is not written back yet, such as a pod deleted by hand:
-// the new pod's server finds the cache directory and resumes.
+// the new pod's server finds the cache directory and resumes. An instance
+// that was never Ready holds no data to write back (see flush), so its
+// servers are not brought back: one that could never be created would
+// hold the teardown for ever.
 func (r *Reconciler) restoreServers(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if flushDone(s.inst) {
+	if flushDone(s.inst) || s.inst.Status.NeverReady {
 		return ctrl.Result{}, nil
 	}
 	if _, err := r.loadPool(ctx, s); err != nil || s.pool == nil {

@@ -101,7 +101,7 @@ func (r *Reconciler) ensureCacheClaims(ctx context.Context, s *scope) (ctrl.Resu
 			return staleCopy(s), err
 		}
 		pvc := buildCacheClaim(s.inst, s.pool, i, srv)
-		if err := r.createIfMissing(ctx, pvc); err != nil {
+		if err := r.createIfMissing(ctx, s, pvc); err != nil {
 			return ctrl.Result{}, err
 		}
 		s.claims[i] = pvc

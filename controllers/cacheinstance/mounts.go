@@ -3,6 +3,7 @@ package cacheinstance
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -18,7 +19,10 @@ import (
 
 // observeMounts records in status what mounts the instance: the pods that
 // carry LabelInstance with its name, other than its servers, that have not
-// ended; and the mount Leases of CSI node plugins, with the pods each
+// ended and are not held back by the scheduling gate (such a pod was never
+// scheduled, so it never mounted the instance, and it waits for the
+// instance to be Ready: counting it would hold a teardown for ever); and
+// the mount Leases of CSI node plugins, with the pods each
 // publishes the instance to, or the node alone when it has the instance
 // staged for no pod.
 func (r *Reconciler) observeMounts(ctx context.Context, s *scope) (ctrl.Result, error) {
@@ -40,7 +44,8 @@ func podMounts(pods []corev1.Pod) []cachev1alpha1.Mount {
 	var out []cachev1alpha1.Mount
 	for i := range pods {
 		p := &pods[i]
-		if p.Labels[cachev1alpha1.LabelComponent] == cachev1alpha1.ComponentServer || podEnded(p) {
+		if p.Labels[cachev1alpha1.LabelComponent] == cachev1alpha1.ComponentServer || podEnded(p) ||
+			slices.ContainsFunc(p.Spec.SchedulingGates, isCacheGate) {
 			continue
 		}
 		out = append(out, cachev1alpha1.Mount{Node: p.Spec.NodeName, Pod: p.Name})

@@ -39,7 +39,7 @@ func (r *Reconciler) ensureService(ctx context.Context, s *scope) (ctrl.Result, 
 			},
 		},
 	}
-	return ctrl.Result{}, r.createIfMissing(ctx, svc)
+	return ctrl.Result{}, r.createIfMissing(ctx, s, svc)
 }
 
 // ensureDisruptionBudget refuses every voluntary eviction of a server, such
@@ -53,10 +53,13 @@ func (r *Reconciler) ensureDisruptionBudget(ctx context.Context, s *scope) (ctrl
 			Selector:       &metav1.LabelSelector{MatchLabels: serverLabels(s.inst)},
 		},
 	}
-	return ctrl.Result{}, r.createIfMissing(ctx, pdb)
+	return ctrl.Result{}, r.createIfMissing(ctx, s, pdb)
 }
 
-func (r *Reconciler) createIfMissing(ctx context.Context, o client.Object) error {
+// createIfMissing creates a server object unless it exists. A failure
+// (a Pod Security level or a quota of the namespace that refuses it, say)
+// is kept in s, so that status says why the servers do not come up.
+func (r *Reconciler) createIfMissing(ctx context.Context, s *scope, o client.Object) error {
 	err := r.Client.Create(ctx, o)
 	if err == nil {
 		ctrl.LoggerFrom(ctx).Info("Created server object", "kind", fmt.Sprintf("%T", o), "name", o.GetName())
@@ -64,7 +67,8 @@ func (r *Reconciler) createIfMissing(ctx context.Context, o client.Object) error
 	if err == nil || apierrors.IsAlreadyExists(err) {
 		return nil
 	}
-	return fmt.Errorf("creating %s: %w", o.GetName(), err)
+	s.createErr = fmt.Errorf("creating %s: %w", o.GetName(), err)
+	return s.createErr
 }
 
 // ensurePods creates the pod of every placed server that has none, and
@@ -89,7 +93,7 @@ func (r *Reconciler) ensurePods(ctx context.Context, s *scope) (ctrl.Result, err
 			return staleCopy(s), err
 		}
 		pod = buildServerPod(s, i, r.Options)
-		if err := r.createIfMissing(ctx, pod); err != nil {
+		if err := r.createIfMissing(ctx, s, pod); err != nil {
 			return ctrl.Result{}, err
 		}
 		s.pods[i] = pod

@@ -1,7 +1,6 @@
 package cacheinstance
 
 import (
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,8 +29,7 @@ func readiness(s *scope) (bool, string, string) {
 	case len(s.inst.Status.Servers) == 0:
 		return false, cachev1alpha1.ReasonProvisioning, "placing servers"
 	case !s.allServersReady():
-		return false, cachev1alpha1.ReasonServersNotReady,
-			fmt.Sprintf("%d of %d servers ready%s", s.readyServers(), len(s.inst.Status.Servers), s.serverFailure())
+		return false, cachev1alpha1.ReasonServersNotReady, s.notReadyMessage()
 	case !meta.IsStatusConditionTrue(conds, cachev1alpha1.ConditionPreloaded):
 		c := meta.FindStatusCondition(conds, cachev1alpha1.ConditionPreloaded)
 		if c != nil {
@@ -90,4 +88,20 @@ func phaseName(p cachev1alpha1.Phase) string {
 		return "(new)"
 	}
 	return string(p)
+}
+
+// recordCreateFailure records a Warning Event when this pass could not
+// create a server object, unless the ServersReady condition said so
+// already: an Event per failure, not per pass.
+func (r *Reconciler) recordCreateFailure(s *scope) {
+	if s.createErr == nil {
+		return
+	}
+	was := meta.FindStatusCondition(s.original.Status.Conditions, cachev1alpha1.ConditionServersReady)
+	now := meta.FindStatusCondition(s.inst.Status.Conditions, cachev1alpha1.ConditionServersReady)
+	if was != nil && now != nil && was.Message == now.Message {
+		return
+	}
+	r.Recorder.Eventf(s.inst, nil, corev1.EventTypeWarning, cachev1alpha1.ReasonServersNotReady, "Provision",
+		"Cannot create the servers: %v", s.createErr)
 }

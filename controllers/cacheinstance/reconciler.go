@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +42,8 @@ type Reconciler struct {
 	requests, preloads *hint.Runner
 	// secrets remembers the instances' data secrets for control calls.
 	secrets secretCache
+	// placing makes placements of servers one at a time (see allocate).
+	placing sync.Mutex
 }
 
 // +kubebuilder:rbac:groups=cache.burstcache.io,resources=cacheinstances,verbs=get;list;watch;update;patch
@@ -122,6 +125,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope, passErr error) e
 		s.inst.Status.ObservedGeneration = s.inst.Generation
 	}
 	r.recordTransitions(s)
+	r.recordCreateFailure(s)
 	r.recordReadOnlyTransition(s)
 	err := r.Client.Status().Patch(ctx, s.inst, client.MergeFrom(s.original))
 	if apierrors.IsNotFound(err) {

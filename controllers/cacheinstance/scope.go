@@ -46,6 +46,9 @@ type scope struct {
 	// wants the next pass, to poll work running in the background.
 	requeueAfter time.Duration
 
+	// createErr is why a server object could not be created in this pass.
+	createErr error
+
 	// flushErr is why the teardown write-back failed in this pass.
 	flushErr error
 	// gone is set once the finalizer is removed: there is no status to
@@ -89,6 +92,17 @@ func (s *scope) readyServers() int {
 func (s *scope) allServersReady() bool {
 	n := len(s.inst.Status.Servers)
 	return n > 0 && s.readyServers() == n
+}
+
+// notReadyMessage says how many servers are ready, and why the others are
+// not when this pass knows: a server object it could not create, or a
+// server that exited.
+func (s *scope) notReadyMessage() string {
+	msg := fmt.Sprintf("%d of %d servers ready", s.readyServers(), len(s.inst.Status.Servers))
+	if s.createErr != nil {
+		return msg + ": " + s.createErr.Error()
+	}
+	return msg + s.serverFailure()
 }
 
 // serverFailure returns ": <server> exited: <reason>" for the first server

@@ -46,6 +46,7 @@ func (r *Reconciler) ensureSecret(ctx context.Context, s *scope) (ctrl.Result, e
 	switch {
 	case err == nil:
 		if err := checkSecret(s.inst, cur); err != nil {
+			s.createErr = err
 			return ctrl.Result{}, err
 		}
 		r.secrets.store(s.inst.UID, cur)
@@ -60,7 +61,7 @@ func (r *Reconciler) ensureSecret(ctx context.Context, s *scope) (ctrl.Result, e
 	// Forgotten rather than stored: if another pass created the Secret
 	// first, createIfMissing keeps that one, which controlSecret reads.
 	r.secrets.forget(s.inst.UID)
-	return ctrl.Result{}, r.createIfMissing(ctx, sec)
+	return ctrl.Result{}, r.createIfMissing(ctx, s, sec)
 }
 
 // allPodsLive reports whether every placed server has a pod that runs or

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -58,12 +61,25 @@ func (r *Reconciler) listServerPods(ctx context.Context, s *scope, reader client
 // that the pool has the capacity free, then picks distinct nodes with the
 // most free capacity. The placement is recorded in status.servers and
 // kept for the instance's life, since each server's data lives on its node.
+//
+// The free capacity is what the other instances' placements, as the cache
+// shows them, leave. Placements are therefore made one at a time, and each
+// is written at once and waited for in the cache before the next one is
+// made: instances created together, reconciled by several workers, would
+// otherwise all count the same free space and pile onto one node.
 func (r *Reconciler) allocate(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if len(s.inst.Status.Servers) > 0 {
 		return ctrl.Result{}, nil
 	}
+	r.placing.Lock()
+	defer r.placing.Unlock()
 	if res, err := r.refresh(ctx, s); err != nil || s.gone || len(s.inst.Status.Servers) > 0 {
 		return res, err
+	}
+	if !s.inst.DeletionTimestamp.IsZero() {
+		// Deleted since the pass began: the next pass tears it down, and
+		// there is nothing to place for that.
+		return staleCopy(s), nil
 	}
 	others, err := r.poolInstances(ctx, s)
 	if err != nil {
@@ -87,7 +103,44 @@ func (r *Reconciler) allocate(ctx context.Context, s *scope) (ctrl.Result, error
 			Capacity: resource.NewQuantity(a.PerServer, resource.BinarySI),
 		})
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, r.recordPlacement(ctx, s)
+}
+
+// placementWait bounds how long recordPlacement waits for the cache.
+const placementWait = 10 * time.Second
+
+// recordPlacement writes status.servers now rather than with the rest of
+// the status at the end of the pass, and waits until the cache shows it,
+// so that the next placement counts these servers. A placement the cache
+// does not show in time is written all the same; the pass fails and is
+// retried, and finds it.
+//
+// A new instance is marked never Ready in the same write: a teardown that
+// finds servers placed must know whether a job can have written to them.
+// The patch is made on a copy, so that the pass goes on with the instance
+// it read, not one the answer shows deleted meanwhile.
+func (r *Reconciler) recordPlacement(ctx context.Context, s *scope) error {
+	setNeverReady(s)
+	placed := s.inst.DeepCopy()
+	if err := r.Client.Status().Patch(ctx, placed, client.MergeFrom(s.original)); err != nil {
+		// Not to be written by the end of the pass either: the next pass
+		// places the servers again, one at a time.
+		s.inst.Status.Servers = nil
+		return fmt.Errorf("recording the placement of the servers: %w", err)
+	}
+	key := client.ObjectKeyFromObject(s.inst)
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, placementWait, true, func(ctx context.Context) (bool, error) {
+		cur := &cachev1alpha1.CacheInstance{}
+		err := r.Client.Get(ctx, key, cur)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return err == nil && len(cur.Status.Servers) > 0, client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the cache to show the placement of the servers: %w", err)
+	}
+	return nil
 }
 
 // poolInstances lists the other instances of the pool.

@@ -8,7 +8,9 @@ import (
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 )
 
-// checkCeilings checks every knob that the pool caps.
+// checkCeilings checks every knob that the pool caps. The capacity is
+// checked only until the servers are placed: it cannot change, and the
+// placed servers hold it whatever the ceiling says later.
 func checkCeilings(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool) Violations {
 	c := pool.Spec.Ceilings
 	if c == nil {
@@ -16,7 +18,9 @@ func checkCeilings(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CacheP
 	}
 	s := inst.Spec
 	var vs Violations
-	vs = appendQuantityCeiling(vs, "spec.capacity", &s.Capacity, c.Capacity)
+	if !Allocated(inst) {
+		vs = appendQuantityCeiling(vs, "spec.capacity", &s.Capacity, c.Capacity)
+	}
 	if s.WriteBack != nil {
 		vs = appendIntCeiling(vs, "spec.writeBack.threads", s.WriteBack.Threads, c.WriteBackThreads)
 		vs = appendIntCeiling(vs, "spec.writeBack.dirtyHighWatermark", s.WriteBack.DirtyHighWatermark, c.DirtyHighWatermark)

@@ -13,7 +13,10 @@ import (
 // breaks. pool is nil when spec.pool names no CachePool; nsLabels are the
 // labels of the instance's namespace, which access rules may select on.
 // Capacity is checked against the pool's ceiling and total capacity here;
-// whether it fits the free capacity now is Fits's question.
+// whether it fits the free capacity now is Fits's question. The total
+// capacity is checked only until the servers are placed: it follows the
+// nodes the pool can place servers on now, which a cordoned or lost node
+// shrinks, while placed servers keep the capacity they hold.
 func Validate(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool, nsLabels map[string]string) Violations {
 	if pool == nil {
 		return Violations{{Reason: cachev1alpha1.ReasonPoolNotFound, Field: "spec.pool",
@@ -22,7 +25,9 @@ func Validate(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool, 
 	vs := CheckPool(pool)
 	vs = append(vs, checkAccess(inst, pool, nsLabels)...)
 	vs = append(vs, checkCeilings(inst, pool)...)
-	vs = append(vs, checkTotalCapacity(inst, pool)...)
+	if !Allocated(inst) {
+		vs = append(vs, checkTotalCapacity(inst, pool)...)
+	}
 	return vs
 }
 

@@ -77,22 +77,26 @@ func TestValidate(t *testing.T) {
 		"foreign namespace's prefix":       {edit: setPath("/lus/global/projects/bio/data"), wantReason: cachev1alpha1.ReasonPathNotAllowed},
 		"selector does not match the namespace": {edit: inNamespace("gold-team", "/lus/global/gold/x", 10, 10),
 			nsLabels: map[string]string{"tier": "silver"}, wantReason: cachev1alpha1.ReasonPathNotAllowed},
-		"uid outside the mapping":           {edit: setID(2000, 1500), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
-		"uid of a foreign namespace":        {edit: setID(5000, 1500), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
-		"gid outside the mapping":           {edit: setID(1500, 999), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
-		"root uid without allowRoot":        {edit: setID(0, 1500), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
-		"root gid without allowRoot":        {edit: setID(1500, 0), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
-		"supplemental group outside":        {edit: setGroups(1600, 4000), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
-		"supplemental root group":           {edit: setGroups(0), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
-		"capacity above the ceiling":        {edit: setCapacity("250Gi"), wantReason: cachev1alpha1.ReasonExceedsCeiling},
-		"capacity beyond the pool's nodes":  {edit: ceilingless(setCapacity("400Gi")), wantReason: cachev1alpha1.ReasonInsufficientCapacity},
-		"threads above the ceiling":         {edit: setWriteBack(9, 0), wantReason: cachev1alpha1.ReasonExceedsCeiling},
-		"dirty watermark above the ceiling": {edit: setWriteBack(0, 90), wantReason: cachev1alpha1.ReasonExceedsCeiling},
-		"max file size above the ceiling":   {edit: setLimits("2Ti", 0, 0), wantReason: cachev1alpha1.ReasonExceedsCeiling},
-		"max files above the ceiling":       {edit: setLimits("", 1001, 0), wantReason: cachev1alpha1.ReasonExceedsCeiling},
-		"write window above the ceiling":    {edit: setLimits("", 0, 21), wantReason: cachev1alpha1.ReasonExceedsCeiling},
-		"stage-out to a foreign prefix":     {edit: scratchTo("/lus/global/projects/bio"), wantReason: cachev1alpha1.ReasonPathNotAllowed},
-		"scratch as an unmapped uid":        {edit: scratchAs(9999), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
+		"uid outside the mapping":          {edit: setID(2000, 1500), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
+		"uid of a foreign namespace":       {edit: setID(5000, 1500), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
+		"gid outside the mapping":          {edit: setID(1500, 999), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
+		"root uid without allowRoot":       {edit: setID(0, 1500), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
+		"root gid without allowRoot":       {edit: setID(1500, 0), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
+		"supplemental group outside":       {edit: setGroups(1600, 4000), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
+		"supplemental root group":          {edit: setGroups(0), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
+		"capacity above the ceiling":       {edit: setCapacity("250Gi"), wantReason: cachev1alpha1.ReasonExceedsCeiling},
+		"capacity beyond the pool's nodes": {edit: ceilingless(setCapacity("400Gi")), wantReason: cachev1alpha1.ReasonInsufficientCapacity},
+		// A node was cordoned or lost after the servers were placed.
+		"placed on more nodes than the pool has now": {edit: placed(ceilingless(setCapacity("400Gi")))},
+		// The ceiling was lowered after the servers were placed.
+		"placed above a capacity ceiling lowered since": {edit: placed(setCapacity("250Gi"))},
+		"threads above the ceiling":                     {edit: setWriteBack(9, 0), wantReason: cachev1alpha1.ReasonExceedsCeiling},
+		"dirty watermark above the ceiling":             {edit: setWriteBack(0, 90), wantReason: cachev1alpha1.ReasonExceedsCeiling},
+		"max file size above the ceiling":               {edit: setLimits("2Ti", 0, 0), wantReason: cachev1alpha1.ReasonExceedsCeiling},
+		"max files above the ceiling":                   {edit: setLimits("", 1001, 0), wantReason: cachev1alpha1.ReasonExceedsCeiling},
+		"write window above the ceiling":                {edit: setLimits("", 0, 21), wantReason: cachev1alpha1.ReasonExceedsCeiling},
+		"stage-out to a foreign prefix":                 {edit: scratchTo("/lus/global/projects/bio"), wantReason: cachev1alpha1.ReasonPathNotAllowed},
+		"scratch as an unmapped uid":                    {edit: scratchAs(9999), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
 		"pool with storage class media": {edit: func(_ *cachev1alpha1.CacheInstance, p *cachev1alpha1.CachePool) {
 			p.Spec.Media.HostPath, p.Spec.Media.StorageClass = nil, &cachev1alpha1.StorageClassMedia{Name: "local"}
 		}},
@@ -157,6 +161,14 @@ func setGroups(gs ...int64) edit {
 func setCapacity(q string) edit {
 	return func(i *cachev1alpha1.CacheInstance, _ *cachev1alpha1.CachePool) {
 		i.Spec.Capacity = resource.MustParse(q)
+	}
+}
+
+// placed gives the instance the servers the reconciler placed.
+func placed(e edit) edit {
+	return func(i *cachev1alpha1.CacheInstance, p *cachev1alpha1.CachePool) {
+		e(i, p)
+		i.Status.Servers = []cachev1alpha1.ServerStatus{{Name: "server-0", Node: "n1", Capacity: ptr(resource.MustParse("400Gi"))}}
 	}
 }
 

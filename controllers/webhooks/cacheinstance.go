@@ -3,9 +3,11 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,12 +71,16 @@ func (w *CacheInstance) ValidateCreate(ctx context.Context, inst *cachev1alpha1.
 
 // ValidateUpdate checks the instance again: mutable knobs must stay within
 // the ceilings, and a new user hint must stay inside the instance. Immutable fields are guarded by the CRD schema. An instance
-// being deleted is let through, so that its finalizer can always be removed.
+// being deleted is let through, so that its finalizer can always be removed,
+// but for a new user hint, which no pass would run.
 func (w *CacheInstance) ValidateUpdate(ctx context.Context, old, inst *cachev1alpha1.CacheInstance) (admission.Warnings, error) {
 	if !inst.DeletionTimestamp.IsZero() {
-		return nil, nil
+		return nil, checkRequestWhileDeleting(old, inst)
 	}
 	if err := checkRequest(old, inst); err != nil {
+		return nil, err
+	}
+	if err := checkPreloadChange(old, inst); err != nil {
 		return nil, err
 	}
 	vs, _, err := w.check(ctx, inst)
@@ -125,4 +131,18 @@ func toStatusError(inst *cachev1alpha1.CacheInstance, vs policy.Violations) erro
 		errs = append(errs, field.Forbidden(field.NewPath(v.Field), v.Message+" ("+v.Reason+")"))
 	}
 	return apierrors.NewInvalid(cachev1alpha1.GroupVersion.WithKind("CacheInstance").GroupKind(), inst.Name, errs)
+}
+
+// checkPreloadChange refuses a change of spec.preload once the preload is
+// done: spec.preload is copied up once, before the instance turns Ready,
+// so a change then would be accepted and never run.
+func checkPreloadChange(old, inst *cachev1alpha1.CacheInstance) error {
+	if slices.Equal(old.Spec.Preload, inst.Spec.Preload) ||
+		!meta.IsStatusConditionTrue(old.Status.Conditions, cachev1alpha1.ConditionPreloaded) {
+		return nil
+	}
+	return apierrors.NewInvalid(cachev1alpha1.GroupVersion.WithKind("CacheInstance").GroupKind(), inst.Name, field.ErrorList{
+		field.Forbidden(field.NewPath("spec", "preload"), "the preload is done (condition Preloaded) and is not run again: "+
+			"copy more up with kubectl burstcache preload "+inst.Name+" PATH"),
+	})
 }

@@ -89,10 +89,39 @@ func (g *PodGate) createJobInstance(ctx context.Context, pod *corev1.Pod, spec *
 		return inst.Name, nil
 	}
 	err := g.Writer.Create(ctx, inst)
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return inst.Name, g.checkJobInstance(ctx, inst.Namespace, inst.Name, owner)
+	case err != nil:
 		return "", fmt.Errorf("%w: creating the jobdw instance: %w", errRefused, err)
 	}
 	return inst.Name, nil
+}
+
+// checkJobInstance accepts a jobdw instance that exists already only if
+// it is the one of this very controller, made for one of its other pods,
+// and not being torn down. One of an earlier Job of the same name (still
+// writing back, or not yet collected) caches what that Job asked for, and
+// its teardown would wait for ever for the new pods, which count as its
+// mounts and wait for it to be Ready. The pod is refused with the reason;
+// the Job's controller creates it again later, once the old one is gone.
+func (g *PodGate) checkJobInstance(ctx context.Context, ns, name string, owner *metav1.OwnerReference) error {
+	cur := &cachev1alpha1.CacheInstance{}
+	if err := g.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cur); err != nil {
+		return fmt.Errorf("reading the jobdw instance %s: %w", name, err)
+	}
+	owned := false
+	for _, ref := range cur.OwnerReferences {
+		owned = owned || ref.UID == owner.UID
+	}
+	switch {
+	case !owned:
+		return fmt.Errorf("%w: CacheInstance %s exists and belongs to another %s %s (an earlier one of the same name, or another owner); "+
+			"the pod can be created once it is gone", errRefused, name, owner.Kind, owner.Name)
+	case !cur.DeletionTimestamp.IsZero():
+		return fmt.Errorf("%w: CacheInstance %s of %s %s is being torn down", errRefused, name, owner.Kind, owner.Name)
+	}
+	return nil
 }
 
 // resolveFilesystem picks the pool's backing file system that holds a path

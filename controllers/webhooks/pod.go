@@ -38,6 +38,10 @@ type PodGate struct {
 	Reader client.Reader
 	// Writer creates the instances of jobdw directives.
 	Writer client.Client
+	// APIReader reads a jobdw instance that exists already from the API
+	// server, since the cache may not show one a sibling pod created a
+	// moment ago.
+	APIReader client.Reader
 }
 
 var _ admission.Defaulter[*corev1.Pod] = (*PodGate)(nil)

@@ -25,3 +25,16 @@ func checkRequest(old, inst *cachev1alpha1.CacheInstance) error {
 	}
 	return nil
 }
+
+// checkRequestWhileDeleting refuses a new user hint on an instance being
+// deleted: hints run only on a live instance, so it would wait for ever,
+// and its teardown writes everything back anyway.
+func checkRequestWhileDeleting(old, inst *cachev1alpha1.CacheInstance) error {
+	value, ok := inst.Annotations[cachev1alpha1.AnnotationRequest]
+	if !ok || old.Annotations[cachev1alpha1.AnnotationRequest] == value {
+		return nil
+	}
+	fld := field.NewPath("metadata", "annotations").Key(cachev1alpha1.AnnotationRequest)
+	return apierrors.NewInvalid(cachev1alpha1.GroupVersion.WithKind("CacheInstance").GroupKind(), inst.Name,
+		field.ErrorList{field.Forbidden(fld, "the instance is being deleted: its teardown writes all dirty data back, and hints are not run")})
+}
