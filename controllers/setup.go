@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 
@@ -77,6 +78,17 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("setting up the pod scheduling gate webhook: %w", err)
 	}
 	return nil
+}
+
+// ControllerOptions are the controller settings of the operator's manager.
+// They turn off controller-runtime's priority queue (on by default since
+// v0.23): in v0.24 it can deadlock when the manager stops (a ready item
+// handed to a worker that already left, with the queue's lock held,
+// kubernetes-sigs/controller-runtime#3538), which hangs a manager on its
+// way out, as in a rolling update. The plain rate-limited queue does not.
+func ControllerOptions() config.Controller {
+	off := false
+	return config.Controller{UsePriorityQueue: &off}
 }
 
 // CacheOptions are the manager cache settings the operator needs: of the

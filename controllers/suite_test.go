@@ -100,8 +100,7 @@ func startManager() func() {
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: wo.LocalServingHost, Port: wo.LocalServingPort, CertDir: wo.LocalServingCertDir,
 		}),
-		// The suite starts managers again in one process, as a restart.
-		Controller: config.Controller{SkipNameValidation: ptr(true)},
+		Controller: suiteControllerOptions(),
 		// A manager stopped by a spec may be in the middle of a flush or a
 		// hint (up to 10 s each here) while other suites load the machine.
 		GracefulShutdownTimeout: ptr(2 * time.Minute),
@@ -130,3 +129,12 @@ func startManager() func() {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// suiteControllerOptions are the operator's controller settings, with name
+// validation off: the suite starts managers again in one process, as a
+// restart.
+func suiteControllerOptions() config.Controller {
+	c := controllers.ControllerOptions()
+	c.SkipNameValidation = ptr(true)
+	return c
+}

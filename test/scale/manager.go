@@ -43,6 +43,7 @@ func runManagerChild() error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: controllers.ControllerOptions(),
 	})
 	if err != nil {
 		return err
