@@ -18,7 +18,7 @@ import (
 // read-ahead (engine.readAheadSlots) does not see them: without this, a
 // reader of a file it read before waited for the disk at every extent, in
 // requests of the size it asked for.
-const leaseReadAhead = 8
+const leaseReadAhead = 16
 
 // maxStreamFiles bounds the files whose readers a client follows per
 // server.

@@ -61,7 +61,7 @@ func (e *Engine) prefetch(ctx context.Context, f *file, idx int64, epoch uint64)
 
 // readAheadWindow is how many extents ahead of a sequential reader of cached
 // extents the kernel reads their slots into memory.
-const readAheadWindow = 8
+const readAheadWindow = 16
 
 // readAheadSlots returns the slots to read into memory after a hit on extent
 // idx of f, when the hits of one of its readers go through f in order

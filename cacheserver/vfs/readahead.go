@@ -9,19 +9,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A read-ahead reads its range as a reader would, by splicing it into
-// /dev/null, rather than with POSIX_FADV_WILLNEED. The two differ in what
-// reaches the disk. The hint reads into single pages, and a request holds
-// at most as many pages as the device takes segments (254 on the virtio
-// disks measured), so a range arrives as requests of 500 KiB or less. The
-// read path's own read-ahead fills large folios, and the same range
-// arrives as requests of 2-3 MiB. On the development VM, whose disk serves
-// about a thousand requests a second whatever their size, two readers of
-// cached extents read 1.0-1.2 GB/s from the slab with the hint and
-// 1.95-2.15 GB/s with the splice. Splicing into /dev/null moves page
-// references, never the bytes.
+// A read-ahead reads its range as a reader would, rather than with
+// POSIX_FADV_WILLNEED, because the two differ in what reaches the disk. The
+// hint reads into single pages, and a request holds at most as many pages
+// as the device takes segments (254 on the virtio disks measured), so a
+// range arrives as requests of 500 KiB or less. On the development VM,
+// whose disk serves about a thousand requests a second whatever their
+// size, the size of requests decides how fast slots are read.
 //
-// A read-ahead holds a thread in splice(2) while the disk reads, so at most
+// A read-ahead first faults its range in through a mapping it marks for
+// huge pages (MADV_HUGEPAGE, then MADV_POPULATE_READ): the kernel then
+// reads the file in folios of 2 MiB, two at a time, whatever it read
+// before. Splicing the range into /dev/null, which it does where that
+// fails, reads through the descriptor's read-ahead state, which the other
+// readers of the slab share and which starts every range that does not
+// follow the last one at small folios. Two readers of cached extents read
+// 1.0-1.2 GB/s from the slab with the hint, 2.0-2.3 GB/s with the splice
+// and 2.5-2.8 GB/s with the mapping, in requests of 2-3 MiB on average
+// (the raw file, with the kernel's own read-ahead: 3.0-3.1 GB/s, 3.5 MiB).
+// Neither moves the bytes: both only bring the pages into the page cache.
+//
+// A read-ahead holds a thread while the disk reads, so at most
 // maxReadAheads run at once; a hint past that falls back to the fadvise.
 const maxReadAheads = 8
 
@@ -49,6 +57,9 @@ func ReadAhead(f *os.File, off, n int64) {
 	case readAheads <- struct{}{}:
 		go func() {
 			defer func() { <-readAheads }()
+			if populate(f, off, n) == nil {
+				return
+			}
 			if done, err := spliceToNull(f, off, n); err != nil {
 				fadvise(f, off+done, n-done)
 			}
@@ -77,6 +88,44 @@ func cached(f *os.File, off, n int64) bool {
 		ok = e == nil && int64(cs.Cache) >= (end-first)/page
 	})
 	return ok
+}
+
+// hugePage is the size of the folios a mapping marked for huge pages reads
+// a file in.
+const hugePage = 2 << 20
+
+// populate reads [off, off+n) of f into the page cache by faulting it in
+// through a read-only shared mapping marked for huge pages, which it then
+// unmaps. Faults read whole aligned folios, so the range is widened to
+// hugePage boundaries (within the file) to be read whole. It holds the
+// descriptor meanwhile, as spliceToNull does.
+func populate(f *os.File, off, n int64) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var perr error
+	err = rc.Control(func(fd uintptr) {
+		var st unix.Stat_t
+		if perr = unix.Fstat(int(fd), &st); perr != nil {
+			return
+		}
+		first := off / hugePage * hugePage
+		end := min((off+n+hugePage-1)/hugePage*hugePage, st.Size)
+		if end <= first {
+			return
+		}
+		var m []byte
+		if m, perr = unix.Mmap(int(fd), first, int(end-first), unix.PROT_READ, unix.MAP_SHARED); perr != nil {
+			return
+		}
+		defer func() { perr = errors.Join(perr, unix.Munmap(m)) }()
+		if perr = unix.Madvise(m, unix.MADV_HUGEPAGE); perr != nil {
+			return
+		}
+		perr = unix.Madvise(m, unix.MADV_POPULATE_READ)
+	})
+	return errors.Join(err, perr)
 }
 
 func fadvise(f *os.File, off, n int64) {
