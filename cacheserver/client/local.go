@@ -267,7 +267,7 @@ func decodeSpans(rep wire.Reply, askedLease bool) (spansReply, error) {
 func (f *FS) readLocal(ctx context.Context, l *localSlab, path string, pc placement.Piece, dst []byte, direct bool) (*namespace.FileData, error) {
 	key := leaseKey{path, pc.Off / f.layout.ExtentSize}
 	in := pc.Off % f.layout.ExtentSize
-	seq := l.readAhead(ctx, key, int64(f.layout.Servers))
+	seq := l.readAhead(ctx, key, int64(f.layout.Servers), in == 0)
 	if le := l.leases.get(key); le != nil {
 		if in+int64(len(dst)) > int64(le.valid) {
 			l.leases.release(le)

@@ -32,7 +32,7 @@ const maxStreamFiles = 1024
 // consecutive extents that follow each other in the slab as one range.
 // Only extents with a current lease are read ahead; the others go to the
 // server when read.
-func (ls *leases) aheadOf(key leaseKey, stride int64) (id slabID, seq bool, ranges []span) {
+func (ls *leases) aheadOf(key leaseKey, stride int64, head bool) (id slabID, seq bool, ranges []span) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	st := ls.streams[key.path]
@@ -43,7 +43,7 @@ func (ls *leases) aheadOf(key leaseKey, stride int64) (id slabID, seq bool, rang
 		st = &seqread.Streams{}
 		ls.streams[key.path] = st
 	}
-	seq, ahead := st.Read(key.idx, stride, leaseReadAhead)
+	seq, ahead := st.ReadAt(key.idx, stride, head, leaseReadAhead)
 	for next := ahead.First; next <= ahead.Last; next += ahead.Stride {
 		le := ls.m[leaseKey{key.path, next}]
 		if le == nil || !ls.currentLocked(le) {
@@ -61,8 +61,8 @@ func (ls *leases) aheadOf(key leaseKey, stride int64) (id slabID, seq bool, rang
 // readAhead starts reading the slab ranges of the extents after key into
 // memory, when the reads of its file look sequential (aheadOf), and
 // reports whether they do.
-func (l *localSlab) readAhead(ctx context.Context, key leaseKey, stride int64) (seq bool) {
-	id, seq, ranges := l.leases.aheadOf(key, stride)
+func (l *localSlab) readAhead(ctx context.Context, key leaseKey, stride int64, head bool) (seq bool) {
+	id, seq, ranges := l.leases.aheadOf(key, stride, head)
 	if len(ranges) == 0 {
 		return seq
 	}

@@ -40,7 +40,7 @@ func TestLeaseReadAhead(t *testing.T) {
 	words[12+1]++ // the lease on extent 24 (slot 12) went stale
 
 	for _, idx := range []int64{10, 4, 30, 8} {
-		if _, _, got := ls.aheadOf(leaseKey{"f", idx}, stride); len(got) != 0 {
+		if _, _, got := ls.aheadOf(leaseKey{"f", idx}, stride, true); len(got) != 0 {
 			t.Fatalf("a read of extent %d out of order read ahead %v", idx, got)
 		}
 	}
@@ -48,7 +48,7 @@ func TestLeaseReadAhead(t *testing.T) {
 	read := map[int64]bool{} // slab offsets read ahead
 	calls, ranges := 0, 0
 	for i := range int64(extents) {
-		_, _, got := ls.aheadOf(leaseKey{"f", i * stride}, stride)
+		_, _, got := ls.aheadOf(leaseKey{"f", i * stride}, stride, true)
 		if len(got) > 0 {
 			calls++
 		}
@@ -62,7 +62,7 @@ func TestLeaseReadAhead(t *testing.T) {
 			}
 		}
 		// The same extent again (the next piece of it) asks for nothing.
-		if _, _, again := ls.aheadOf(leaseKey{"f", i * stride}, stride); len(again) != 0 {
+		if _, _, again := ls.aheadOf(leaseKey{"f", i * stride}, stride, true); len(again) != 0 {
 			t.Fatalf("a second read of extent %d read ahead %v", i*stride, again)
 		}
 	}

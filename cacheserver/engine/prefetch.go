@@ -23,13 +23,13 @@ const missConfirm = 1
 // miss waits for the backing store, and a prefetch for nothing costs the
 // backing store little next to the extent a random reader's miss copies up
 // anyway.
-func (e *Engine) prefetchAfter(ctx context.Context, f *file, idx int64, miss bool) {
+func (e *Engine) prefetchAfter(ctx context.Context, f *file, idx, in int64, miss bool) {
 	stride := e.cfg.Stride
 	e.mu.Lock()
 	seq := !miss
 	if miss {
 		f.misses.Confirm = missConfirm
-		seq, _ = f.misses.Read(idx, stride, prefetchWindow)
+		seq, _ = f.misses.ReadAt(idx, stride, in == 0, prefetchWindow)
 	}
 	var todo []int64
 	for next := idx + stride; seq && next <= idx+prefetchWindow*stride; next += stride {
@@ -76,8 +76,8 @@ const readAheadWindow = 16
 // those in one range, which reaches the disk as a few large requests
 // instead of one per extent. The caller holds e.mu and passes the slots to
 // readAhead after releasing it.
-func (e *Engine) readAheadSlots(f *file, idx int64) (slots [readAheadWindow]int32, n int) {
-	_, ahead := f.hits.Read(idx, e.cfg.Stride, readAheadWindow)
+func (e *Engine) readAheadSlots(f *file, idx, in int64) (slots [readAheadWindow]int32, n int) {
+	_, ahead := f.hits.ReadAt(idx, e.cfg.Stride, in == 0, readAheadWindow)
 	return e.readySlotsLocked(f, ahead)
 }
 

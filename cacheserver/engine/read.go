@@ -176,7 +176,7 @@ func (e *Engine) readExtent(ctx context.Context, f *file, idx int64, p []byte, i
 		e.mu.Unlock()
 		if x == nil {
 			// Start the read-ahead first, so that it overlaps this copy-up.
-			e.prefetchAfter(ctx, f, idx, true)
+			e.prefetchAfter(ctx, f, idx, in, true)
 			served, err := e.copyUp(ctx, f, idx, p, in, anyEpoch)
 			if errors.Is(err, errDropped) {
 				return e.readUncached(ctx, f, idx, p, in)
@@ -192,7 +192,7 @@ func (e *Engine) readExtent(ctx context.Context, f *file, idx int64, p []byte, i
 		done, prefetched, err := e.readCached(x, p, in)
 		x.mu.RUnlock()
 		if prefetched {
-			e.prefetchAfter(ctx, f, idx, false)
+			e.prefetchAfter(ctx, f, idx, in, false)
 		}
 		if done || err != nil {
 			return err
@@ -222,7 +222,7 @@ func (e *Engine) readCached(x *extent, p []byte, in int64) (done, prefetched boo
 		e.clean.moveToBack(x)
 	}
 	slot, valid := x.slot, int64(x.valid)
-	ahead, n := e.readAheadSlots(x.f, x.idx)
+	ahead, n := e.readAheadSlots(x.f, x.idx, in)
 	e.mu.Unlock()
 	e.readAhead(ahead[:n])
 	if n := max(min(valid-in, int64(len(p))), 0); n > 0 {

@@ -111,7 +111,7 @@ func (e *Engine) pinExtent(ctx context.Context, f *file, idx, in int64, chunk in
 		x := f.extents[idx]
 		e.mu.Unlock()
 		if x == nil {
-			e.prefetchAfter(ctx, f, idx, true)
+			e.prefetchAfter(ctx, f, idx, in, true)
 			// A non-nil empty p: the copy-up is for this reader, not ahead.
 			served, err := e.copyUp(ctx, f, idx, []byte{}, 0, anyEpoch)
 			if errors.Is(err, errDropped) {
@@ -127,10 +127,10 @@ func (e *Engine) pinExtent(ctx context.Context, f *file, idx, in int64, chunk in
 		}
 		// Shared, x.mu waits out a copy-up that is filling the slot.
 		x.mu.RLock()
-		slot, valid, gen, ok, prefetched := e.pinCached(x, !missed)
+		slot, valid, gen, ok, prefetched := e.pinCached(x, in, !missed)
 		x.mu.RUnlock()
 		if prefetched {
-			e.prefetchAfter(ctx, f, idx, false)
+			e.prefetchAfter(ctx, f, idx, in, false)
 		}
 		if !ok {
 			continue
@@ -148,7 +148,7 @@ func (e *Engine) pinExtent(ctx context.Context, f *file, idx, in int64, chunk in
 
 // pinCached pins the slot of x, which the caller holds shared, counting a
 // hit as readCached does; ok is false when x died meanwhile.
-func (e *Engine) pinCached(x *extent, hit bool) (slot, valid int32, gen uint64, ok, prefetched bool) {
+func (e *Engine) pinCached(x *extent, in int64, hit bool) (slot, valid int32, gen uint64, ok, prefetched bool) {
 	e.mu.Lock()
 	if x.state != ready {
 		e.mu.Unlock()
@@ -169,7 +169,7 @@ func (e *Engine) pinCached(x *extent, hit bool) (slot, valid int32, gen uint64, 
 	if e.gens != nil {
 		gen = e.gens.gen(slot)
 	}
-	ahead, n := e.readAheadSlots(x.f, x.idx)
+	ahead, n := e.readAheadSlots(x.f, x.idx, in)
 	e.mu.Unlock()
 	e.readAhead(ahead[:n])
 	return slot, valid, gen, true, prefetched

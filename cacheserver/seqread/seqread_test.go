@@ -163,3 +163,48 @@ func TestConfirmOfItsOwn(t *testing.T) {
 		t.Fatalf("one step in order with Confirm 1: sequential %v, reads ahead %v", seq, extents(a))
 	}
 }
+
+// TestOnlyStepsToTheHeadConfirm checks that steps into the middle of the
+// next extent, as a random reader's are, never make a stream sequential,
+// that steps to the head do, and that a stream taken for sequential keeps
+// reading ahead when a step comes in the middle of an extent.
+func TestOnlyStepsToTheHeadConfirm(t *testing.T) {
+	var s Streams
+	for idx := range int64(20) {
+		if seq, a := s.ReadAt(idx*2, 2, false, 8); seq || !a.Empty() {
+			t.Fatalf("steps into the middle of extents taken for sequential at extent %d", idx*2)
+		}
+	}
+	var in Streams
+	for idx := range int64(Confirm + 1) {
+		in.ReadAt(idx*2, 2, true, 8)
+	}
+	ahead := 0
+	for idx := int64(Confirm + 1); idx < 20; idx++ {
+		seq, a := in.ReadAt(idx*2, 2, false, 8)
+		if !seq {
+			t.Fatalf("a sequential stream stepping into the middle of extent %d is no longer sequential", idx*2)
+		}
+		ahead += len(extents(a))
+	}
+	if ahead == 0 {
+		t.Error("a sequential stream stepping into the middle of extents read nothing ahead")
+	}
+
+	// A random reader of a file of 128 extents (one server's share of 256
+	// extents over two), with the offsets it lands at in its extents.
+	const extentSize, reads = 1 << 20, 4000
+	r := rand.New(rand.NewPCG(1, 2))
+	var random Streams
+	windows := 0
+	for range reads {
+		off := r.Int64N(128 * extentSize)
+		idx, at := off/extentSize, off%extentSize/4096*4096
+		if _, a := random.ReadAt(idx*2, 2, at == 0, 8); !a.Empty() {
+			windows++
+		}
+	}
+	if windows > 1 {
+		t.Errorf("%d random reads of 4 KiB read ahead %d times", reads, windows)
+	}
+}
