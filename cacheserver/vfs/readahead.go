@@ -14,8 +14,8 @@ import (
 // hint reads into single pages, and a request holds at most as many pages
 // as the device takes segments (254 on the virtio disks measured), so a
 // range arrives as requests of 500 KiB or less. On the development VM,
-// whose disk serves about a thousand requests a second whatever their
-// size, the size of requests decides how fast slots are read.
+// whose disk serves about a thousand large requests a second whether they
+// hold 1 MiB or 4, the size of requests decides how fast slots are read.
 //
 // A read-ahead first faults its range in through a mapping it marks for
 // huge pages (MADV_HUGEPAGE, then MADV_POPULATE_READ): the kernel then
@@ -25,8 +25,9 @@ import (
 // readers of the slab share and which starts every range that does not
 // follow the last one at small folios. Two readers of cached extents read
 // 1.0-1.2 GB/s from the slab with the hint, 2.0-2.3 GB/s with the splice
-// and 2.5-2.8 GB/s with the mapping, in requests of 2-3 MiB on average
-// (the raw file, with the kernel's own read-ahead: 3.0-3.1 GB/s, 3.5 MiB).
+// (requests of about 2 MiB on average) and 2.5-2.8 GB/s with the mapping
+// and a longer window (about 3 MiB); the raw file, with the kernel's own
+// read-ahead, reads 3.0-3.1 GB/s in requests of 3.5 MiB.
 // Neither moves the bytes: both only bring the pages into the page cache.
 //
 // A read-ahead holds a thread while the disk reads, so at most
