@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -58,8 +59,14 @@ func ReadAhead(f *os.File, off, n int64) {
 	case readAheads <- struct{}{}:
 		go func() {
 			defer func() { <-readAheads }()
-			if populate(f, off, n) == nil {
-				return
+			if !noPopulate.Load() {
+				err := populate(f, off, n)
+				if err == nil {
+					return
+				}
+				// A kernel without MADV_POPULATE_READ (before 5.14) or
+				// huge pages says EINVAL; it will not learn them later.
+				noPopulate.Store(errors.Is(err, unix.EINVAL))
 			}
 			if done, err := spliceToNull(f, off, n); err != nil {
 				fadvise(f, off+done, n-done)
@@ -90,6 +97,9 @@ func cached(f *os.File, off, n int64) bool {
 	})
 	return ok
 }
+
+// noPopulate is set once populate found that this kernel cannot do it.
+var noPopulate atomic.Bool
 
 // hugePage is the size of the folios a mapping marked for huge pages reads
 // a file in.
