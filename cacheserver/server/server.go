@@ -155,12 +155,22 @@ func (s *Server) Serve(data, ctl net.Listener) error {
 }
 
 // Shutdown stops serving: no new requests are taken, and the ones in flight
-// finish. It does not flush.
+// finish, or are cancelled when ctx ends first (a writer waiting for space
+// that only write-back to a broken backing store could free). It does not
+// flush; nothing a request was cancelled in had been acknowledged.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.serving.Store(false)
-	_ = s.wire.Close()
+	werr := s.wire.Shutdown(ctx)
 	s.pipes.close()
-	return s.http.Shutdown(ctx)
+	// The control API gets a moment of its own when the data path used up
+	// ctx: its calls do not wait for space.
+	hctx := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+	}
+	return errors.Join(werr, s.http.Shutdown(hctx))
 }
 
 // callerCtx returns the context under which a request touches the backing

@@ -90,6 +90,10 @@ type Server struct {
 	ln     net.Listener
 	closed bool
 	wg     sync.WaitGroup
+	// base is the context every connection's requests derive from; Shutdown
+	// cancels it when its own context ends first.
+	base   context.Context
+	cancel context.CancelFunc
 }
 
 // Serve accepts connections on ln until Close is called. It returns nil
@@ -97,6 +101,7 @@ type Server struct {
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	s.ln, s.conns = ln, map[net.Conn]struct{}{}
+	s.initLocked()
 	s.mu.Unlock()
 	for {
 		c, err := ln.Accept()
@@ -121,18 +126,50 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // Close stops accepting, closes every connection and waits until the
 // requests being served have returned.
-func (s *Server) Close() error {
+func (s *Server) Close() error { return s.Shutdown(context.Background()) }
+
+// ErrRequestsCancelled is returned by Shutdown when requests still ran at
+// the end of its context and were cancelled.
+var ErrRequestsCancelled = errors.New("requests still being served were cancelled")
+
+// Shutdown is Close with a bound: the requests being served may finish
+// until ctx ends, and are then cancelled, through their context, and
+// waited for. A request waiting for something that may never come, such
+// as cache space held by dirty data that a broken backing store keeps from
+// being written back, would otherwise hold the shutdown for good. Their
+// connections are closed first, so no client hears of a request either
+// way.
+func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
+	s.initLocked()
 	if s.ln != nil {
 		_ = s.ln.Close()
 	}
 	for c := range s.conns {
 		_ = c.Close()
 	}
+	cancel := s.cancel
 	s.mu.Unlock()
-	s.wg.Wait()
-	return nil
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	cancel()
+	<-done
+	return ErrRequestsCancelled
+}
+
+func (s *Server) initLocked() {
+	if s.base == nil {
+		s.base, s.cancel = context.WithCancel(context.Background())
+	}
 }
 
 func (s *Server) isClosed() bool {
@@ -173,7 +210,10 @@ func (s *Server) serveConn(c net.Conn) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	ctx, cancel := context.WithCancel(context.Background())
+	s.mu.Lock()
+	base := s.base
+	s.mu.Unlock()
+	ctx, cancel := context.WithCancel(base)
 	defer cancel()
 	if s.OnConn != nil {
 		var end func()
