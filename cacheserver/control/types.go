@@ -115,7 +115,10 @@ type PathRequest struct {
 }
 
 // Tunables are the knobs that may change while a server runs; nil fields
-// stay as they are. Watermarks are percentages of the capacity.
+// stay as they are, and zero sets the server's default (no limit for
+// MaxFileSize and MaxFiles), so that a knob taken out of a spec goes back
+// to what a server started without it has. Watermarks are percentages of
+// the capacity.
 type Tunables struct {
 	DirtyHighWatermarkPercent *int   `json:"dirtyHighWatermarkPercent,omitempty"`
 	DirtyLowWatermarkPercent  *int   `json:"dirtyLowWatermarkPercent,omitempty"`

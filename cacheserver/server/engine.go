@@ -74,7 +74,7 @@ func (c *engineCache) SetTunables(t control.Tunables) error {
 		next.WriteWindow.Multiplier = *t.WriteWindowMultiplier
 	}
 	if t.WriteWindowSeconds != nil {
-		if *t.WriteWindowSeconds <= 0 {
+		if *t.WriteWindowSeconds < 0 {
 			return syscall.EINVAL
 		}
 		next.WriteWindow.Length = time.Duration(*t.WriteWindowSeconds) * time.Second

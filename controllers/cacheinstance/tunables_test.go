@@ -41,3 +41,39 @@ func TestTunableArgs(t *testing.T) {
 		})
 	}
 }
+
+// TestKnobsTakenOutGoBackToTheDefault checks that every knob a spec leaves
+// unset is sent as zero, the server's default, so that a knob taken out of
+// the spec, such as a limit, does not stay on running servers.
+func TestKnobsTakenOutGoBackToTheDefault(t *testing.T) {
+	files := int64(10)
+	inst := &cachev1alpha1.CacheInstance{Spec: cachev1alpha1.CacheInstanceSpec{Limits: &cachev1alpha1.Limits{MaxFiles: &files}}}
+	got := Tunables(inst)
+	if got.MaxFiles == nil || *got.MaxFiles != 10 {
+		t.Errorf("MaxFiles = %v, want 10", got.MaxFiles)
+	}
+	for name, v := range map[string]any{
+		"WriteBackThreads": got.WriteBackThreads, "DirtyHighWatermarkPercent": got.DirtyHighWatermarkPercent,
+		"DirtyLowWatermarkPercent": got.DirtyLowWatermarkPercent, "EvictHighWatermarkPercent": got.EvictHighWatermarkPercent,
+		"EvictLowWatermarkPercent": got.EvictLowWatermarkPercent, "MaxFileSize": got.MaxFileSize,
+		"WriteWindowMultiplier": got.WriteWindowMultiplier,
+	} {
+		switch p := v.(type) {
+		case *int:
+			if p == nil || *p != 0 {
+				t.Errorf("%s = %v, want 0", name, p)
+			}
+		case *int64:
+			if p == nil || *p != 0 {
+				t.Errorf("%s = %v, want 0", name, p)
+			}
+		case *float64:
+			if p == nil || *p != 0 {
+				t.Errorf("%s = %v, want 0", name, p)
+			}
+		}
+	}
+	if diff := cmp.Diff([]string{"--max-files=10"}, tunableArgs(got)); diff != "" {
+		t.Errorf("tunableArgs (-want +got):\n%s", diff)
+	}
+}
