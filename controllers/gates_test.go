@@ -83,6 +83,23 @@ var _ = Describe("Scheduling gates", func() {
 		}
 	})
 
+	It("tells the pods it holds when their instance is deleted before it was Ready", func() {
+		w := newWorld()
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		waiting := jobPod(w.ns, "waiting", inst.Name)
+		Expect(k8sClient.Create(ctx, waiting)).To(Succeed())
+		Expect(waiting.Spec.SchedulingGates).To(ContainElement(cacheGate))
+		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).ShouldNot(BeEmpty())
+		Expect(eventReasons(w.ns, waiting.Name)).NotTo(ContainElement(cachev1alpha1.ReasonInstanceUnavailable))
+
+		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
+		Eventually(func() []string { return eventReasons(w.ns, waiting.Name) }, 30*time.Second, 200*time.Millisecond).
+			Should(ContainElement(cachev1alpha1.ReasonInstanceUnavailable))
+		Expect(gates(waiting)(Default)).To(ContainElement(cacheGate), "a pod of a deleted instance was let go")
+		Expect(k8sClient.Delete(ctx, waiting)).To(Succeed())
+	})
+
 	It("never gates a mount pod of the CSI node plugin, which is pinned to its node", func() {
 		w := newWorld()
 		inst := w.instance("64Mi")

@@ -1,6 +1,7 @@
 package v1alpha1
 
-// Reasons of events that the CSI node plugin records on a CacheInstance.
+// Reasons of events that the CSI node plugin records on a CacheInstance,
+// and that the operator records on pods.
 const (
 	// ReasonMountLost means the FUSE daemon of the instance's mount on a
 	// node ended without unmounting, so whatever it had not handed to the
@@ -8,4 +9,10 @@ const (
 	// node plugin mounts the instance again. The event names the node and
 	// how the daemon ended.
 	ReasonMountLost = "MountLost"
+
+	// ReasonInstanceUnavailable is recorded on a pod held at the scheduling
+	// gate for an instance that will not become Ready: it is being deleted,
+	// or its pool refuses it. The pod stays gated, since it cannot run
+	// without the cache; the event says why.
+	ReasonInstanceUnavailable = "CacheInstanceUnavailable"
 )

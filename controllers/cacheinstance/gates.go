@@ -72,3 +72,49 @@ func (r *Reconciler) ungate(ctx context.Context, pod *corev1.Pod) error {
 	}
 	return nil
 }
+
+// unavailable reports whether an instance in phase p will not become Ready
+// again.
+func unavailable(p cachev1alpha1.Phase) bool {
+	return p == cachev1alpha1.PhaseFailed || p == cachev1alpha1.PhaseFlushing || p == cachev1alpha1.PhaseDeleting
+}
+
+// warnGatedPods records a Warning Event on every pod held at the scheduling
+// gate for the instance when the instance turns to a phase it will not come
+// back from Ready (to): it is being deleted, or its pool refuses it. The
+// pods stay gated, since they cannot run without the cache, and without
+// the Event nothing on them would say why they wait. It records once per
+// such turn; failures only cost the Events, and are logged.
+func (r *Reconciler) warnGatedPods(ctx context.Context, s *scope, to cachev1alpha1.Phase) {
+	if !unavailable(to) || unavailable(s.original.Status.Phase) {
+		return
+	}
+	why := "is being deleted"
+	if to == cachev1alpha1.PhaseFailed {
+		_, reason, msg := readiness(s)
+		why = fmt.Sprintf("cannot become Ready (%s: %s)", reason, msg)
+	}
+	log := ctrl.LoggerFrom(ctx)
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(s.inst.Namespace)); err != nil {
+		log.Error(err, "Listing the pods that wait for the instance")
+		return
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if !slices.ContainsFunc(pod.Spec.SchedulingGates, isCacheGate) {
+			continue
+		}
+		uses, err := podvolumes.Find(ctx, r.Client, pod)
+		if err != nil {
+			log.Error(err, "Finding the volumes of a gated pod", "pod", pod.Name)
+			continue
+		}
+		if !uses.Uses(pod, s.inst.Name) {
+			continue
+		}
+		r.Recorder.Eventf(pod, s.inst, corev1.EventTypeWarning, cachev1alpha1.ReasonInstanceUnavailable, "Schedule",
+			"Held at the scheduling gate for CacheInstance %s, which %s: the pod stays gated until an instance of that name is Ready; delete the pod to give up",
+			s.inst.Name, why)
+	}
+}

@@ -118,6 +118,7 @@ func (r *Reconciler) addFinalizer(ctx context.Context, inst *cachev1alpha1.Cache
 // when the pass succeeded.
 func (r *Reconciler) patchStatus(ctx context.Context, s *scope, passErr error) error {
 	if s.gone {
+		r.warnGatedPods(ctx, s, cachev1alpha1.PhaseDeleting)
 		return nil
 	}
 	setConditions(s, r.Options.Now())
@@ -125,6 +126,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope, passErr error) e
 		s.inst.Status.ObservedGeneration = s.inst.Generation
 	}
 	r.recordTransitions(s)
+	r.warnGatedPods(ctx, s, s.inst.Status.Phase)
 	r.recordCreateFailure(s)
 	r.recordReadOnlyTransition(s)
 	err := r.Client.Status().Patch(ctx, s.inst, client.MergeFrom(s.original))
