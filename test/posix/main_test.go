@@ -17,6 +17,7 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/posixns"
+	"github.com/burstcache/burstcache/cacheserver/vfs"
 )
 
 // setup mounts a namespace for a test and returns the mount point and the
@@ -45,6 +46,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(helperMain(os.Args[1:]))
 	}
+	// The in-process setup maps files of the mount this process serves.
+	vfs.DisableMappedReadAhead()
 	names := strings.Split(os.Getenv("BURSTCACHE_POSIX_SETUPS"), ",")
 	if names[0] == "" {
 		names = []string{"inprocess", "local"}
