@@ -172,14 +172,20 @@ func (n *node) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64
 		if fd != nil {
 			return &fileResult{fd}, 0
 		}
-		return fuse.ReadResultData(dest[:got]), 0
+		return bufResult(dest[:got]), 0
 	}
 	got, err := n.m.fsys.ReadAt(h.as, n.path(), dest, off)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, errno(err)
 	}
-	return fuse.ReadResultData(dest[:got]), 0
+	return bufResult(dest[:got]), 0
 }
+
+// bufResult is a read reply of bytes in memory. It goes to the kernel in
+// one writev: go-fuse writes a ReadResultData into a pipe first, to try a
+// splice it cannot do, and then empties the pipe again, which costs two
+// system calls and a copy of the bytes.
+func bufResult(b []byte) fuse.ReadResult { return fuse.ReadResultVector([][]byte{b}) }
 
 // fileResult is a read reply whose bytes the server splices from a file
 // into the kernel's pipe, releasing them once sent.

@@ -1,12 +1,14 @@
 package fusefs
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 
+	"github.com/hanwen/go-fuse/v2/splice"
 	"golang.org/x/sys/unix"
 
 	"github.com/burstcache/burstcache/cacheserver/posixns"
@@ -56,5 +58,40 @@ func TestPassthrough(t *testing.T) {
 	}
 	if hooked.Load() != 1 || fsys.reads.Load() != 0 {
 		t.Fatalf("hook called %d times, namespace read %d times; want 1 and 0", hooked.Load(), fsys.reads.Load())
+	}
+}
+
+// TestBytesInMemoryAreNotSpliced proves that a read whose bytes the
+// namespace copied into memory goes to the kernel in one write, without
+// the pipe go-fuse fills and empties again when it tries to splice them.
+func TestBytesInMemoryAreNotSpliced(t *testing.T) {
+	mnt, backing, _ := mount(t, Options{})
+	data := make([]byte, 256<<10)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	if err := os.WriteFile(filepath.Join(backing, "f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(mnt, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	splice.ClearSplicePool()
+	for _, size := range []int{4 << 10, 64 << 10, 256 << 10} {
+		got := make([]byte, size)
+		if _, err := f.ReadAt(got, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, data[:size]) {
+			t.Fatalf("read of %d bytes differs from the file", size)
+		}
+		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := splice.Total(); n != 0 {
+		t.Fatalf("reads took %d pipes from go-fuse's pool, want none", n)
 	}
 }
