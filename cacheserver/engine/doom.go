@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/burstcache/burstcache/cacheserver/ident"
 )
@@ -95,7 +96,8 @@ func (e *Engine) HoldDoom(_ context.Context, p string) error {
 	return nil
 }
 
-// endDoomLocked lets write-back of f resume if no doom holds it.
+// endDoomLocked lets write-back of f resume if no doom holds it, and
+// wakes the changes of its path that waited for the doom (awaitUnlink).
 func (e *Engine) endDoomLocked(f *file) {
 	if f.doomed > 0 {
 		return
@@ -103,6 +105,28 @@ func (e *Engine) endDoomLocked(f *file) {
 	delete(e.dooms, f)
 	e.markFileLocked(f)
 	e.kickWriteBackLocked()
+	e.cond.Broadcast()
+}
+
+// awaitUnlink waits while an unlink holds path doomed, before a write or
+// a change of size of path. Between the removal of the backing file and
+// the Drop that ends the doom, another client may create the file again
+// and write to it: those writes must go to a new file, not into the doomed
+// one, whose data the Drop forgets. So a change that finds path doomed
+// waits for the doom to end, and then goes to the file that is there: a
+// new one after a Drop, the old one after an Undoom. A doom lasts the
+// round trips of an unlink, or DoomTimeout when its client died.
+func (e *Engine) awaitUnlink(ctx context.Context, path string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for {
+		if f := e.files[path]; f == nil || f.doomed == 0 {
+			return nil
+		}
+		if err := e.waitCtxLocked(ctx); err != nil {
+			return fmt.Errorf("waiting for the unlink of %s: %w", path, err)
+		}
+	}
 }
 
 // oldDoomsLocked returns the doomed files whose doom is older than

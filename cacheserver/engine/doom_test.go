@@ -107,6 +107,101 @@ func TestDoomedThenDroppedStaysGone(t *testing.T) {
 	}
 }
 
+// whileDoomed starts fn, checks that it waits while doomRig's file is
+// doomed, ends the doom with end, and returns fn's error.
+func (r *rig) whileDoomed(fn func(context.Context) error, end func(context.Context, string) error) error {
+	r.t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn(context.Background()) }()
+	select {
+	case err := <-done:
+		r.t.Fatalf("a change of a doomed file returned (%v) before the doom ended", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := end(context.Background(), "f"); err != nil {
+		r.t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		r.t.Fatal("a change of a doomed file still waits after the doom ended")
+		return nil
+	}
+}
+
+// TestChangesWaitForTheUnlink: between the removal of the backing file and
+// the Drop that ends an unlink, another client may create the file again
+// and write to it. Those writes, and the size it publishes, wait for the
+// doom to end and go to the new file; were they taken into the doomed one,
+// the Drop would lose them. After a failed unlink they go to the old file.
+func TestChangesWaitForTheUnlink(t *testing.T) {
+	ctx := context.Background()
+	t.Run("a new file", func(t *testing.T) {
+		r := doomRig(t, nil)
+		r.removeBacking("f")
+		r.writeBacking("f", nil)
+		err := r.whileDoomed(func(ctx context.Context) error {
+			_, err := r.e.WriteAt(ctx, "f", []byte("second"), 0)
+			return err
+		}, r.e.Drop)
+		if err != nil {
+			t.Fatalf("write to the new file: %v", err)
+		}
+		if err := r.flushFor(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.backingFile("f"); string(got) != "second" {
+			t.Fatalf("backing file: %q, want what was written after the unlink", got)
+		}
+	})
+	t.Run("a new file's size", func(t *testing.T) {
+		r := doomRig(t, nil)
+		r.removeBacking("f")
+		r.writeBacking("f", nil)
+		err := r.whileDoomed(func(ctx context.Context) error { return r.e.ExtendSize(ctx, "f", 4096) }, r.e.Drop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if size, ok := r.e.KnownSize("f"); !ok || size != 4096 {
+			t.Fatalf("KnownSize = %d, %v; want the size published after the unlink", size, ok)
+		}
+	})
+	t.Run("a failed unlink", func(t *testing.T) {
+		r := doomRig(t, nil)
+		err := r.whileDoomed(func(ctx context.Context) error {
+			_, err := r.e.WriteAt(ctx, "f", []byte("NEW"), 0)
+			return err
+		}, r.e.Undoom)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.flushFor(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.backingFile("f"); string(got) != "NEW data" {
+			t.Fatalf("backing file: %q, want both writes", got)
+		}
+	})
+	t.Run("a caller that gives up", func(t *testing.T) {
+		r := doomRig(t, nil)
+		wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		if _, err := r.e.WriteAt(wctx, "f", []byte("late"), 0); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("write to a doomed file past its deadline: %v", err)
+		}
+		if err := r.e.Undoom(ctx, "f"); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.flushFor(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.backingFile("f"); string(got) != "new data" {
+			t.Fatalf("backing file: %q, want the write that gave up left out", got)
+		}
+	})
+}
+
 // TestCleanFilesAreDroppedNotDoomed: a file with nothing the backing store
 // lacks has nothing to keep: Doom drops it.
 func TestCleanFilesAreDroppedNotDoomed(t *testing.T) {

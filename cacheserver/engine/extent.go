@@ -73,7 +73,7 @@ type file struct {
 	shared      bool   // the backing file has more than one name: I/O passes through
 	record      bool   // has a durable file record (counts against MaxFiles)
 	cred        *ident.Cred
-	doomed      int       // unlinks under way (Doom): no write-back meanwhile
+	doomed      int       // unlinks under way (Doom): no write-back, writes or size changes meanwhile
 	doomedAt    time.Time // when the first of them began, or recovery found it
 	dead        bool
 	epoch       uint64          // bumped when extents are dropped or trimmed

@@ -92,6 +92,9 @@ func (e *Engine) ExtendSize(ctx context.Context, path string, size int64) error 
 	if shared, err := e.sharedUncached(ctx, path); err != nil || shared {
 		return err
 	}
+	if err := e.awaitUnlink(ctx, path); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	f := e.fileLocked(path)
 	grew := size > f.size
@@ -157,6 +160,9 @@ func (e *Engine) Truncate(ctx context.Context, path string, size int64) error {
 	}
 	if maxSize > 0 && size > maxSize {
 		return fmt.Errorf("truncate %s to %d, limit %d: %w", path, size, maxSize, ErrFileTooLarge)
+	}
+	if err := e.awaitUnlink(ctx, path); err != nil {
+		return err
 	}
 	e.mu.Lock()
 	f := e.fileLocked(path)

@@ -68,6 +68,9 @@ func (e *Engine) fileForWrite(ctx context.Context, path string, off, n int64) (*
 	if maxSize > 0 && off+n > maxSize {
 		return nil, fmt.Errorf("write %s up to %d, limit %d: %w", path, off+n, maxSize, ErrFileTooLarge)
 	}
+	if err := e.awaitUnlink(ctx, path); err != nil {
+		return nil, err
+	}
 	f, err := e.statFile(ctx, path)
 	if err != nil && !errorsIsNotExist(err) {
 		return nil, err
