@@ -69,6 +69,7 @@ func runMount(ctx context.Context, f *mountFlags, mountpoint string) error {
 		return badInput("--servers is required")
 	}
 	spliceWholeReads(log)
+	raiseProcs()
 	mp, err := checkMountpoint(mountpoint)
 	if err != nil {
 		return err
