@@ -100,6 +100,12 @@ type ServerStatus struct {
 	// ready is true when the server runs and answers.
 	// +optional
 	Ready bool `json:"ready,omitempty"`
+
+	// dirty is how much data not yet written back the server held when it
+	// last answered. It stays while the server does not answer, since the
+	// data stays on its SSD, and usage.dirty counts it.
+	// +optional
+	Dirty *resource.Quantity `json:"dirty,omitempty"`
 }
 
 // Usage is what an instance's servers hold and have done, summed over all of

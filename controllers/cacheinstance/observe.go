@@ -42,8 +42,10 @@ func podReady(pod *corev1.Pod) bool {
 }
 
 // collectStats asks every ready server for its statistics and sums them
-// into status.usage. A server that does not answer is left out of this
-// pass's sums and logged; its readiness probe will tell the kubelet.
+// into status.usage. A server that does not answer is logged (its
+// readiness probe will tell the kubelet) and left out of this pass's sums,
+// except for its dirty data, which stays on its SSD: usage.dirty counts
+// what it held when it last answered.
 func (r *Reconciler) collectStats(ctx context.Context, s *scope) (ctrl.Result, error) {
 	for i, srv := range s.inst.Status.Servers {
 		if !srv.Ready {
@@ -57,9 +59,26 @@ func (r *Reconciler) collectStats(ctx context.Context, s *scope) (ctrl.Result, e
 		s.stats[i] = st
 	}
 	if len(s.stats) > 0 {
-		s.inst.Status.Usage = sumUsage(s.stats)
+		s.inst.Status.Usage = usageOf(s.inst.Status.Servers, s.stats)
 	}
 	return ctrl.Result{}, nil
+}
+
+// usageOf sums the statistics of the servers that answered, and records the
+// dirty data of each in servers. The dirty data of a server that did not
+// answer is what it last reported.
+func usageOf(servers []cachev1alpha1.ServerStatus, stats map[int]control.Stats) *cachev1alpha1.Usage {
+	u := sumUsage(stats)
+	dirty := u.Dirty.Value()
+	for i := range servers {
+		if st, ok := stats[i]; ok {
+			servers[i].Dirty = resource.NewQuantity(st.DirtyBytes, resource.BinarySI)
+		} else if servers[i].Dirty != nil {
+			dirty += servers[i].Dirty.Value()
+		}
+	}
+	u.Dirty = resource.NewQuantity(dirty, resource.BinarySI)
+	return u
 }
 
 func (r *Reconciler) stats(ctx context.Context, s *scope, i int) (control.Stats, error) {

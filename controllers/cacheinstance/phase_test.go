@@ -141,6 +141,35 @@ func TestSumUsage(t *testing.T) {
 	}
 }
 
+// TestDirtyOfAServerThatDoesNotAnswerStays: usage.dirty keeps counting
+// what a server that stopped answering held when it last answered, since
+// that data is still on its SSD, and each server's own dirty data is
+// recorded as it answers.
+func TestDirtyOfAServerThatDoesNotAnswerStays(t *testing.T) {
+	servers := instanceWith(3, 3).Status.Servers
+	u := usageOf(servers, map[int]control.Stats{
+		0: {CapacityBytes: 100, DirtyBytes: 10},
+		1: {CapacityBytes: 100, DirtyBytes: 30},
+		2: {CapacityBytes: 100, DirtyBytes: 0},
+	})
+	if got := u.Dirty.Value(); got != 40 {
+		t.Fatalf("usage.dirty with every server answering: %d, want 40", got)
+	}
+	u = usageOf(servers, map[int]control.Stats{
+		0: {CapacityBytes: 100, DirtyBytes: 5},
+		2: {CapacityBytes: 100, DirtyBytes: 1},
+	})
+	if got := u.Dirty.Value(); got != 36 {
+		t.Fatalf("usage.dirty with server 1 silent: %d, want 36 (its last 30 counted)", got)
+	}
+	want := []int64{5, 30, 1}
+	for i, srv := range servers {
+		if srv.Dirty == nil || srv.Dirty.Value() != want[i] {
+			t.Fatalf("servers[%d].dirty = %v, want %d", i, srv.Dirty, want[i])
+		}
+	}
+}
+
 func TestPickNodes(t *testing.T) {
 	free := map[string]int64{"a": 100, "b": 300, "c": 200, "d": 50}
 	for name, tc := range map[string]struct {

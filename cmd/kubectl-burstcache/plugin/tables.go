@@ -104,12 +104,12 @@ func (e *env) serversCmd() *cobra.Command {
 
 func serverTable(items []cachev1alpha1.CacheInstance) table {
 	rows := []serverRow{}
-	t := table{header: []string{"NAMESPACE", "INSTANCE", "SERVER", "POD", "NODE", "ENDPOINT", "CAPACITY", "READY"}}
+	t := table{header: []string{"NAMESPACE", "INSTANCE", "SERVER", "POD", "NODE", "ENDPOINT", "CAPACITY", "READY", "DIRTY"}}
 	for _, in := range items {
 		for _, s := range in.Status.Servers {
 			rows = append(rows, serverRow{Namespace: in.Namespace, Instance: in.Name, ServerStatus: s})
 			t.rows = append(t.rows, []string{
-				in.Namespace, in.Name, s.Name, orDash(s.Pod), orDash(s.Node), orDash(s.Endpoint), quantity(s.Capacity), strconv.FormatBool(s.Ready),
+				in.Namespace, in.Name, s.Name, orDash(s.Pod), orDash(s.Node), orDash(s.Endpoint), quantity(s.Capacity), strconv.FormatBool(s.Ready), quantity(s.Dirty),
 			})
 		}
 	}
