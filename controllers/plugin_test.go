@@ -99,7 +99,8 @@ var _ = Describe("kubectl burstcache", func() {
 
 		r = kubectlBurstcache(admin, w.ns, "servers", inst.Name)
 		Expect(r.code).To(Equal(0), r.err)
-		Expect(r.out).To(MatchRegexp(`(?m)^%s\s+%s\s+server-0\s+\S+\s+node-\w\s+127(\.\d+){3}:7070\s+64Mi\s+true$`, w.ns, inst.Name))
+		Expect(r.out).To(MatchRegexp(`(?m)^NAMESPACE\s+INSTANCE\s+SERVER\s+POD\s+NODE\s+ENDPOINT\s+CAPACITY\s+READY\s+DIRTY$`))
+		Expect(r.out).To(MatchRegexp(`(?m)^%s\s+%s\s+server-0\s+\S+\s+node-\w\s+127(\.\d+){3}:7070\s+64Mi\s+true\s+[1-9]\S*$`, w.ns, inst.Name))
 		Expect(r.out).To(MatchRegexp(`(?m)^%s\s+%s\s+server-1\s`, w.ns, inst.Name))
 
 		r = kubectlBurstcache(admin, w.ns, "pools")
@@ -146,6 +147,16 @@ var _ = Describe("kubectl burstcache", func() {
 		By("counting the flush and the Ready instance in the manager's metrics")
 		Expect(managerMetric("burstcache_manager_flush_duration_seconds", map[string]string{"namespace": w.ns, "kind": "request"})).To(BeEquivalentTo(1))
 		Expect(managerMetric("burstcache_manager_instances", map[string]string{"namespace": w.ns, "phase": "Ready"})).To(BeEquivalentTo(1))
+	})
+
+	It("says it stopped waiting, and that the request goes on, at its --timeout", func() {
+		w := newWorld()
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		r := kubectlBurstcache(admin, w.ns, "flush", inst.Name, "--timeout=1ns")
+		Expect(r.code).To(Equal(1))
+		Expect(r.err).To(MatchRegexp(`stopped waiting for flush request flush-\S+ in phase Pending; it goes on`))
+		Expect(get(inst)(Default).Annotations).To(HaveKey(cachev1alpha1.AnnotationRequest), "the request was not left with the instance")
 	})
 
 	It("refuses a hint on a path outside the instance", func() {

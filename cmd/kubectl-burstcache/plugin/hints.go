@@ -102,15 +102,20 @@ func (e *env) follow(ctx context.Context, inst *cachev1alpha1.CacheInstance, req
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	last := ""
+	phase := cachev1alpha1.RequestPending
 	for {
 		cur := &cachev1alpha1.CacheInstance{}
 		if err := e.client.Get(ctx, client.ObjectKeyFromObject(inst), cur); err != nil {
+			if ctx.Err() != nil {
+				return stoppedWaiting(req, phase, ctx.Err())
+			}
 			return fmt.Errorf("reading the request's progress: %w", err)
 		}
 		st := cur.Status.LastRequest
 		if st == nil || st.ID != req.ID {
 			st = &cachev1alpha1.RequestStatus{ID: req.ID, Phase: cachev1alpha1.RequestPending, Message: "waiting for the operator to take the request"}
 		}
+		phase = st.Phase
 		if line := progressLine(req, st, cur.Status.Usage); line != last {
 			_, _ = fmt.Fprintln(e.out, line)
 			last = line
@@ -123,10 +128,17 @@ func (e *env) follow(ctx context.Context, inst *cachev1alpha1.CacheInstance, req
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("stopped waiting for %s request %s in phase %s (it goes on): %w", req.Operation, req.ID, st.Phase, ctx.Err())
+			return stoppedWaiting(req, phase, ctx.Err())
 		case <-tick.C:
 		}
 	}
+}
+
+// stoppedWaiting is the error of a follow that gave up, at the --timeout
+// or an interrupt: the request itself goes on.
+func stoppedWaiting(req cachev1alpha1.RequestSpec, phase cachev1alpha1.RequestPhase, err error) error {
+	return fmt.Errorf("stopped waiting for %s request %s in phase %s; it goes on, and the instance's status.lastRequest shows how it ends: %w",
+		req.Operation, req.ID, phase, err)
 }
 
 // progressLine says where a request is. A flush also says how much dirty
