@@ -16,13 +16,18 @@ import (
 	"github.com/burstcache/burstcache/controllers/webhooks"
 )
 
-var _ = Describe("Scheduling gates", func() {
-	jobPod := func(ns, name, instance string) *corev1.Pod {
-		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{cachev1alpha1.LabelInstance: instance}},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "job", Image: "job"}}},
-		}
+// jobPod is a pod of a job that uses instance by its label.
+func jobPod(ns, name, instance string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{cachev1alpha1.LabelInstance: instance}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "job", Image: "job"}}},
 	}
+}
+
+// cacheGate is the scheduling gate that holds pods for their instances.
+var cacheGate = corev1.PodSchedulingGate{Name: cachev1alpha1.SchedulingGate}
+
+var _ = Describe("Scheduling gates", func() {
 	gates := func(pod *corev1.Pod) func(Gomega) []corev1.PodSchedulingGate {
 		return func(g Gomega) []corev1.PodSchedulingGate {
 			cur := &corev1.Pod{}
@@ -30,7 +35,6 @@ var _ = Describe("Scheduling gates", func() {
 			return cur.Spec.SchedulingGates
 		}
 	}
-	cacheGate := corev1.PodSchedulingGate{Name: cachev1alpha1.SchedulingGate}
 	// directiveClass is the StorageClass through which #DW directives mount
 	// the world's instances.
 	directiveClass := func(w *world) *storagev1.StorageClass {

@@ -179,6 +179,14 @@ var _ = Describe("Admission", func() {
 		}, 20*time.Second, 200*time.Millisecond).Should(Succeed())
 		Eventually(func() []string { return eventReasons(w.ns, inst.Name) }, 10*time.Second).
 			Should(ContainElement(cachev1alpha1.ReasonIdentityNotAllowed))
+
+		By("telling a pod created for it afterwards why it stays gated")
+		late := jobPod(w.ns, "late", inst.Name)
+		Expect(k8sClient.Create(ctx, late)).To(Succeed())
+		Expect(late.Spec.SchedulingGates).To(ContainElement(cacheGate))
+		Eventually(func() []string { return eventReasons(w.ns, late.Name) }, 20*time.Second, 200*time.Millisecond).
+			Should(ContainElement(cachev1alpha1.ReasonInstanceUnavailable))
+		Expect(k8sClient.Delete(ctx, late)).To(Succeed())
 	})
 })
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -80,14 +82,19 @@ func unavailable(p cachev1alpha1.Phase) bool {
 }
 
 // warnGatedPods records a Warning Event on every pod held at the scheduling
-// gate for the instance when the instance turns to a phase it will not come
-// back from Ready (to): it is being deleted, or its pool refuses it. The
-// pods stay gated, since they cannot run without the cache, and without
-// the Event nothing on them would say why they wait. It records once per
-// such turn; failures only cost the Events, and are logged.
+// gate for the instance while it is in a phase it will not come back from
+// Ready (to): it is being deleted, or its pool refuses it. The pods stay
+// gated, since they cannot run without the cache, and without the Event
+// nothing on them would say why they wait. Each pod is told once, also
+// one created after the turn (its creation starts a pass); failures only
+// cost the Events, and are logged.
 func (r *Reconciler) warnGatedPods(ctx context.Context, s *scope, to cachev1alpha1.Phase) {
-	if !unavailable(to) || unavailable(s.original.Status.Phase) {
+	if !unavailable(to) {
+		r.warned.forget(s.inst.UID)
 		return
+	}
+	if s.gone {
+		defer r.warned.forget(s.inst.UID)
 	}
 	why := "is being deleted"
 	if to == cachev1alpha1.PhaseFailed {
@@ -102,7 +109,7 @@ func (r *Reconciler) warnGatedPods(ctx context.Context, s *scope, to cachev1alph
 	}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		if !slices.ContainsFunc(pod.Spec.SchedulingGates, isCacheGate) {
+		if !slices.ContainsFunc(pod.Spec.SchedulingGates, isCacheGate) || r.warned.has(s.inst.UID, pod.UID) {
 			continue
 		}
 		uses, err := podvolumes.Find(ctx, r.Client, pod)
@@ -116,5 +123,40 @@ func (r *Reconciler) warnGatedPods(ctx context.Context, s *scope, to cachev1alph
 		r.Recorder.Eventf(pod, s.inst, corev1.EventTypeWarning, cachev1alpha1.ReasonInstanceUnavailable, "Schedule",
 			"Held at the scheduling gate for CacheInstance %s, which %s: the pod stays gated until an instance of that name is Ready; delete the pod to give up",
 			s.inst.Name, why)
+		r.warned.add(s.inst.UID, pod.UID)
 	}
+}
+
+// warnedPods remembers, by instance, the pods warnGatedPods told. An
+// instance's entry goes when it is gone or Ready again, so the set holds
+// only the gated pods of instances that will not become Ready; a restart
+// of the manager forgets it, and those pods are told once more.
+type warnedPods struct {
+	mu   sync.Mutex
+	pods map[types.UID]map[types.UID]struct{}
+}
+
+func (w *warnedPods) has(inst, pod types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.pods[inst][pod]
+	return ok
+}
+
+func (w *warnedPods) add(inst, pod types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pods == nil {
+		w.pods = map[types.UID]map[types.UID]struct{}{}
+	}
+	if w.pods[inst] == nil {
+		w.pods[inst] = map[types.UID]struct{}{}
+	}
+	w.pods[inst][pod] = struct{}{}
+}
+
+func (w *warnedPods) forget(inst types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.pods, inst)
 }

@@ -44,6 +44,9 @@ type Reconciler struct {
 	secrets secretCache
 	// placing makes placements of servers one at a time (see allocate).
 	placing sync.Mutex
+	// warned are the gated pods told that their instance will not become
+	// Ready (warnGatedPods).
+	warned warnedPods
 }
 
 // +kubebuilder:rbac:groups=cache.burstcache.io,resources=cacheinstances,verbs=get;list;watch;update;patch
