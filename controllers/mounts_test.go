@@ -58,6 +58,27 @@ var _ = Describe("Mount accounting", func() {
 		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
 		Expect(os.ReadFile(out)).To(Equal(data))
 	})
+
+	It("names a mount on a node that is gone, and says how to let the teardown go on", func() {
+		w := newWorld()
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).ShouldNot(BeEmpty())
+		lost := createMountLease(inst, "node-gone", "job-0/cache")
+		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
+		Eventually(func(g Gomega) string {
+			c := meta.FindStatusCondition(get(inst)(g).Status.Conditions, cachev1alpha1.ConditionFlushed)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(cachev1alpha1.ReasonWaitingForUnmount))
+			return c.Message
+		}, 10*time.Second, 200*time.Millisecond).Should(And(
+			ContainSubstring("pod job-0 on node node-gone, whose node is not Ready"),
+			ContainSubstring("kubectl delete lease -n "+inst.Namespace+" "+lost.Name)))
+
+		By("going on once the Lease of the lost node is deleted")
+		Expect(k8sClient.Delete(ctx, lost)).To(Succeed())
+		Eventually(gone(inst), 30*time.Second, 200*time.Millisecond).Should(BeTrue())
+	})
 })
 
 // createMountLease creates the Lease a CSI node plugin holds while node has

@@ -101,6 +101,10 @@ func preloaded(inst *cachev1alpha1.CacheInstance) bool {
 func setFlushedCondition(s *scope, now time.Time) {
 	st := s.inst.Status
 	switch {
+	case len(st.ActiveMounts) > 0 && s.unreadyMount != nil:
+		setCondition(s, now, cachev1alpha1.ConditionFlushed, false, cachev1alpha1.ReasonWaitingForUnmount,
+			fmt.Sprintf("%d pods or nodes still mount the instance, such as %s, whose node is not Ready: %s",
+				len(st.ActiveMounts), describeMount(*s.unreadyMount), lostNodeAdvice(s, s.unreadyMount.Node)))
 	case len(st.ActiveMounts) > 0:
 		setCondition(s, now, cachev1alpha1.ConditionFlushed, false, cachev1alpha1.ReasonWaitingForUnmount,
 			fmt.Sprintf("%d pods or nodes still mount the instance, such as %s", len(st.ActiveMounts), describeMount(st.ActiveMounts[0])))
@@ -122,6 +126,16 @@ func flushDone(inst *cachev1alpha1.CacheInstance) bool {
 		return false
 	}
 	return c.Status == metav1.ConditionTrue || c.Reason == cachev1alpha1.ReasonDiscarded || c.Reason == cachev1alpha1.ReasonFlushTimedOut
+}
+
+// lostNodeAdvice says how to let a teardown go on past a node that will
+// not unmount because it is lost.
+func lostNodeAdvice(s *scope, node string) string {
+	if lease, ok := s.mountLeases[node]; ok {
+		return fmt.Sprintf("if the node is lost, delete its mount Lease (kubectl delete lease -n %s %s) and its pods once it is known dead; "+
+			"what its mount had not sent to the servers is lost with it", s.inst.Namespace, lease)
+	}
+	return "if the node is lost, delete its pods once it is known dead (kubectl delete pod --force); what its mount had not sent to the servers is lost with it"
 }
 
 func describeMount(m cachev1alpha1.Mount) string {

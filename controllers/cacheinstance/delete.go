@@ -72,6 +72,9 @@ func (r *Reconciler) waitForUnmount(ctx context.Context, s *scope) (ctrl.Result,
 	if _, err := r.observeMounts(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.findUnreadyMount(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
 	if n := len(s.inst.Status.ActiveMounts); n > 0 {
 		ctrl.LoggerFrom(ctx).Info("Waiting for pods and nodes to unmount before the write-back", "mounts", n)
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil

@@ -37,7 +37,43 @@ func (r *Reconciler) observeMounts(ctx context.Context, s *scope) (ctrl.Result, 
 		return ctrl.Result{}, fmt.Errorf("listing the mount leases of the instance: %w", err)
 	}
 	s.inst.Status.ActiveMounts = mergeMounts(podMounts(pods.Items), leaseMounts(leases.Items))
+	s.mountLeases = map[string]string{}
+	for _, l := range leases.Items {
+		if l.Spec.HolderIdentity != nil {
+			s.mountLeases[*l.Spec.HolderIdentity] = l.Name
+		}
+	}
 	return ctrl.Result{}, nil
+}
+
+// findUnreadyMount sets s.unreadyMount to the first active mount whose
+// node is not Ready or is gone: a node that is lost never unmounts, and its
+// mount holds a teardown until an admin says the node is dead.
+func (r *Reconciler) findUnreadyMount(ctx context.Context, s *scope) error {
+	for i, m := range s.inst.Status.ActiveMounts {
+		if m.Node == "" {
+			continue
+		}
+		node := &corev1.Node{}
+		err := r.Client.Get(ctx, client.ObjectKey{Name: m.Node}, node)
+		if client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("reading node %s: %w", m.Node, err)
+		}
+		if err != nil || !nodeReady(node) {
+			s.unreadyMount = &s.inst.Status.ActiveMounts[i]
+			return nil
+		}
+	}
+	return nil
+}
+
+func nodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func podMounts(pods []corev1.Pod) []cachev1alpha1.Mount {

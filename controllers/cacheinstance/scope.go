@@ -51,6 +51,11 @@ type scope struct {
 
 	// flushErr is why the teardown write-back failed in this pass.
 	flushErr error
+	// mountLeases are the names of the instance's mount Leases, by node.
+	mountLeases map[string]string
+	// unreadyMount is a mount that holds the teardown from a node that is
+	// not Ready or is gone, which may never unmount.
+	unreadyMount *cachev1alpha1.Mount
 	// gone is set once the finalizer is removed: there is no status to
 	// write any more.
 	gone bool
