@@ -187,6 +187,16 @@ var _ = Describe("Admission", func() {
 		Eventually(func() []string { return eventReasons(w.ns, late.Name) }, 20*time.Second, 200*time.Millisecond).
 			Should(ContainElement(cachev1alpha1.ReasonInstanceUnavailable))
 		Expect(k8sClient.Delete(ctx, late)).To(Succeed())
+
+		By("following who mounts it still, and saying its servers run on")
+		lease := createMountLease(inst, "node-a", "job-0/cache")
+		Eventually(func(g Gomega) []cachev1alpha1.Mount {
+			return get(inst)(g).Status.ActiveMounts
+		}, 10*time.Second, 200*time.Millisecond).Should(ConsistOf(cachev1alpha1.Mount{Node: "node-a", Pod: "job-0", Volume: "cache"}))
+		c := meta.FindStatusCondition(get(inst)(Default).Status.Conditions, cachev1alpha1.ConditionAccepted)
+		Expect(c.Message).To(ContainSubstring("the servers run on"))
+		Expect(get(inst)(Default).Status.Phase).To(Equal(cachev1alpha1.PhaseFailed))
+		Expect(k8sClient.Delete(ctx, lease)).To(Succeed())
 	})
 })
 

@@ -54,7 +54,11 @@ func setCondition(s *scope, now time.Time, typ string, ok bool, reason, msg stri
 
 func setAcceptedCondition(s *scope, now time.Time) {
 	if s.rejected != nil {
-		setCondition(s, now, cachev1alpha1.ConditionAccepted, false, s.rejected.Reason(), s.rejected.Error())
+		msg := s.rejected.Error()
+		if len(s.inst.Status.Servers) > 0 {
+			msg += "; the servers run on for the pods that use the instance already, and deleting it stops them after writing its data back"
+		}
+		setCondition(s, now, cachev1alpha1.ConditionAccepted, false, s.rejected.Reason(), msg)
 		return
 	}
 	if s.pool == nil {

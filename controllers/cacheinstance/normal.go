@@ -18,9 +18,14 @@ import (
 // reconcileNormal brings a live instance towards Ready and keeps its
 // status current.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
-	res, err := runPhases(ctx, s, []phaseFunc{
-		r.loadPool,
-		r.validate,
+	res, err := runPhases(ctx, s, []phaseFunc{r.loadPool, r.validate})
+	if err != nil || !res.IsZero() {
+		return res, err
+	}
+	if s.rejected != nil {
+		return r.reconcileRefused(ctx, s)
+	}
+	res, err = runPhases(ctx, s, []phaseFunc{
 		r.loadServerPods,
 		r.loadCacheClaims,
 		r.allocate,
@@ -76,13 +81,36 @@ func (r *Reconciler) loadPool(ctx context.Context, s *scope) (ctrl.Result, error
 
 // validate checks the instance against its pool again, whatever the
 // webhook said: the pool may have changed since, and the webhook may have
-// been bypassed. An instance the pool refuses is a terminal error: nothing
-// but a change of the instance or the pool (both of which trigger a new
-// pass) can fix it.
+// been bypassed. An instance the pool refuses before its servers were
+// placed is a terminal error: nothing but a change of the instance or the
+// pool (both of which trigger a new pass) can fix it. One whose servers
+// were placed goes on to reconcileRefused.
 func (r *Reconciler) validate(_ context.Context, s *scope) (ctrl.Result, error) {
 	err := policy.Validate(s.inst, s.pool, s.nsLabels).Err()
-	if !errors.As(err, &s.rejected) {
+	if !errors.As(err, &s.rejected) || len(s.inst.Status.Servers) > 0 {
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("CacheInstance refused by its pool: %w", err))
+}
+
+// reconcileRefused keeps watching an instance whose pool refuses it since
+// its servers were placed (the pool's rules changed): it is Failed, and no
+// pod waiting for it is let go, but its servers run on for the pods that
+// use it already, as Kubernetes lets running pods run when an admission
+// rule changes, and only deleting it stops them, with the write-back of its
+// dirty data. Its status follows what the servers hold and who mounts it,
+// and user requests (a flush before deleting it) are served. Nothing is
+// created, changed or preloaded.
+func (r *Reconciler) reconcileRefused(ctx context.Context, s *scope) (ctrl.Result, error) {
+	res, err := runPhases(ctx, s, []phaseFunc{
+		r.loadServerPods,
+		r.observeServers,
+		r.observeMounts,
+		r.collectStats,
+		r.serveRequest,
+	})
+	if err != nil || !res.IsZero() {
+		return res, err
+	}
+	return ctrl.Result{RequeueAfter: r.Options.StatsInterval}, nil
 }
