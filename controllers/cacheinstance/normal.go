@@ -45,12 +45,17 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	if err != nil || !res.IsZero() {
 		return res, err
 	}
-	// Usage is polled: the servers do not call back.
+	return r.nextPoll(s), nil
+}
+
+// nextPoll is when a pass that went through comes again. Usage is polled:
+// the servers do not call back.
+func (r *Reconciler) nextPoll(s *scope) ctrl.Result {
 	next := r.Options.StatsInterval
 	if s.requeueAfter > 0 {
 		next = min(next, s.requeueAfter)
 	}
-	return ctrl.Result{RequeueAfter: next}, nil
+	return ctrl.Result{RequeueAfter: next}
 }
 
 // loadPool reads the pool, the namespace's labels and the pool's nodes.
@@ -112,5 +117,5 @@ func (r *Reconciler) reconcileRefused(ctx context.Context, s *scope) (ctrl.Resul
 	if err != nil || !res.IsZero() {
 		return res, err
 	}
-	return ctrl.Result{RequeueAfter: r.Options.StatsInterval}, nil
+	return r.nextPoll(s), nil
 }
