@@ -105,13 +105,13 @@ func preloaded(inst *cachev1alpha1.CacheInstance) bool {
 func setFlushedCondition(s *scope, now time.Time) {
 	st := s.inst.Status
 	switch {
-	case len(st.ActiveMounts) > 0 && s.unreadyMount != nil:
-		setCondition(s, now, cachev1alpha1.ConditionFlushed, false, cachev1alpha1.ReasonWaitingForUnmount,
-			fmt.Sprintf("%d pods or nodes still mount the instance, such as %s, whose node is not Ready: %s",
-				len(st.ActiveMounts), describeMount(*s.unreadyMount), lostNodeAdvice(s, s.unreadyMount.Node)))
 	case len(st.ActiveMounts) > 0:
-		setCondition(s, now, cachev1alpha1.ConditionFlushed, false, cachev1alpha1.ReasonWaitingForUnmount,
-			fmt.Sprintf("%d pods or nodes still mount the instance, such as %s", len(st.ActiveMounts), describeMount(st.ActiveMounts[0])))
+		msg := fmt.Sprintf("%d pods or nodes still mount the instance, such as %s", len(st.ActiveMounts), describeMount(st.ActiveMounts[0]))
+		if m := s.unreadyMount; m != nil {
+			msg = fmt.Sprintf("%d pods or nodes still mount the instance, such as %s, whose node is not Ready: %s",
+				len(st.ActiveMounts), describeMount(*m), lostNodeAdvice(s, m.Node))
+		}
+		setCondition(s, now, cachev1alpha1.ConditionFlushed, false, cachev1alpha1.ReasonWaitingForUnmount, msg)
 	case s.flushErr != nil:
 		setCondition(s, now, cachev1alpha1.ConditionFlushed, false, cachev1alpha1.ReasonFlushFailed, s.flushErr.Error())
 	case s.createErr != nil:

@@ -22,10 +22,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	if err != nil || !res.IsZero() {
 		return res, err
 	}
-	if s.rejected != nil {
-		return r.reconcileRefused(ctx, s)
-	}
-	res, err = runPhases(ctx, s, []phaseFunc{
+	phases := []phaseFunc{
 		r.loadServerPods,
 		r.loadCacheClaims,
 		r.allocate,
@@ -41,8 +38,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		r.preload,
 		r.releaseGates,
 		r.serveRequest,
-	})
-	if err != nil || !res.IsZero() {
+	}
+	if s.rejected != nil {
+		phases = r.refusedPhases()
+	}
+	if res, err = runPhases(ctx, s, phases); err != nil || !res.IsZero() {
 		return res, err
 	}
 	return r.nextPoll(s), nil
@@ -89,7 +89,7 @@ func (r *Reconciler) loadPool(ctx context.Context, s *scope) (ctrl.Result, error
 // been bypassed. An instance the pool refuses before its servers were
 // placed is a terminal error: nothing but a change of the instance or the
 // pool (both of which trigger a new pass) can fix it. One whose servers
-// were placed goes on to reconcileRefused.
+// were placed goes on with refusedPhases.
 func (r *Reconciler) validate(_ context.Context, s *scope) (ctrl.Result, error) {
 	err := policy.Validate(s.inst, s.pool, s.nsLabels).Err()
 	if !errors.As(err, &s.rejected) || len(s.inst.Status.Servers) > 0 {
@@ -98,7 +98,7 @@ func (r *Reconciler) validate(_ context.Context, s *scope) (ctrl.Result, error) 
 	return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("CacheInstance refused by its pool: %w", err))
 }
 
-// reconcileRefused keeps watching an instance whose pool refuses it since
+// refusedPhases are the phases of an instance whose pool refuses it since
 // its servers were placed (the pool's rules changed): it is Failed, and no
 // pod waiting for it is let go, but its servers run on for the pods that
 // use it already, as Kubernetes lets running pods run when an admission
@@ -106,16 +106,12 @@ func (r *Reconciler) validate(_ context.Context, s *scope) (ctrl.Result, error) 
 // dirty data. Its status follows what the servers hold and who mounts it,
 // and user requests (a flush before deleting it) are served. Nothing is
 // created, changed or preloaded.
-func (r *Reconciler) reconcileRefused(ctx context.Context, s *scope) (ctrl.Result, error) {
-	res, err := runPhases(ctx, s, []phaseFunc{
+func (r *Reconciler) refusedPhases() []phaseFunc {
+	return []phaseFunc{
 		r.loadServerPods,
 		r.observeServers,
 		r.observeMounts,
 		r.collectStats,
 		r.serveRequest,
-	})
-	if err != nil || !res.IsZero() {
-		return res, err
 	}
-	return r.nextPoll(s), nil
 }
