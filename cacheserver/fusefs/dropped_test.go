@@ -63,27 +63,18 @@ func TestDroppedWriteBackIsReported(t *testing.T) {
 	for name, opts := range map[string]Options{"no client cache": {}, "client cache": {ClientCache: true}} {
 		t.Run(name, func(t *testing.T) {
 			mnt, fsys, s := mountFailing(t, opts)
-			f, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_CREATE|os.O_RDWR, 0o644)
-			if err != nil {
+			p := filepath.Join(mnt, "f")
+			if err := os.WriteFile(p, nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.Truncate(1 << 16); err != nil {
+			if err := os.Truncate(p, 1<<16); err != nil {
 				t.Fatal(err)
 			}
-			m, err := unix.Mmap(int(f.Fd()), 0, 1<<16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.Close()
-			// This process serves the mount: a fault on the mapping in Go
-			// code would wait for a FUSE read that a stop of the world
-			// holds up (see populate).
-			populate(t, m, unix.MADV_POPULATE_WRITE)
-			copy(m, "lost unless someone says so")
+			m := mapShared(t, p, 1<<16)
+			m.closeFile()
+			m.write(0, "lost unless someone says so")
 			fsys.broken.Store(true)
-			if err := unix.Munmap(m); err != nil {
-				t.Fatal(err)
-			}
+			m.unmap()
 			if err := s.Dropped(); !errors.Is(err, ErrWritesDropped) {
 				t.Fatalf("Dropped after a failed write-back of a mapping: %v, want ErrWritesDropped", err)
 			}

@@ -312,22 +312,12 @@ func TestDirectWritesAreSeenOnTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	rw, err := os.OpenFile(p, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rw.Close()
-	m, err := unix.Mmap(int(rw.Fd()), 0, 2*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(m)
+	m := mapShared(t, p, 2*page)
 	buf := make([]byte, 4)
 	if _, err := r.ReadAt(buf, int64(page)); err != nil || string(buf) != "aaaa" {
 		t.Fatalf("first read %q, %v", buf, err)
 	}
-	populate(t, m, unix.MADV_POPULATE_WRITE)
-	copy(m, "MMMMMMMM") // dirty, not yet written back
+	m.write(0, "MMMMMMMM") // dirty, not yet written back
 
 	w, err := os.OpenFile(p, os.O_WRONLY, 0)
 	if err != nil {
@@ -342,35 +332,19 @@ func TestDirectWritesAreSeenOnTheNode(t *testing.T) {
 	if _, err := r.ReadAt(buf, int64(page)); err != nil || string(buf) != "cccc" {
 		t.Errorf("a reader that had the page cached reads %q, %v after the write, want cccc", buf, err)
 	}
-	populate(t, m, unix.MADV_POPULATE_READ)
-	if got := string(m[page : page+4]); got != "cccc" {
+	if got := m.read(page, 4); got != "cccc" {
 		t.Errorf("a shared mapping shows %q after the write, want cccc", got)
 	}
-	if got := string(m[:8]); got != "ddddMMMM" {
+	if got := m.read(0, 8); got != "ddddMMMM" {
 		t.Errorf("the mapping that dirtied the page shows %q after the write, want ddddMMMM", got)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Msync(m, unix.MS_SYNC); err != nil {
-		t.Fatal(err)
-	}
+	m.sync()
 	got, err := os.ReadFile(filepath.Join(backing, "f"))
 	if err != nil || string(got[:8]) != "ddddMMMM" || string(got[page:page+4]) != "cccc" {
 		t.Errorf("backing file starts %q and holds %q at %d, %v; want ddddMMMM and cccc", got[:8], got[page:page+4], page, err)
-	}
-}
-
-// populate faults the pages of m in with madvise(2) (advice is
-// MADV_POPULATE_READ or _WRITE), so that the test's own accesses to them
-// do not fault. This process serves the mount: a goroutine stuck in a page
-// fault on it, in Go code, cannot stop for the garbage collector, which
-// then holds the goroutines that would answer the fault's read. A fault in
-// a system call lets the collector go on.
-func populate(t *testing.T, m []byte, advice int) {
-	t.Helper()
-	if err := unix.Madvise(m, advice); err != nil {
-		t.Fatalf("madvise: %v", err)
 	}
 }
 

@@ -3,13 +3,13 @@ package fusefs
 import (
 	"os"
 	"testing"
-
-	"github.com/burstcache/burstcache/cacheserver/vfs"
 )
 
-// TestMain keeps read-ahead from mapping slabs: these tests map files of
-// the mount this process serves (see vfs.DisableMappedReadAhead).
+// TestMain runs the tests, or, in a child started by mapShared, holds a
+// mapping of a file of the mount its parent serves (see mapperMain).
 func TestMain(m *testing.M) {
-	vfs.DisableMappedReadAhead()
+	if os.Getenv(mapperEnv) != "" {
+		os.Exit(mapperMain(os.Args[1:]))
+	}
 	os.Exit(m.Run())
 }

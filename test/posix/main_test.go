@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,7 +18,6 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/posixns"
-	"github.com/burstcache/burstcache/cacheserver/vfs"
 )
 
 // setup mounts a namespace for a test and returns the mount point and the
@@ -46,8 +46,6 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(helperMain(os.Args[1:]))
 	}
-	// The in-process setup maps files of the mount this process serves.
-	vfs.DisableMappedReadAhead()
 	names := strings.Split(os.Getenv("BURSTCACHE_POSIX_SETUPS"), ",")
 	if names[0] == "" {
 		names = []string{"inprocess", "local"}
@@ -214,7 +212,7 @@ func mountInProcess(t *testing.T, o mountOptions) (dir, backing string) {
 }
 
 // helperEnv marks a re-executed test binary that runs one file operation as
-// another identity (see helperMain).
+// another identity, or in another process (see helperMain).
 const helperEnv = "BURSTCACHE_POSIX_HELPER"
 
 // runAs runs one helper operation (see helperMain) as cred and returns the
@@ -262,8 +260,10 @@ func helperBinary(t *testing.T) string {
 // helperMain runs one operation and exits with its errno: "read PATH",
 // "list DIR", "write PATH", "create PATH", "unlink PATH", "rename OLD NEW",
 // "stat PATH", "truncate PATH", "lock PATH" (a non-blocking POSIX write lock), "flock
-// PATH" (a non-blocking exclusive BSD lock) and "list-trusted PATH" (EEXIST
-// if listxattr shows a name in the trusted namespace).
+// PATH" (a non-blocking exclusive BSD lock), "list-trusted PATH" (EEXIST
+// if listxattr shows a name in the trusted namespace) and "map-write PATH
+// OFF TEXT" (TEXT written at OFF through a shared mapping of the whole
+// file, then msync).
 func helperMain(args []string) int {
 	if len(args) < 2 {
 		return int(syscall.EINVAL)
@@ -307,6 +307,8 @@ func helperOp(op string, args []string) error {
 		return os.Truncate(args[0], 0)
 	case "rename":
 		return os.Rename(args[0], args[1])
+	case "map-write":
+		return mapWrite(args)
 	case "lock", "flock":
 		f, err := os.OpenFile(args[0], os.O_RDWR, 0)
 		if err != nil {
@@ -320,6 +322,41 @@ func helperOp(op string, args []string) error {
 		return unix.FcntlFlock(f.Fd(), unix.F_SETLK, &lk)
 	}
 	return syscall.ENOSYS
+}
+
+// mapWrite writes args[2] at offset args[1] of the file args[0] through a
+// shared mapping of the whole file, and syncs it with msync(MS_SYNC). It
+// runs in a helper, never in the process that serves the mount: a fault on
+// the mapping holds the process's address space while it waits for the
+// mount, and the goroutines that would answer may need that address space
+// first (the runtime maps memory as the heap grows, and always under the
+// race detector), so the process would wait for itself.
+func mapWrite(args []string) error {
+	if len(args) != 3 {
+		return syscall.EINVAL
+	}
+	off, err := strconv.Atoi(args[1])
+	if err != nil {
+		return syscall.EINVAL
+	}
+	f, err := os.OpenFile(args[0], os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return err
+	}
+	if off+len(args[2]) > len(m) {
+		return errJoin(syscall.EINVAL, unix.Munmap(m))
+	}
+	copy(m[off:], args[2])
+	return errJoin(unix.Msync(m, unix.MS_SYNC), unix.Munmap(m))
 }
 
 // listTrusted lists the extended attributes of path and fails with EEXIST
