@@ -98,17 +98,8 @@ func cached(f *os.File, off, n int64) bool {
 	return ok
 }
 
-// noPopulate is set once populate found that this kernel cannot do it, or
-// by DisableMappedReadAhead.
+// noPopulate is set once populate found that this kernel cannot do it.
 var noPopulate atomic.Bool
-
-// DisableMappedReadAhead makes read-ahead splice rather than map. A process
-// that maps files of a FUSE mount it serves itself, as tests that mount in
-// their own process do, must call it before it serves: a fault on such a
-// mapping holds the address space's lock while it waits for the mount, and
-// the mmap of a read-ahead waits for that lock, which stalls the process
-// that would answer the fault. A mount daemon maps no file of its mount.
-func DisableMappedReadAhead() { noPopulate.Store(true) }
 
 // hugePage is the size of the folios a mapping marked for huge pages reads
 // a file in.
