@@ -24,9 +24,8 @@ var _ RangeCopier = (*Dir)(nil)
 func (d *Dir) CopyRange(ctx context.Context, p string, off int64, dst int, dstOff, n int64) (copied int64, err error) {
 	err = d.with(ctx, p, unix.O_RDONLY, func(f *os.File) error {
 		src := int(f.Fd())
-		copied, err = spliceRange(src, off, dst, dstOff, n)
-		if err != nil {
-			return &fs.PathError{Op: "splice", Path: p, Err: err}
+		if copied, err = splicePath(p, src, off, dst, dstOff, n); err != nil {
+			return err
 		}
 		if copied == n && n >= readAheadMin {
 			// As in ReadAt: the descriptor, and its read-ahead state,
@@ -36,6 +35,24 @@ func (d *Dir) CopyRange(ctx context.Context, p string, off int64, dst int, dstOf
 		return nil
 	})
 	return copied, err
+}
+
+// CopyRanges implements RangeCopier, copying as CopyRange does.
+func (d *Dir) CopyRanges(ctx context.Context, p string, fn func(CopyFunc) error) error {
+	return d.with(ctx, p, unix.O_RDONLY, func(f *os.File) error {
+		return fn(func(off int64, dst int, dstOff, n int64) (int64, error) {
+			return splicePath(p, int(f.Fd()), off, dst, dstOff, n)
+		})
+	})
+}
+
+// splicePath is spliceRange for src, the open file p, with errors that name p.
+func splicePath(p string, src int, off int64, dst int, dstOff, n int64) (int64, error) {
+	copied, err := spliceRange(src, off, dst, dstOff, n)
+	if err != nil {
+		return copied, &fs.PathError{Op: "splice", Path: p, Err: err}
+	}
+	return copied, nil
 }
 
 // unsupported wraps err in errors.ErrUnsupported when it is one of the

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -89,6 +90,73 @@ func TestCopyRangeFollowsItsContract(t *testing.T) {
 	dst := openDst(t, t.TempDir(), 1)
 	if _, err := d.CopyRange(ctx, "missing", 0, int(dst.Fd()), 0, 1); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("CopyRange of a missing file: %v, want not exist", err)
+	}
+}
+
+// TestCopyRangesCopiesThroughOneOpen copies a file in ranges, out of order
+// and one past its end, through one CopyFunc: each copy keeps CopyRange's
+// contract. A missing file fails before fn runs, and Faulty counts and cuts
+// short each copy.
+func TestCopyRangesCopiesThroughOneOpen(t *testing.T) {
+	root := t.TempDir()
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<14) // 256 KiB
+	if err := os.WriteFile(filepath.Join(root, "f"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const chunk = 100 << 10
+	dst := openDst(t, t.TempDir(), len(data)+chunk)
+	var copies []int64
+	err := NewDir(root).CopyRanges(ctx, "f", func(cp CopyFunc) error {
+		for _, off := range []int64{chunk, 0, 2 * chunk, 3 * chunk} {
+			n, err := cp(off, int(dst.Fd()), off, chunk)
+			if err != nil {
+				return err
+			}
+			copies = append(copies, n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{chunk, chunk, int64(len(data)) - 2*chunk, 0}; !slices.Equal(copies, want) {
+		t.Fatalf("copied %v, want %v", copies, want)
+	}
+	got := make([]byte, len(data)+chunk)
+	if _, err := dst.ReadAt(got, 0); err != nil {
+		t.Fatal(err)
+	}
+	wantDst := append(slices.Clone(data), bytes.Repeat([]byte{0xee}, chunk)...)
+	if i := firstDiff(got, wantDst); i >= 0 {
+		t.Fatalf("destination differs at %d", i)
+	}
+
+	called := false
+	err = NewDir(root).CopyRanges(ctx, "missing", func(CopyFunc) error { called = true; return nil })
+	if !errors.Is(err, fs.ErrNotExist) || called {
+		t.Fatalf("CopyRanges of a missing file: %v, fn called %v; want not exist, not called", err, called)
+	}
+
+	f := NewFaulty(NewDir(root))
+	injected := errors.New("injected")
+	err = f.CopyRanges(ctx, "f", func(cp CopyFunc) error {
+		if n, err := cp(0, int(dst.Fd()), 0, chunk); n != chunk || err != nil {
+			t.Errorf("first copy through Faulty = %d, %v", n, err)
+		}
+		f.SetError(OpCopyRange, injected)
+		n, err := cp(0, int(dst.Fd()), 0, chunk)
+		if n != chunk/2 {
+			t.Errorf("copy with a fault copied %d, want %d", n, chunk/2)
+		}
+		return err
+	})
+	if !errors.Is(err, injected) || f.Calls(OpCopyRange) != 2 {
+		t.Fatalf("CopyRanges with a fault: %v after %d copies; want the fault after 2", err, f.Calls(OpCopyRange))
+	}
+	hidden := NewFaulty(struct{ Store }{NewDir(root)})
+	if err := hidden.CopyRanges(ctx, "f", func(CopyFunc) error { return nil }); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("CopyRanges over a Store that cannot copy: %v, want ErrUnsupported", err)
 	}
 }
 

@@ -56,4 +56,17 @@ type RangeCopier interface {
 	// Implementations must not retain or close dst, and must not write to
 	// dst outside [dstOff, dstOff+n).
 	CopyRange(ctx context.Context, path string, off int64, dst int, dstOff, n int64) (int64, error)
+
+	// CopyRanges opens path once, as CopyRange would, and calls fn with a
+	// CopyFunc that copies ranges of it as CopyRange does; it returns the
+	// error of opening without calling fn, or else what fn returns. A
+	// sequence of copies in file order through one CopyFunc reads as one
+	// stream: the kernel's read-ahead, which follows an open file, grows
+	// with it, where each CopyRange starts anew. The CopyFunc is valid
+	// only until fn returns.
+	CopyRanges(ctx context.Context, path string, fn func(CopyFunc) error) error
 }
+
+// CopyFunc copies bytes [off, off+n) of a file that RangeCopier.CopyRanges
+// opened into dst at dstOff, with the contract of RangeCopier.CopyRange.
+type CopyFunc func(off int64, dst int, dstOff, n int64) (int64, error)

@@ -14,19 +14,8 @@ func (e *Engine) allocSlot(ctx context.Context, f *file, idx int64) (int32, erro
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for {
-		s, ok := e.takeFromRunLocked(f, idx)
-		if !ok && len(e.free) > 0 {
-			s, ok = e.free[len(e.free)-1], true
-			e.free = e.free[:len(e.free)-1]
-			e.reserveRunLocked(f, idx, s)
-		}
-		if ok {
-			e.used++
-			e.evictToWatermarkLocked()
+		if s, ok := e.takeSlotLocked(f, idx); ok {
 			return s, nil
-		}
-		if e.releaseRunsLocked() {
-			continue
 		}
 		if e.commitErr != nil && len(e.pendingFree) > 0 {
 			// Slots wait for a commit that keeps failing: the cache device
@@ -42,6 +31,27 @@ func (e *Engine) allocSlot(ctx context.Context, f *file, idx int64) (int32, erro
 		e.spaceWaiters--
 		if err != nil {
 			return -1, err
+		}
+	}
+}
+
+// takeSlotLocked takes a free slot for extent idx of f, if there is one,
+// without waiting.
+func (e *Engine) takeSlotLocked(f *file, idx int64) (int32, bool) {
+	for {
+		s, ok := e.takeFromRunLocked(f, idx)
+		if !ok && len(e.free) > 0 {
+			s, ok = e.free[len(e.free)-1], true
+			e.free = e.free[:len(e.free)-1]
+			e.reserveRunLocked(f, idx, s)
+		}
+		if ok {
+			e.used++
+			e.evictToWatermarkLocked()
+			return s, true
+		}
+		if !e.releaseRunsLocked() {
+			return -1, false
 		}
 	}
 }
@@ -115,10 +125,6 @@ func (e *Engine) reserveRunLocked(f *file, idx int64, s int32) {
 	}
 	e.runs[f] = struct{}{}
 }
-
-// hasFreeLocked reports whether a slot is free, on the free list or
-// reserved in a run, which allocSlot hands out before it evicts anything.
-func (e *Engine) hasFreeLocked() bool { return len(e.free) > 0 || len(e.runs) > 0 }
 
 // releaseRunLocked puts the slots left in the runs of f back on the free
 // list.

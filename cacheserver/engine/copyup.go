@@ -11,11 +11,12 @@ import (
 // copyToSlot copies extent idx of f from the backing store into slot and
 // returns how many bytes the backing file has there. The kernel copies them
 // (splice) when the backing store is a backing.RangeCopier and the slab
-// offers its descriptor; otherwise, or when the kernel cannot copy between
+// offers its descriptor, through cp if it is not nil (a backing file open
+// for a run of copies); otherwise, or when the kernel cannot copy between
 // the two files, they pass through buf, and inBuf says they are there. On
 // an error the slot holds anything: the caller must not publish it.
-func (e *Engine) copyToSlot(ctx context.Context, f *file, idx int64, slot int32, buf []byte) (n int, inBuf bool, err error) {
-	n, err = e.copyInKernel(ctx, f, idx, slot)
+func (e *Engine) copyToSlot(ctx context.Context, f *file, idx int64, slot int32, cp backing.CopyFunc, buf []byte) (n int, inBuf bool, err error) {
+	n, err = e.copyInKernel(ctx, f, idx, slot, cp)
 	if !errors.Is(err, errors.ErrUnsupported) {
 		return n, false, err
 	}
@@ -29,12 +30,15 @@ func (e *Engine) copyToSlot(ctx context.Context, f *file, idx int64, slot int32,
 // through the engine's memory. It fails with errors.ErrUnsupported when it
 // cannot, and from then on without trying: the backing store and the slab
 // stay the same, so the kernel would refuse again.
-func (e *Engine) copyInKernel(ctx context.Context, f *file, idx int64, slot int32) (int, error) {
+func (e *Engine) copyInKernel(ctx context.Context, f *file, idx int64, slot int32, cp backing.CopyFunc) (int, error) {
 	rc, ok := e.backing.(backing.RangeCopier)
 	if !ok || e.noKernelCopy.Load() {
 		return 0, errors.ErrUnsupported
 	}
 	n, err := e.slab.WriteByDescriptor(int(slot), 0, e.es, func(fd int, at int64) (int64, error) {
+		if cp != nil {
+			return cp(idx*e.es, fd, at, e.es)
+		}
 		return rc.CopyRange(ctx, f.path, idx*e.es, fd, at, e.es)
 	})
 	switch {

@@ -143,7 +143,7 @@ func TestMissingBackingFileCopiesNothing(t *testing.T) {
 	if err := r.faulty.Remove(ctx, "f"); err != nil {
 		t.Fatal(err)
 	}
-	n, err := r.e.copyInKernel(ctx, f, 0, 0)
+	n, err := r.e.copyInKernel(ctx, f, 0, 0, nil)
 	if n != 0 || err != nil {
 		t.Fatalf("copyInKernel of a removed file = %d, %v; want 0, nil", n, err)
 	}

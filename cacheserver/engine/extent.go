@@ -76,7 +76,6 @@ type file struct {
 	doomed      int       // unlinks under way (Doom): no write-back, writes or size changes meanwhile
 	doomedAt    time.Time // when the first of them began, or recovery found it
 	dead        bool
-	epoch       uint64          // bumped when extents are dropped or trimmed
 	misses      seqread.Streams // readers of missing extents, for prefetch
 	hits        seqread.Streams // readers of cached extents, for read-ahead
 	prefetching int             // prefetches of this file in flight

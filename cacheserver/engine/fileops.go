@@ -209,7 +209,6 @@ func (e *Engine) Trim(ctx context.Context, path string, size int64) error {
 
 // trimLocked trims f to size; the caller holds f.wbmu.
 func (e *Engine) trimLocked(f *file, size int64) {
-	e.bumpEpoch(f)
 	e.dropExtents(f, func(x *extent) bool { return x.idx*e.es >= size }, true)
 	e.mu.Lock()
 	x := f.extents[size/e.es]
@@ -275,11 +274,4 @@ func (e *Engine) dropExtents(f *file, match func(*extent) bool, dropDirty bool) 
 		x.mu.Unlock()
 	}
 	return left
-}
-
-// bumpEpoch voids prefetches of f started before the call.
-func (e *Engine) bumpEpoch(f *file) {
-	e.mu.Lock()
-	f.epoch++
-	e.mu.Unlock()
 }

@@ -33,7 +33,7 @@ func (e *Engine) fillNew(ctx context.Context, x *extent, slot, in int32, data []
 	if e.mayHaveBacking(x) {
 		var inBuf bool
 		var err error
-		if n, inBuf, err = e.copyToSlot(ctx, x.f, x.idx, slot, b); err != nil {
+		if n, inBuf, err = e.copyToSlot(ctx, x.f, x.idx, slot, nil, b); err != nil {
 			return e.publishFill(x, slot, 0, 0, in, end, err)
 		}
 		if !inBuf {

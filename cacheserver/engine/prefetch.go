@@ -3,12 +3,13 @@ package engine
 import (
 	"context"
 
+	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/seqread"
 )
 
 // prefetchWindow is how many extents ahead of a sequential reader are
 // copied up in the background.
-const prefetchWindow = 2
+const prefetchWindow = 8
 
 // missConfirm is how many misses in order make a reader sequential.
 const missConfirm = 1
@@ -23,6 +24,14 @@ const missConfirm = 1
 // miss waits for the backing store, and a prefetch for nothing costs the
 // backing store little next to the extent a random reader's miss copies up
 // anyway.
+//
+// Like the kernel's read-ahead it works in batches: once fewer than half
+// the window's extents ahead of the reader are cached or on their way, it
+// claims the rest of the window at once, and one goroutine copies them up
+// in file order through one open backing file (prefetchRun). The extents
+// are claimed here, before the call returns: a reader that comes to one of
+// them waits for its copy-up rather than starting its own, and a truncate
+// or drop that comes later finds the claims and waits for them.
 func (e *Engine) prefetchAfter(ctx context.Context, f *file, idx, in int64, miss bool) {
 	stride := e.cfg.Stride
 	e.mu.Lock()
@@ -31,31 +40,73 @@ func (e *Engine) prefetchAfter(ctx context.Context, f *file, idx, in int64, miss
 		f.misses.Confirm = missConfirm
 		seq, _ = f.misses.ReadAt(idx, stride, in == 0, prefetchWindow)
 	}
-	var todo []int64
-	for next := idx + stride; seq && next <= idx+prefetchWindow*stride; next += stride {
-		if f.prefetching < prefetchWindow*seqread.MaxStreams && !f.dead && !e.closed && e.hasFreeLocked() &&
-			f.extents[next] == nil && next*e.es < max(f.size, f.backingSize) {
-			f.prefetching++
-			e.active++
-			todo = append(todo, next)
-		}
+	end := idx + prefetchWindow*stride
+	first := idx + stride
+	for first <= end && f.extents[first] != nil {
+		first += stride
 	}
-	epoch := f.epoch
+	var run []claim
+	for next := first; seq && first <= idx+prefetchWindow/2*stride && next <= end; next += stride {
+		if f.prefetching >= prefetchWindow*seqread.MaxStreams || f.dead || e.closed ||
+			next*e.es >= max(f.size, f.backingSize) {
+			break
+		}
+		if f.extents[next] != nil {
+			continue
+		}
+		slot, ok := e.takeSlotLocked(f, next)
+		if !ok {
+			break
+		}
+		x, _ := e.placeholderLocked(f, next, slot)
+		if x == nil {
+			// Taking the slot evicted the last extent of f, which
+			// dropped it.
+			break
+		}
+		f.prefetching++
+		run = append(run, claim{x, slot})
+	}
+	if len(run) > 0 {
+		e.active++
+	}
 	e.mu.Unlock()
-	for _, next := range todo {
-		go e.prefetch(ctx, f, next, epoch)
+	if len(run) > 0 {
+		go e.prefetchRun(ctx, f, run)
 	}
 }
 
-func (e *Engine) prefetch(ctx context.Context, f *file, idx int64, epoch uint64) {
+// claim is a placeholder, held exclusively, and the slot it fills.
+type claim struct {
+	x    *extent
+	slot int32
+}
+
+// prefetchRun fills the claims of f that prefetchAfter made, in file order,
+// through one open backing file when the kernel copies, or else each on its
+// own. One open per run instead of one per extent spares the backing
+// store's metadata service, and the kernel's read-ahead follows the run as
+// it would one reader of the file (see the package doc). It outlives the
+// read that started it but keeps the caller's identity. A failed prefetch
+// only costs the reader a miss later.
+func (e *Engine) prefetchRun(ctx context.Context, f *file, run []claim) {
 	defer e.leave()
-	// The prefetch outlives the call but keeps the caller's identity. A
-	// truncate, drop or invalidation since the read voids it (epoch): the
-	// extent could hold data of the file as it was.
-	// A failed prefetch only costs the reader a miss later.
-	_, _ = e.copyUp(context.WithoutCancel(ctx), f, idx, nil, 0, epoch)
+	ctx = context.WithoutCancel(ctx)
+	done := 0
+	if rc, ok := e.backing.(backing.RangeCopier); ok && !e.noKernelCopy.Load() {
+		_ = rc.CopyRanges(ctx, f.path, func(cp backing.CopyFunc) error {
+			for _, c := range run {
+				done++
+				_ = e.fillCopy(ctx, c.x, c.slot, cp, nil, 0)
+			}
+			return nil
+		})
+	}
+	for _, c := range run[done:] {
+		_ = e.fillCopy(ctx, c.x, c.slot, nil, nil, 0)
+	}
 	e.mu.Lock()
-	f.prefetching--
+	f.prefetching -= len(run)
 	e.mu.Unlock()
 }
 

@@ -272,3 +272,92 @@ func TestPrefetchFollowsInterleavedReaders(t *testing.T) {
 		}
 	}
 }
+
+// copyLog is a backing directory that records the copies into the cache:
+// the offsets copied one at a time (CopyRange), and those copied through
+// each open of CopyRanges, in the order copied.
+type copyLog struct {
+	*backing.Dir
+	mu      sync.Mutex
+	singles []int64
+	runs    [][]int64
+}
+
+func (l *copyLog) CopyRange(ctx context.Context, p string, off int64, dst int, dstOff, n int64) (int64, error) {
+	l.mu.Lock()
+	l.singles = append(l.singles, off)
+	l.mu.Unlock()
+	return l.Dir.CopyRange(ctx, p, off, dst, dstOff, n)
+}
+
+func (l *copyLog) CopyRanges(ctx context.Context, p string, fn func(backing.CopyFunc) error) error {
+	l.mu.Lock()
+	run := len(l.runs)
+	l.runs = append(l.runs, nil)
+	l.mu.Unlock()
+	return l.Dir.CopyRanges(ctx, p, func(cp backing.CopyFunc) error {
+		return fn(func(off int64, dst int, dstOff, n int64) (int64, error) {
+			l.mu.Lock()
+			l.runs[run] = append(l.runs[run], off)
+			l.mu.Unlock()
+			return cp(off, dst, dstOff, n)
+		})
+	})
+}
+
+// TestPrefetchCopiesRunsThroughOneOpen reads a file in order. The reader
+// copies up the two extents that make it sequential, and no other: read-ahead
+// claims the next extents before the read returns. Read-ahead copies the
+// rest in runs of at least half its window, each in file order through one
+// open of the backing file, so that the kernel reads the backing file ahead
+// as for one reader, and a parallel file system sees one open per run
+// rather than one per extent.
+func TestPrefetchCopiesRunsThroughOneOpen(t *testing.T) {
+	const es, extents = 64 << 10, 40
+	root := t.TempDir()
+	log := &copyLog{Dir: backing.NewDir(root)}
+	r := newRig(t, es, 2*extents, func(c *Config) { c.Backing = log })
+	r.root = root
+	want := make([]byte, extents*es)
+	for i := range want {
+		want[i] = byte(i/es + i*7)
+	}
+	r.writeBacking("f", want)
+	buf := make([]byte, es)
+	for idx := int64(0); idx < extents; idx++ {
+		if _, err := r.e.ReadAt(context.Background(), "f", buf, idx*es); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(buf, want[idx*es:(idx+1)*es]) {
+			t.Fatalf("extent %d read wrong bytes", idx)
+		}
+	}
+	waitFor(t, func() bool {
+		r.e.mu.Lock()
+		defer r.e.mu.Unlock()
+		return r.e.active == 0
+	})
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if !slices.Equal(log.singles, []int64{0, es}) {
+		t.Errorf("copied one at a time: offsets %v, want only the reader's first two extents", log.singles)
+	}
+	copied := map[int64]bool{}
+	for _, run := range log.runs {
+		if !slices.IsSorted(run) {
+			t.Errorf("a run copied offsets %v, not in file order", run)
+		}
+		if len(run) < prefetchWindow/2 && run[len(run)-1] != (extents-1)*es {
+			t.Errorf("a run copied %d extents (%v), want at least %d", len(run), run, prefetchWindow/2)
+		}
+		for _, off := range run {
+			if copied[off] {
+				t.Errorf("offset %d copied twice", off)
+			}
+			copied[off] = true
+		}
+	}
+	if len(copied) != extents-2 {
+		t.Errorf("runs copied %d extents, want the %d after the first two", len(copied), extents-2)
+	}
+}

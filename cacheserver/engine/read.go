@@ -177,7 +177,7 @@ func (e *Engine) readExtent(ctx context.Context, f *file, idx int64, p []byte, i
 		if x == nil {
 			// Start the read-ahead first, so that it overlaps this copy-up.
 			e.prefetchAfter(ctx, f, idx, in, true)
-			served, err := e.copyUp(ctx, f, idx, p, in, anyEpoch)
+			served, err := e.copyUp(ctx, f, idx, p, in)
 			if errors.Is(err, errDropped) {
 				return e.readUncached(ctx, f, idx, p, in)
 			}
@@ -238,24 +238,31 @@ func (e *Engine) readCached(x *extent, p []byte, in int64) (done, prefetched boo
 
 // copyUp brings extent idx of f into the cache and serves p from offset in
 // of it, unless someone else is copying it up (served is false: read it).
-// With an epoch other than anyEpoch, it gives up when f changed since.
-func (e *Engine) copyUp(ctx context.Context, f *file, idx int64, p []byte, in int64, epoch uint64) (served bool, err error) {
+func (e *Engine) copyUp(ctx context.Context, f *file, idx int64, p []byte, in int64) (served bool, err error) {
 	slot, err := e.allocSlot(ctx, f, idx)
 	if err != nil {
 		return false, err
 	}
-	x, err := e.placeholder(f, idx, slot, epoch)
+	x, err := e.placeholder(f, idx, slot)
 	if x == nil || err != nil {
 		return false, err
 	}
+	return true, e.fillCopy(ctx, x, slot, nil, p, in)
+}
+
+// fillCopy copies the extent of placeholder x, which the caller holds
+// exclusively, up into slot, through cp if it is not nil (see copyToSlot),
+// publishes it, serves p from offset in of it, and releases x. A nil p is
+// a copy-up ahead of the readers.
+func (e *Engine) fillCopy(ctx context.Context, x *extent, slot int32, cp backing.CopyFunc, p []byte, in int64) error {
 	defer x.mu.Unlock()
 	buf := e.getBuf()
 	defer e.putBuf(buf)
-	n, inBuf, err := e.copyToSlot(ctx, f, idx, slot, *buf)
+	n, inBuf, err := e.copyToSlot(ctx, x.f, x.idx, slot, cp, *buf)
 	if err := e.finishCopyUp(x, slot, n, p == nil, err); err != nil {
-		return false, err
+		return err
 	}
-	return true, e.serveCopy(slot, n, inBuf, *buf, p, in)
+	return e.serveCopy(slot, n, inBuf, *buf, p, in)
 }
 
 // finishCopyUp publishes a copied-up placeholder clean, or abandons it.
@@ -276,20 +283,17 @@ func (e *Engine) finishCopyUp(x *extent, slot int32, n int, prefetched bool, err
 	return nil
 }
 
-// anyEpoch makes placeholder ignore the file's epoch.
-const anyEpoch = ^uint64(0)
-
 // placeholder inserts a loading extent idx of f holding slot, locked
 // exclusively by the caller. It returns nil, releasing the slot, when the
-// extent exists already (the caller retries), f was dropped, or f's epoch
-// is no longer epoch.
-func (e *Engine) placeholder(f *file, idx int64, slot int32, epoch uint64) (*extent, error) {
+// extent exists already (the caller retries) or f was dropped.
+func (e *Engine) placeholder(f *file, idx int64, slot int32) (*extent, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if epoch != anyEpoch && epoch != f.epoch {
-		e.releaseSlotLocked(slot)
-		return nil, errDropped
-	}
+	return e.placeholderLocked(f, idx, slot)
+}
+
+// placeholderLocked is placeholder for a caller that holds e.mu.
+func (e *Engine) placeholderLocked(f *file, idx int64, slot int32) (*extent, error) {
 	if f.extents[idx] != nil || f.dead {
 		e.releaseSlotLocked(slot)
 		if f.dead {

@@ -86,7 +86,6 @@ func (e *Engine) dropLocked(f *file) bool {
 // see it dead and stop.
 func (e *Engine) forgetFileLocked(f *file) {
 	f.dead = true
-	f.epoch++
 	if f.doomed > 0 {
 		f.doomed = 0
 		delete(e.dooms, f)
@@ -202,7 +201,6 @@ func (e *Engine) dropTree(dir string, records bool) int {
 	left := 0
 	for _, f := range fs {
 		f.wbmu.Lock()
-		e.bumpEpoch(f)
 		left += e.dropExtents(f, func(*extent) bool { return true }, false)
 		e.mu.Lock()
 		if records && len(f.extents) == 0 {

@@ -176,7 +176,7 @@ func (e *Engine) writeNewSlot(ctx context.Context, f *file, idx int64, in int32,
 	x := f.extents[idx]
 	e.mu.Unlock()
 	if x == nil {
-		x, err = e.placeholder(f, idx, slot, anyEpoch)
+		x, err = e.placeholder(f, idx, slot)
 		if x == nil || err != nil {
 			return err != nil, err
 		}

@@ -146,7 +146,7 @@ func (e *Engine) prepareInPlace(tx *WriteTx, x *extent) (bool, error) {
 // before the write read as zeros: the backing file has none there, or the
 // write covers the whole extent.
 func (e *Engine) prepareFresh(tx *WriteTx, idx int64, slot int32, whole bool) (bool, error) {
-	x, err := e.placeholder(tx.f, idx, slot, anyEpoch)
+	x, err := e.placeholder(tx.f, idx, slot)
 	if errors.Is(err, errDropped) {
 		return false, ErrNoSpans
 	}
