@@ -36,19 +36,46 @@ func dataSecretFile(inst *cachev1alpha1.CacheInstance) string {
 // which pushes the mount's data to the servers.
 func writeThroughMount(inst *cachev1alpha1.CacheInstance, addrs []string, rel string, data []byte) {
 	GinkgoHelper()
+	mp, cmd, log := startMount(inst, addrs)
+	full := filepath.Join(mp, rel)
+	Expect(os.MkdirAll(filepath.Dir(full), 0o755)).To(Succeed())
+	Expect(os.WriteFile(full, data, 0o644)).To(Succeed(), "mount log: %s", log)
+	Expect(cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
+	Expect(cmd.Wait()).To(Succeed(), "mount log: %s", log)
+}
+
+// hideThroughMount writes data to rel through a real FUSE mount, unlinks
+// it while it holds it open, which gives it a hidden name, and kills the
+// mount before the last close, as the loss of a node's mount would.
+func hideThroughMount(inst *cachev1alpha1.CacheInstance, addrs []string, rel string, data []byte) {
+	GinkgoHelper()
+	mp, cmd, log := startMount(inst, addrs)
+	full := filepath.Join(mp, rel)
+	Expect(os.MkdirAll(filepath.Dir(full), 0o755)).To(Succeed())
+	Expect(os.WriteFile(full, data, 0o644)).To(Succeed(), "mount log: %s", log)
+	f, err := os.Open(full)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(os.Remove(full)).To(Succeed(), "mount log: %s", log)
+	Expect(cmd.Process.Kill()).To(Succeed())
+	_ = cmd.Wait()
+	_ = f.Close()
+	Expect(syscall.Unmount(mp, syscall.MNT_DETACH)).To(Succeed())
+}
+
+// startMount starts a real FUSE mount of the instance's servers, proving
+// the instance's data secret, and returns its mount point, its process and
+// its log once it serves.
+func startMount(inst *cachev1alpha1.CacheInstance, addrs []string) (string, *exec.Cmd, *bytes.Buffer) {
+	GinkgoHelper()
 	mp := filepath.Join(GinkgoT().TempDir(), "mnt")
 	Expect(os.Mkdir(mp, 0o755)).To(Succeed())
 	readyFile := mp + ".ready"
 	cmd := exec.Command(bin, "mount", "--servers", strings.Join(addrs, ","), "--secret-file", dataSecretFile(inst),
 		"--ready-file", readyFile, mp)
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
+	log := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = log, log
 	Expect(cmd.Start()).To(Succeed())
 	Eventually(func() error { _, err := os.Stat(readyFile); return err }, 20*time.Second, 50*time.Millisecond).
-		Should(Succeed(), "mount did not start: %s", &log)
-	full := filepath.Join(mp, rel)
-	Expect(os.MkdirAll(filepath.Dir(full), 0o755)).To(Succeed())
-	Expect(os.WriteFile(full, data, 0o644)).To(Succeed(), "mount log: %s", &log)
-	Expect(cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
-	Expect(cmd.Wait()).To(Succeed(), "mount log: %s", &log)
+		Should(Succeed(), "mount did not start: %s", log)
+	return mp, cmd, log
 }

@@ -78,6 +78,26 @@ var _ = Describe("Teardown", func() {
 		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
 	})
 
+	It("removes, after the write-back, the hidden names that files unlinked while open keep when their mount dies", func() {
+		w := newWorld()
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		addrs := kl.RunServers(ctx, inst, 1)
+		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
+		data := bytes.Repeat([]byte("scratch!"), 64<<10)
+		hideThroughMount(inst, addrs, "results/scratch.tmp", data)
+		hidden := func() []string {
+			m, err := filepath.Glob(filepath.Join(w.hostPath(w.backing), "results", ".burstcache-open-*"))
+			Expect(err).NotTo(HaveOccurred())
+			return m
+		}
+		Expect(hidden()).To(HaveLen(1), "the mount gave the unlinked file no hidden name")
+		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
+		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
+		Expect(hidden()).To(BeEmpty())
+		Expect(eventReasons(w.ns, inst.Name)).NotTo(ContainElement(cachev1alpha1.ReasonHiddenNamesLeft))
+	})
+
 	It("creates no server for an instance that its reconciler's cache still shows after it is gone", func() {
 		w := newWorld()
 		inst := w.instance("64Mi")

@@ -15,4 +15,11 @@ const (
 	// or its pool refuses it. The pod stays gated, since it cannot run
 	// without the cache; the event says why.
 	ReasonInstanceUnavailable = "CacheInstanceUnavailable"
+
+	// ReasonHiddenNamesLeft means that, after the teardown's write-back,
+	// some servers could not remove the hidden names (.burstcache-open-*)
+	// that files unlinked while open kept because their mount ended
+	// before the files' last close. Nothing is lost; the files stay in the
+	// backing file system under those names, which the event lists.
+	ReasonHiddenNamesLeft = "HiddenNamesLeft"
 )

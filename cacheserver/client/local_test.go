@@ -68,8 +68,11 @@ func startLocalServer(t *testing.T, backingDir string, o localServer) (string, *
 	if o.wrap != nil {
 		cache = o.wrap(cache)
 	}
-	s := server.New(server.Config{Cache: cache, NS: ns, Cred: ident.Process(), LoadBalanced: o.loadBalanced,
+	s, err := server.New(server.Config{Cache: cache, NS: ns, Cred: ident.Process(), LoadBalanced: o.loadBalanced,
 		Info: control.ServerInfo{Instance: "t", Index: o.index, Servers: o.servers, ExtentSize: localExtent}, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	dl, err := net.Listen("unix", filepath.Join(t.TempDir(), "data.sock"))
 	if err != nil {
 		t.Fatal(err)

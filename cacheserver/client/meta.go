@@ -324,6 +324,15 @@ func (f *FS) Link(ctx context.Context, oldPath, newPath string) (namespace.Attr,
 	return a, nil
 }
 
+// NoteHidden tells the metadata server of the hidden name p, before the
+// mount renames an open file that was unlinked to it, that the name is one:
+// the server removes it at the teardown of the instance if the mount has
+// not removed it by then (fusefs.HiddenNoter).
+func (f *FS) NoteHidden(ctx context.Context, p string) error {
+	_, err := f.meta(ctx, p, wire.OpNoteHidden, pathArgs(p))
+	return err
+}
+
 // Access checks access(2) permission bits.
 func (f *FS) Access(ctx context.Context, p string, mask uint32) error {
 	_, err := f.meta(ctx, p, wire.OpAccess, pathArgs(p).Uint32(mask))

@@ -60,6 +60,18 @@ func (c *Client) Discard(ctx context.Context) error {
 	return c.call(ctx, "discard", http.MethodPost, "/v1/discard", nil, nil)
 }
 
+// RemoveHidden has the server remove the hidden names of files unlinked
+// while open that mounts left behind (see Service.RemoveHidden). Only the
+// teardown of an instance calls it, after draining every server.
+func (c *Client) RemoveHidden(ctx context.Context) (HiddenResult, error) {
+	var res HiddenResult
+	err := c.call(ctx, "remove hidden names", http.MethodPost, "/v1/hidden/remove", nil, &res)
+	if e := (*Error)(nil); errors.As(err, &e) {
+		res.Removed = e.Body.Removed
+	}
+	return res, err
+}
+
 func (c *Client) flush(ctx context.Context, op string) (FlushResult, error) {
 	var res FlushResult
 	err := c.call(ctx, op, http.MethodPost, "/v1/"+op, nil, &res)

@@ -32,6 +32,9 @@ func (f *fakeService) record(call string) error {
 func (f *fakeService) Flush(context.Context) (int64, error) { return f.remaining, f.record("flush") }
 func (f *fakeService) Drain(context.Context) (int64, error) { return f.remaining, f.record("drain") }
 func (f *fakeService) Discard(context.Context) error        { return f.record("discard") }
+func (f *fakeService) RemoveHidden(context.Context) (int, error) {
+	return int(f.remaining), f.record("remove hidden")
+}
 func (f *fakeService) FlushPath(_ context.Context, p string) error {
 	return f.record("flush " + p)
 }
@@ -115,6 +118,24 @@ func TestFlushReportsWhatIsLeft(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRemoveHiddenReportsWhatItRemoved: the count comes back with success
+// and with a failure, which keeps its errno.
+func TestRemoveHiddenReportsWhatItRemoved(t *testing.T) {
+	ctx := context.Background()
+	res, err := start(t, &fakeService{remaining: 3}).RemoveHidden(ctx)
+	if err != nil || res.Removed != 3 {
+		t.Fatalf("RemoveHidden = %+v, %v; want 3 removed", res, err)
+	}
+	svc := &fakeService{remaining: 2, err: fmt.Errorf("unlink a: %w", syscall.EACCES)}
+	res, err = start(t, svc).RemoveHidden(ctx)
+	if !errors.Is(err, syscall.EACCES) || res.Removed != 2 {
+		t.Fatalf("failed RemoveHidden = %+v, %v; want 2 removed and EACCES", res, err)
+	}
+	if diff := cmp.Diff([]string{"remove hidden"}, svc.calls); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 }
 

@@ -12,6 +12,8 @@
 //	POST /v1/drain               refuse new writes (EROFS), then flush; FlushResult
 //	POST /v1/discard             refuse new writes, and remove the cache files,
 //	                             dirty data included, when the server stops
+//	POST /v1/hidden/remove       remove the hidden names of files unlinked while
+//	                             open that dead mounts left; HiddenResult
 //	POST /v1/paths/flush         write back one path; body PathRequest
 //	POST /v1/paths/evict         drop the clean cached data of a path
 //	POST /v1/paths/invalidate    forget a path's clean data, to see out-of-band changes

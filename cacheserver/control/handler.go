@@ -22,6 +22,12 @@ type Service interface {
 	// teardown of its instance goes past the data not written back, as
 	// its owner asked.
 	Discard(ctx context.Context) error
+	// RemoveHidden removes from the backing store the hidden names of
+	// files unlinked while open that the server recorded, left by mounts
+	// that ended before they closed the files, and returns how many it
+	// removed. Only a teardown calls it, once nothing mounts the instance
+	// and every server is drained.
+	RemoveHidden(ctx context.Context) (removed int, err error)
 	FlushPath(ctx context.Context, path string) error
 	EvictPath(ctx context.Context, path string) error
 	InvalidatePath(ctx context.Context, path string) error
@@ -46,6 +52,7 @@ func NewHandler(svc Service, secret []byte, log *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /v1/flush", h.flush(svc.Flush, "flush"))
 	mux.HandleFunc("POST /v1/drain", h.flush(svc.Drain, "drain"))
 	mux.HandleFunc("POST /v1/discard", h.discard)
+	mux.HandleFunc("POST /v1/hidden/remove", h.removeHidden)
 	mux.HandleFunc("POST /v1/paths/flush", h.path(svc.FlushPath))
 	mux.HandleFunc("POST /v1/paths/evict", h.path(svc.EvictPath))
 	mux.HandleFunc("POST /v1/paths/invalidate", h.path(svc.InvalidatePath))
@@ -84,6 +91,17 @@ func (h *handler) discard(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+func (h *handler) removeHidden(w http.ResponseWriter, r *http.Request) {
+	n, err := h.svc.RemoveHidden(r.Context())
+	if err != nil {
+		body := errorBody(err)
+		body.Removed = n
+		writeJSON(w, http.StatusInternalServerError, body)
+		return
+	}
+	writeJSON(w, http.StatusOK, HiddenResult{Removed: n})
 }
 
 func (h *handler) path(fn func(context.Context, string) error) http.HandlerFunc {

@@ -83,6 +83,11 @@ type Stats struct {
 	// the client that began it is gone, until the server ends it after
 	// two minutes.
 	DoomedFiles int64 `json:"doomedFiles"`
+	// HiddenNames counts the files that mounts unlinked while they had
+	// them open, and whose hidden names in the backing store the server
+	// removes at the teardown unless the mounts remove them first (see
+	// RemoveHidden).
+	HiddenNames int64 `json:"hiddenNames"`
 }
 
 // HitRatio returns Hits / (Hits + Misses), or 0 before any read.
@@ -100,6 +105,12 @@ type FlushResult struct {
 	RemainingBytes int64 `json:"remainingBytes"`
 	// Error says why the flush could not finish; empty on success.
 	Error string `json:"error,omitempty"`
+}
+
+// HiddenResult is the answer to RemoveHidden.
+type HiddenResult struct {
+	// Removed is how many hidden names the server removed.
+	Removed int `json:"removed"`
 }
 
 // PreloadResult is the answer to Preload.
@@ -140,6 +151,9 @@ type ErrorBody struct {
 	Errno int `json:"errno,omitempty"`
 	// RemainingBytes is set by a flush or drain that could not finish.
 	RemainingBytes int64 `json:"remainingBytes,omitempty"`
+	// Removed is set by a RemoveHidden that removed some names but not
+	// all.
+	Removed int `json:"removed,omitempty"`
 }
 
 // Error is a failed control call as the Client returns it.

@@ -51,7 +51,9 @@
 // followed by a number, the "silly rename" of NFS), so that it stays readable
 // and writable through its descriptors; the hidden name is removed at the
 // last release and never listed by readdir, and stat on a descriptor reports
-// one link less, as if the name were gone.
+// one link less, as if the name were gone. A namespace that outlives the
+// mount (HiddenNoter) is told each hidden name first, so that a name left
+// by a mount that died with the file open can be removed later.
 //
 // # Failed write-back of cached pages
 //

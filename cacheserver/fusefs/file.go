@@ -289,9 +289,24 @@ func (n *node) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	return n.dropOpen()
 }
 
+// HiddenNoter is implemented by a namespace.FS that outlives the mount,
+// such as the cache servers: the mount tells it each hidden name before it
+// gives the name, so that the name does not stay in the backing store for
+// good when the mount dies before the file's last close (see the package
+// documentation). ENOSYS says it cannot keep the name (a server older than
+// the mount), and the mount goes on without.
+type HiddenNoter interface {
+	NoteHidden(ctx context.Context, path string) error
+}
+
 // hide renames the open file n, name in parent, to a hidden name.
 func (n *node) hide(ctx context.Context, parent *node, name string) syscall.Errno {
 	hidden := hiddenPrefix + strconv.FormatUint(rand.Uint64(), 36)
+	if hn, ok := n.m.fsys.(HiddenNoter); ok {
+		if err := hn.NoteHidden(ctx, parent.child(hidden)); err != nil && !errors.Is(err, syscall.ENOSYS) {
+			return errno(err)
+		}
+	}
 	if err := n.m.fsys.Rename(ctx, parent.child(name), parent.child(hidden), renameNoReplace); err != nil {
 		return errno(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -26,19 +27,29 @@ var ErrWriteBack = errors.New("write-back incomplete")
 var ErrMountUnpublished = errors.New("the mount did not publish everything it was given")
 
 // Down unmounts (the mount publishes what it wrote), writes back every dirty
-// byte of every server, and stops the servers. When write-back fails, the
+// byte of every server, has the servers remove the hidden names that files
+// unlinked while open keep when the mount ended before their last close
+// (a crash), and stops the servers. A hidden name that cannot be removed
+// loses nothing: Down says so on warn and goes on. When write-back fails, the
 // servers are stopped anyway, the error wraps ErrWriteBack, and the state
 // and cache directories stay, so that Up over the same cache directory
 // finds the data again. After a complete write-back the servers' cache
 // directories, which then hold only clean copies, are removed. A mount
 // that did not publish everything makes the error wrap ErrMountUnpublished
 // too: what the servers hold is written back all the same.
-func Down(ctx context.Context, bin string, st *State, timeout time.Duration) error {
+func Down(ctx context.Context, bin string, st *State, timeout time.Duration, warn io.Writer) error {
 	unpublished, err := unmount(bin, st, timeout)
 	if err != nil {
 		return err
 	}
 	flushErr := flushAll(ctx, st)
+	if flushErr == nil {
+		// Only now: a name removed while another server still held data
+		// of it would come back with that data's write-back.
+		if err := removeHiddenAll(ctx, st); err != nil {
+			_, _ = fmt.Fprintf(warn, "burstcache: warning: %v\n", err)
+		}
+	}
 	stopAll(bin, st)
 	if flushErr != nil {
 		return errors.Join(fmt.Errorf("%w: %w; the dirty data stays in %s and the next up recovers it", ErrWriteBack, flushErr, st.CacheDir), unpublished)
@@ -129,6 +140,24 @@ func flushAll(ctx context.Context, st *State) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// removeHiddenAll has every server remove the hidden names it recorded.
+func removeHiddenAll(ctx context.Context, st *State) error {
+	var errs []error
+	for _, s := range st.Servers {
+		c, err := st.controlClient(s, nil)
+		if err == nil {
+			_, err = c.RemoveHidden(ctx)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("server %d: %w", s.Index, err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("files unlinked while open keep their hidden names (.burstcache-open-...) in %s: %w", st.Backing, errors.Join(errs...))
+	}
+	return nil
 }
 
 // stopAll stops the mount and the servers.

@@ -35,6 +35,7 @@ func TestControlRefusesCallersWithoutTheSecret(t *testing.T) {
 	calls := map[string]struct{ method, path, body string }{
 		"drain":    {http.MethodPost, "/v1/drain", ""},
 		"discard":  {http.MethodPost, "/v1/discard", ""},
+		"hidden":   {http.MethodPost, "/v1/hidden/remove", ""},
 		"flush":    {http.MethodPost, "/v1/flush", ""},
 		"tunables": {http.MethodPut, "/v1/tunables", `{"maxFileSize": 1}`},
 		"preload":  {http.MethodPost, "/v1/paths/preload", `{"path": ""}`},

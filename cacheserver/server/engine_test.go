@@ -84,8 +84,11 @@ func startServer(t testing.TB, network, backingDir string, i, n int, wrap func(i
 	if err != nil {
 		t.Fatal(err)
 	}
-	s = server.New(server.Config{Cache: wrap(i, server.EngineCache(e, tun)), NS: ns, Cred: ident.Process(),
+	s, err = server.New(server.Config{Cache: wrap(i, server.EngineCache(e, tun)), NS: ns, Cred: ident.Process(),
 		Info: control.ServerInfo{Instance: "t", Index: i, Servers: n, ExtentSize: 1 << 16}, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	addr := "127.0.0.1:0"
 	if network == "unix" {
 		addr = filepath.Join(t.TempDir(), "data.sock")

@@ -34,6 +34,7 @@ var metaHandlers = map[wire.Op]handlerFunc{
 	wire.OpClearSetid:   (*Server).clearSetid,
 	wire.OpMayUnlink:    (*Server).mayUnlink,
 	wire.OpTruncateOpen: forgetting((*Server).truncateOpen),
+	wire.OpNoteHidden:   (*Server).noteHidden,
 }
 
 func nsPath(fn func(namespace.FS, context.Context, string) error) handlerFunc {
@@ -234,6 +235,7 @@ func (s *Server) unlink(ctx context.Context, req *wire.Request, _ *wire.Response
 	if err := s.cfg.NS.Unlink(ctx, p); err != nil {
 		return err
 	}
+	s.hidden.forget(p)
 	return s.cfg.Cache.Drop(ctx, p)
 }
 
@@ -248,7 +250,12 @@ func (s *Server) rename(ctx context.Context, req *wire.Request, _ *wire.Response
 	}
 	s.sizes.forget(oldPath)
 	s.sizes.forget(newPath)
-	return s.cfg.NS.Rename(ctx, oldPath, newPath, req.Args.Uint32())
+	if err := s.cfg.NS.Rename(ctx, oldPath, newPath, req.Args.Uint32()); err != nil {
+		return err
+	}
+	// A hidden name given back to its file, after a rename that failed.
+	s.hidden.forget(oldPath)
+	return nil
 }
 
 func (s *Server) symlink(ctx context.Context, req *wire.Request, resp *wire.Response) error {

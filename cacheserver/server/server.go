@@ -76,6 +76,10 @@ type Config struct {
 	// acknowledged was lost (engine.Engine.Incarnation); 0 draws a new
 	// one, as if the server had crashed before.
 	Incarnation uint64
+	// HiddenNames is the file, in the cache directory, that records the
+	// hidden names of files unlinked while open (see RemoveHidden); empty
+	// keeps the records in memory.
+	HiddenNames string
 	Log         *slog.Logger
 }
 
@@ -92,6 +96,7 @@ type Server struct {
 	sizes     sizeHints
 	flushes   flushTimes
 	preloads  preloadTally
+	hidden    *hiddenNames
 
 	slabOnce sync.Once
 	slab     SlabID
@@ -102,20 +107,24 @@ type Server struct {
 }
 
 // New returns a server for cfg.
-func New(cfg Config) *Server {
+func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
 	if cfg.Incarnation == 0 {
 		cfg.Incarnation = newIncarnation()
 	}
-	s := &Server{cfg: cfg, log: cfg.Log, incarnation: cfg.Incarnation}
+	hidden, err := openHiddenNames(cfg.HiddenNames)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Log, incarnation: cfg.Incarnation, hidden: hidden}
 	s.wire = wire.Server{Handler: s, Secret: cfg.Secret, Log: cfg.Log, OnConn: s.onConn, Inline: inlineOps}
 	mux := http.NewServeMux()
 	mux.Handle("/", control.NewHandler(s, cfg.Secret, cfg.Log))
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	s.http = http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	return s
+	return s, nil
 }
 
 // newIncarnation returns a random number other than zero, which clients
@@ -170,7 +179,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		hctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
 	}
-	return errors.Join(werr, s.http.Shutdown(hctx))
+	herr := s.http.Shutdown(hctx)
+	s.hidden.close()
+	return errors.Join(werr, herr)
 }
 
 // callerCtx returns the context under which a request touches the backing
@@ -240,7 +251,7 @@ var mutating = map[wire.Op]bool{
 	wire.OpRmdir: true, wire.OpUnlink: true, wire.OpRename: true, wire.OpSymlink: true,
 	wire.OpLink: true, wire.OpCreate: true, wire.OpSetxattr: true, wire.OpRemovexattr: true,
 	wire.OpClearSetid: true, wire.OpMayUnlink: true, wire.OpTruncateOpen: true, wire.OpWritePiped: true,
-	wire.OpDoom: true, wire.OpUndoom: true, wire.OpHoldDoom: true,
+	wire.OpDoom: true, wire.OpUndoom: true, wire.OpHoldDoom: true, wire.OpNoteHidden: true,
 }
 
 func init() {

@@ -88,6 +88,7 @@ func (s *Server) Stats(context.Context) (control.Stats, error) {
 	st.Server.Draining = s.draining.Load()
 	st.Flushes, st.FlushSeconds = s.flushes.snapshot()
 	st.PreloadBytesDone, st.PreloadBytesTotal = s.preloads.snapshot()
+	st.HiddenNames = int64(s.hidden.count())
 	st.Server.ActAsCaller = s.cfg.ActAsCaller
 	st.Server.AccessMode = "Striped"
 	if s.cfg.LoadBalanced {

@@ -165,6 +165,12 @@ const (
 	// it at intervals for as long as the backing store takes to remove the
 	// file.
 	OpHoldDoom
+	// OpNoteHidden (path) records, durably, that the caller is about to
+	// give a file it has open, and that was unlinked, the hidden name
+	// path. The server that removes path (its metadata server) forgets
+	// the record when it does; the teardown of the instance removes the
+	// names left, those of mounts that died with the file open.
+	OpNoteHidden
 )
 
 // Attr appends a.

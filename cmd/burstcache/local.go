@@ -145,7 +145,7 @@ func newLocalDownCmd() *cobra.Command {
 				return err
 			}
 			bin, _ := os.Executable()
-			err = local.Down(cmd.Context(), bin, st, timeout)
+			err = local.Down(cmd.Context(), bin, st, timeout, cmd.ErrOrStderr())
 			switch {
 			case errors.Is(err, local.ErrWriteBack):
 				return withCode(exitWriteBack, err)

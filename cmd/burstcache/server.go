@@ -128,15 +128,19 @@ func runServer(ctx context.Context, f *serverFlags) error {
 	if err != nil {
 		return err
 	}
-	s := server.New(server.Config{
+	s, err := server.New(server.Config{
 		Cache: cache, NS: ns, Cred: cred, ActAsCaller: f.actAsCaller, Secret: secret, Log: log,
 		Incarnation:  eng.Incarnation(),
 		LoadBalanced: f.accessMode == "LoadBalanced",
+		HiddenNames:  filepath.Join(f.cacheDir, server.HiddenNamesFile),
 		Info: control.ServerInfo{
 			Instance: f.instanceName(), Index: f.index, Servers: f.servers, ExtentSize: int64(f.extentSize),
 			DataAddress: data.Addr().String(), Backing: absPath(f.backing), Durability: f.durability,
 		},
 	})
+	if err != nil {
+		return err
+	}
 	if err := serveUntilSignal(ctx, s, data, ctl, f.readyFile, log); err != nil {
 		return err
 	}

@@ -52,7 +52,37 @@ func (r *Reconciler) flush(ctx context.Context, s *scope) (ctrl.Result, error) {
 	setCondition(s, now, cachev1alpha1.ConditionFlushed, true, cachev1alpha1.ReasonAsExpected, "every dirty byte was written back")
 	metrics.ObserveFlush(s.inst.Namespace, metrics.KindTeardown, s.inst.Status.Flush.StartedAt.Time, r.Options.Now())
 	r.Recorder.Eventf(s.inst, nil, corev1.EventTypeNormal, cachev1alpha1.ReasonFlushing, "Flush", "Every dirty byte was written back")
+	r.removeHidden(ctx, s)
 	return ctrl.Result{}, nil
+}
+
+// removeHidden has every server remove the hidden names that files
+// unlinked while open kept because their mount ended before the files'
+// last close (a mount killed, a node lost). It runs once, right after the
+// write-back: nothing mounts the instance any more, so no such file is
+// open, and no server holds data that a write-back would bring back under
+// a removed name. A name that stays loses nothing and only holds the
+// teardown for nothing: it is a Warning event, not a retry.
+func (r *Reconciler) removeHidden(ctx context.Context, s *scope) {
+	var errs []error
+	for i, srv := range s.inst.Status.Servers {
+		if s.pods[i] == nil || !srv.Ready {
+			continue
+		}
+		c, err := r.client(ctx, s, i)
+		if err == nil {
+			hctx, cancel := context.WithTimeout(ctx, r.Options.FlushAttemptTimeout)
+			_, err = c.RemoveHidden(hctx)
+			cancel()
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", srv.Name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		r.Recorder.Eventf(s.inst, nil, corev1.EventTypeWarning, cachev1alpha1.ReasonHiddenNamesLeft, "Flush",
+			"Files unlinked while open by a mount that ended first keep hidden names in the backing file system: %v", err)
+	}
 }
 
 // dropReason says whether the user's teardown settings allow dropping the

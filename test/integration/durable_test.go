@@ -2,6 +2,7 @@ package integration
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,4 +184,68 @@ func TestDownReportsDroppedWriteBack(t *testing.T) {
 	if r := burstcache(t, "local", "down", "--mount", in.mount); r.code != 7 || !strings.Contains(r.out, "dropped") {
 		t.Fatalf("down after the kernel dropped a failed write-back: exit %d, want 7 and why:\n%s", r.code, r.out)
 	}
+}
+
+// TestDownRemovesHiddenNamesOfAKilledMount unlinks files while they are
+// open, so that the mount gives them hidden names, writes to one of them,
+// and kills the mount before their last close: nobody is left to remove the
+// hidden names, and down must, once the data is written back. Files that
+// were not unlinked stay.
+func TestDownRemovesHiddenNamesOfAKilledMount(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 2)
+	if err := os.Mkdir(filepath.Join(in.mount, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	keep := randomBytes(3<<20, 5)
+	if err := os.WriteFile(filepath.Join(in.mount, "d", "keep"), keep, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var open []*os.File
+	for i := range 3 {
+		p := filepath.Join(in.mount, "d", fmt.Sprintf("tmp%d", i))
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, f)
+		if _, err := f.Write(randomBytes(1<<20, byte(i))); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+		// Written after the unlink: dirty data of the hidden name.
+		if _, err := f.Write(randomBytes(2<<20, byte(i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hidden := func() []string {
+		t.Helper()
+		m, err := filepath.Glob(filepath.Join(in.backing, "d", ".burstcache-open-*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if got := hidden(); len(got) != 3 {
+		t.Fatalf("backing directory holds hidden names %v, want 3", got)
+	}
+	mount := readState(t, in.cacheDir).MountPID
+	if err := syscall.Kill(mount, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, mount)
+	for _, f := range open {
+		f.Close()
+	}
+	r := burstcache(t, "local", "down", "--mount", in.mount)
+	if r.code != 7 {
+		t.Fatalf("down after the mount was killed: exit %d, want 7:\n%s", r.code, r.out)
+	}
+	if got := hidden(); len(got) != 0 {
+		t.Fatalf("hidden names left after down: %v\n%s", got, r.out)
+	}
+	sameFile(t, filepath.Join(in.backing, "d", "keep"), keep)
 }

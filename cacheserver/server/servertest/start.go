@@ -2,8 +2,10 @@ package servertest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -37,6 +39,9 @@ type Options struct {
 	// WrapNS, if set, wraps each server's namespace, for tests that make
 	// backing-store operations fail.
 	WrapNS func(namespace.FS) namespace.FS
+	// StateDir, if set, holds each server's log of hidden names, which
+	// then outlives a Restart.
+	StateDir string
 }
 
 // Start starts servers over backing with MemCache engines; they stop when
@@ -88,11 +93,18 @@ func (in *Instance) start(t testing.TB, i int, data net.Listener) {
 	if opts.WrapNS != nil {
 		sns = opts.WrapNS(ns)
 	}
-	s := server.New(server.Config{
+	hidden := ""
+	if opts.StateDir != "" {
+		hidden = filepath.Join(opts.StateDir, fmt.Sprintf("server-%d-%s", i, server.HiddenNamesFile))
+	}
+	s, err := server.New(server.Config{
 		Cache: mc, NS: sns, Cred: ident.Process(), Secret: []byte(opts.Secret), ActAsCaller: opts.ActAsCaller, LoadBalanced: opts.LoadBalanced,
-		Info: control.ServerInfo{Instance: "test", Index: i, Servers: opts.Servers, ExtentSize: opts.ExtentSize},
-		Log:  slog.New(slog.DiscardHandler),
+		Info:        control.ServerInfo{Instance: "test", Index: i, Servers: opts.Servers, ExtentSize: opts.ExtentSize},
+		HiddenNames: hidden, Log: slog.New(slog.DiscardHandler),
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctl := listen(t, "127.0.0.1:0")
 	Serve(t, s, data, ctl, func() { _ = ns.Close() })
 	in.Data[i], in.Control[i] = data.Addr().String(), ctl.Addr().String()

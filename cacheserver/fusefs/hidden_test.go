@@ -1,0 +1,120 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+	"github.com/burstcache/burstcache/cacheserver/posixns"
+)
+
+// notingFS is a namespace that outlives the mount: it records the hidden
+// names it is told and the renames it makes, and refuses notes when told.
+type notingFS struct {
+	namespace.FS
+	mu     sync.Mutex
+	calls  []string
+	refuse syscall.Errno
+}
+
+func (n *notingFS) NoteHidden(_ context.Context, p string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.refuse != 0 {
+		return n.refuse
+	}
+	n.calls = append(n.calls, "note "+p)
+	return nil
+}
+
+func (n *notingFS) Rename(ctx context.Context, oldPath, newPath string, flags uint32) error {
+	n.mu.Lock()
+	n.calls = append(n.calls, "rename "+oldPath+" "+newPath)
+	n.mu.Unlock()
+	return n.FS.Rename(ctx, oldPath, newPath, flags)
+}
+
+// TestHiddenNamesAreNotedFirst unlinks files that are open: the namespace
+// hears of each hidden name before the file gets it, so that a mount that
+// dies with the file open leaves a name that can be found. A note that
+// fails fails the unlink, and the file keeps its name, but for a namespace
+// that cannot keep notes (ENOSYS: a server older than the mount), which
+// the unlink goes on without.
+func TestHiddenNamesAreNotedFirst(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting with mount(2) needs root")
+	}
+	backing, mnt := t.TempDir(), t.TempDir()
+	p, err := posixns.New(backing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	fsys := &notingFS{FS: p}
+	s, err := Mount(mnt, fsys, Options{DirectMount: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Unmount(); err != nil {
+			unix.Unmount(mnt, unix.MNT_DETACH)
+		}
+	})
+
+	for _, name := range []string{"f", "g"} {
+		if err := os.WriteFile(filepath.Join(mnt, name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Open(filepath.Join(mnt, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(mnt, "f")); err != nil {
+		t.Fatal(err)
+	}
+	fsys.mu.Lock()
+	calls := append([]string(nil), fsys.calls...)
+	fsys.mu.Unlock()
+	if len(calls) != 2 || !strings.HasPrefix(calls[0], "note "+hiddenPrefix) {
+		t.Fatalf("unlinking an open file made the calls %q, want a note of a hidden name, then a rename", calls)
+	}
+	hidden := strings.TrimPrefix(calls[0], "note ")
+	if calls[1] != "rename f "+hidden {
+		t.Fatalf("after noting %s the mount called %q, want the rename of f to it", hidden, calls[1])
+	}
+	f.Close()
+
+	fsys.mu.Lock()
+	fsys.refuse = syscall.EIO
+	fsys.mu.Unlock()
+	g, err := os.Open(filepath.Join(mnt, "g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := os.Remove(filepath.Join(mnt, "g")); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("unlinking an open file whose hidden name cannot be noted: %v, want EIO", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(backing, "g")); err != nil || string(got) != "g" {
+		t.Fatalf("g after the refused unlink: %q, %v; want it under its name", got, err)
+	}
+
+	fsys.mu.Lock()
+	fsys.refuse = syscall.ENOSYS
+	fsys.mu.Unlock()
+	if err := os.Remove(filepath.Join(mnt, "g")); err != nil {
+		t.Fatalf("unlinking an open file over a namespace that keeps no notes: %v", err)
+	}
+	if got, err := g.ReadAt(make([]byte, 1), 0); got != 1 || err != nil {
+		t.Fatalf("reading g after its unlink: %d, %v", got, err)
+	}
+}

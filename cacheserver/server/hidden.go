@@ -1,0 +1,275 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/wire"
+)
+
+// hiddenNames records the hidden names a mount gives files that are
+// unlinked while it has them open (wire.OpNoteHidden), with the identity
+// that hid each. The mount removes a hidden name at the file's last close;
+// one that dies first leaves it in the backing store, where nobody would
+// ever remove it. The teardown of the instance, once nothing mounts it and
+// the data is written back, has every server remove the names it recorded
+// (RemoveHidden).
+//
+// A mount notes the name with the server that removes it (the metadata
+// server of the hidden name), so that the record goes when the name does.
+// The records live in a log in the cache directory, one JSON object a
+// line: a note is appended and synced before it is answered, so the mount
+// renames the file only once a crash of the server can no longer lose the
+// record; a removal is appended without a sync, since a record whose
+// removal was lost only makes the teardown find the name gone. Opening the
+// log replays it and rewrites it without the removed records; a torn last
+// line, from a crash while it was appended, belongs to a note that was
+// never answered, and is dropped.
+type hiddenNames struct {
+	mu    sync.Mutex
+	path  string // "" keeps the records in memory only
+	f     *os.File
+	names map[string]ident.Cred
+}
+
+// HiddenNamesFile is the name of the log of hidden names in a server's
+// cache directory.
+const HiddenNamesFile = "hidden-names.jsonl"
+
+// hiddenRecord is a line of the log.
+type hiddenRecord struct {
+	Path    string   `json:"path"`
+	Removed bool     `json:"removed,omitempty"`
+	UID     uint32   `json:"uid,omitempty"`
+	GID     uint32   `json:"gid,omitempty"`
+	Groups  []uint32 `json:"groups,omitempty"`
+}
+
+// openHiddenNames opens the log at path, creating it if needed; an empty
+// path keeps the records in memory.
+func openHiddenNames(path string) (*hiddenNames, error) {
+	h := &hiddenNames{path: path, names: map[string]ident.Cred{}}
+	if path == "" {
+		return h, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reading the hidden names: %w", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r hiddenRecord
+		if json.Unmarshal(sc.Bytes(), &r) != nil {
+			continue
+		}
+		if r.Removed {
+			delete(h.names, r.Path)
+		} else {
+			h.names[r.Path] = ident.Cred{UID: r.UID, GID: r.GID, Groups: r.Groups}
+		}
+	}
+	if err := h.rewrite(); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// rewrite replaces the log with the records in h.names, atomically: a
+// crash leaves the old log or the new one, which say the same.
+func (h *hiddenNames) rewrite() error {
+	var buf bytes.Buffer
+	for p, c := range h.names {
+		line, err := json.Marshal(hiddenRecord{Path: p, UID: c.UID, GID: c.GID, Groups: c.Groups})
+		if err != nil {
+			return err
+		}
+		buf.Write(append(line, '\n'))
+	}
+	tmp := h.path + ".new"
+	if err := writeSynced(tmp, buf.Bytes()); err != nil {
+		return fmt.Errorf("writing the hidden names: %w", err)
+	}
+	if err := os.Rename(tmp, h.path); err != nil {
+		return fmt.Errorf("writing the hidden names: %w", err)
+	}
+	// Durable step: the directory entry of the new log. A crash before it
+	// may find the old log, which says the same.
+	if err := syncDir(filepath.Dir(h.path)); err != nil {
+		return fmt.Errorf("writing the hidden names: %w", err)
+	}
+	if h.f != nil {
+		h.f.Close()
+	}
+	f, err := os.OpenFile(h.path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("opening the hidden names: %w", err)
+	}
+	h.f = f
+	return nil
+}
+
+// note records that c hid a file under the name p, durably.
+func (h *hiddenNames) note(p string, c ident.Cred) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.append(hiddenRecord{Path: p, UID: c.UID, GID: c.GID, Groups: c.Groups}, true); err != nil {
+		return err
+	}
+	h.names[p] = c
+	return nil
+}
+
+// forget drops the record of p, if there is one: the name is gone.
+func (h *hiddenNames) forget(p string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.names[p]; !ok {
+		return
+	}
+	delete(h.names, p)
+	// A lost removal only makes the teardown find the name gone.
+	_ = h.append(hiddenRecord{Path: p, Removed: true}, false)
+}
+
+func (h *hiddenNames) append(r hiddenRecord, sync bool) error {
+	if h.f == nil {
+		return nil
+	}
+	line, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if _, err := h.f.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("recording a hidden name: %w", err)
+	}
+	if sync {
+		// Durable step: the note. A crash before it loses the record of
+		// a name the mount has not made yet, since the note is answered
+		// only after the sync.
+		if err := h.f.Sync(); err != nil {
+			return fmt.Errorf("recording a hidden name: %w", err)
+		}
+	}
+	return nil
+}
+
+// all returns the recorded names, sorted.
+func (h *hiddenNames) all() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ps := make([]string, 0, len(h.names))
+	for p := range h.names {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+// cred returns the identity that hid p.
+func (h *hiddenNames) cred(p string) (ident.Cred, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c, ok := h.names[p]
+	return c, ok
+}
+
+func (h *hiddenNames) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.names)
+}
+
+func (h *hiddenNames) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.f != nil {
+		h.f.Close()
+		h.f = nil
+	}
+}
+
+// noteHidden records the hidden name a mount is about to give a file
+// unlinked while open, with the caller's identity.
+func (s *Server) noteHidden(ctx context.Context, req *wire.Request, _ *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	c, ok := ident.FromContext(ctx)
+	if !ok {
+		c = s.cfg.Cred
+	}
+	return s.hidden.note(p, c)
+}
+
+// RemoveHidden removes from the backing store, as the identity that hid
+// each, the hidden names this server recorded, and forgets what it caches
+// of them. Only the teardown of the instance calls it, once nothing mounts
+// the instance and every server wrote its data back: a name still open
+// somewhere would lose its file, and data not yet written back would bring
+// the file back. A name already gone counts as removed. It returns how many
+// names it removed; the ones it could not remove stay recorded, and the
+// error names them.
+func (s *Server) RemoveHidden(ctx context.Context) (int, error) {
+	removed := 0
+	var errs []error
+	for _, p := range s.hidden.all() {
+		c, _ := s.hidden.cred(p)
+		cctx := ident.NewContext(ctx, c)
+		err := s.cfg.NS.Unlink(cctx, p)
+		if errors.Is(err, syscall.ENOENT) {
+			err = nil
+		}
+		if err == nil {
+			err = s.cfg.Cache.Drop(cctx, p)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p, err))
+			continue
+		}
+		s.hidden.forget(p)
+		removed++
+	}
+	if len(errs) > 0 {
+		s.log.Warn("Some hidden names of files unlinked while open stay in the backing store", "left", len(errs), "err", errors.Join(errs...))
+		return removed, fmt.Errorf("removing hidden names of files unlinked while open: %w", errors.Join(errs...))
+	}
+	if removed > 0 {
+		s.log.Info("Removed the hidden names of files unlinked while open by mounts that ended first", "removed", removed)
+	}
+	return removed, nil
+}
+
+// writeSynced writes data to a new file p and syncs it.
+func writeSynced(p string, data []byte) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close())
+}
+
+// syncDir makes the entries of dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
