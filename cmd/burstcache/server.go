@@ -159,8 +159,11 @@ func retire(eng *engine.Engine, drained, discarded bool, log *slog.Logger) error
 	err := eng.Close()
 	st := eng.Stats()
 	dir := filepath.Dir(eng.SlabFile())
+	// The log of hidden names goes with the cache files: the teardown
+	// that drained or discarded the server is over.
+	hidden := filepath.Join(filepath.Dir(dir), server.HiddenNamesFile)
 	if discarded {
-		if err := os.RemoveAll(dir); err != nil {
+		if err := errors.Join(os.RemoveAll(dir), os.RemoveAll(hidden)); err != nil {
 			return fmt.Errorf("removing the cache files of a discarded server: %w", err)
 		}
 		log.Warn("Removed the cache files of a discarded server", "dir", dir, "droppedDirtyBytes", st.DirtyBytes)
@@ -170,7 +173,7 @@ func retire(eng *engine.Engine, drained, discarded bool, log *slog.Logger) error
 		log.Info("Keeping the cache files", "drained", drained, "dirtyBytes", st.DirtyBytes, "closeErr", err)
 		return err
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := errors.Join(os.RemoveAll(dir), os.RemoveAll(hidden)); err != nil {
 		return fmt.Errorf("removing the cache files of a drained server: %w", err)
 	}
 	log.Info("Removed the cache files of a drained server with nothing dirty", "dir", dir)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/burstcache/burstcache/cacheserver/control"
+	"github.com/burstcache/burstcache/cacheserver/server"
 )
 
 // slabOf returns the slab file of server i of a local instance.
@@ -94,6 +95,9 @@ func TestDrainedServerRemovesItsCacheFiles(t *testing.T) {
 	stop(t, st.Servers[0].PID)
 	if _, err := os.Stat(filepath.Dir(slabOf(in, 0))); !os.IsNotExist(err) {
 		t.Fatalf("a drained server with nothing dirty kept its cache files: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(in.cacheDir, "server-0", server.HiddenNamesFile)); !os.IsNotExist(err) {
+		t.Fatalf("a drained server with nothing dirty kept its log of hidden names: %v", err)
 	}
 }
 
