@@ -33,15 +33,22 @@ import (
 // renames the file only once a crash of the server can no longer lose the
 // record; a removal is appended without a sync, since a record whose
 // removal was lost only makes the teardown find the name gone. Opening the
-// log replays it and rewrites it without the removed records; a torn last
-// line, from a crash while it was appended, belongs to a note that was
-// never answered, and is dropped.
+// log replays it and rewrites it without the removed records, and so does
+// a removal once they outnumber the live ones; a torn last line, from a
+// crash while it was appended, belongs to a note that was never answered,
+// and is dropped.
 type hiddenNames struct {
 	mu    sync.Mutex
 	path  string // "" keeps the records in memory only
 	f     *os.File
 	names map[string]ident.Cred
+	// stale counts the lines of the log that a rewrite would drop.
+	stale int
 }
+
+// hiddenRewriteAt is how many stale lines a log may hold, beyond twice the
+// live records, before a removal rewrites it.
+const hiddenRewriteAt = 1024
 
 // HiddenNamesFile is the name of the log of hidden names in a server's
 // cache directory.
@@ -116,7 +123,7 @@ func (h *hiddenNames) rewrite() error {
 	if err != nil {
 		return fmt.Errorf("opening the hidden names: %w", err)
 	}
-	h.f = f
+	h.f, h.stale = f, 0
 	return nil
 }
 
@@ -141,6 +148,12 @@ func (h *hiddenNames) forget(p string) {
 	delete(h.names, p)
 	// A lost removal only makes the teardown find the name gone.
 	_ = h.append(hiddenRecord{Path: p, Removed: true}, false)
+	if h.stale += 2; h.f != nil && h.stale > hiddenRewriteAt+2*len(h.names) {
+		if err := h.rewrite(); err != nil {
+			// The log only grows meanwhile; the next removal tries again.
+			h.stale = 0
+		}
+	}
 }
 
 func (h *hiddenNames) append(r hiddenRecord, sync bool) error {

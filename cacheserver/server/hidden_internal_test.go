@@ -1,0 +1,50 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
+)
+
+// TestHiddenNamesLogStaysSmall notes and forgets many names, as a long-lived
+// instance whose jobs unlink open files does: the log is rewritten as it
+// goes, and keeps what is still recorded.
+func TestHiddenNamesLogStaysSmall(t *testing.T) {
+	p := filepath.Join(t.TempDir(), HiddenNamesFile)
+	h, err := openHiddenNames(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ident.Cred{UID: 7, GID: 8, Groups: []uint32{9}}
+	for i := range 5000 {
+		name := fmt.Sprintf("dir/.burstcache-open-%d", i)
+		if err := h.note(name, c); err != nil {
+			t.Fatal(err)
+		}
+		if i%250 != 0 {
+			h.forget(name)
+		}
+	}
+	h.close()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > 256<<10 {
+		t.Errorf("the log of 20 live names after 5,000 notes holds %d bytes", fi.Size())
+	}
+	h, err = openHiddenNames(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.close()
+	if n := h.count(); n != 20 {
+		t.Fatalf("reopened log records %d names, want 20", n)
+	}
+	if got, ok := h.cred("dir/.burstcache-open-1000"); !ok || got.UID != 7 || got.GID != 8 || len(got.Groups) != 1 || got.Groups[0] != 9 {
+		t.Fatalf("reopened record: %+v, %v", got, ok)
+	}
+}
