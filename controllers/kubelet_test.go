@@ -37,9 +37,7 @@ func dataSecretFile(inst *cachev1alpha1.CacheInstance) string {
 func writeThroughMount(inst *cachev1alpha1.CacheInstance, addrs []string, rel string, data []byte) {
 	GinkgoHelper()
 	mp, cmd, log := startMount(inst, addrs)
-	full := filepath.Join(mp, rel)
-	Expect(os.MkdirAll(filepath.Dir(full), 0o755)).To(Succeed())
-	Expect(os.WriteFile(full, data, 0o644)).To(Succeed(), "mount log: %s", log)
+	writeUnder(mp, rel, data, log)
 	Expect(cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
 	Expect(cmd.Wait()).To(Succeed(), "mount log: %s", log)
 }
@@ -50,9 +48,7 @@ func writeThroughMount(inst *cachev1alpha1.CacheInstance, addrs []string, rel st
 func hideThroughMount(inst *cachev1alpha1.CacheInstance, addrs []string, rel string, data []byte) {
 	GinkgoHelper()
 	mp, cmd, log := startMount(inst, addrs)
-	full := filepath.Join(mp, rel)
-	Expect(os.MkdirAll(filepath.Dir(full), 0o755)).To(Succeed())
-	Expect(os.WriteFile(full, data, 0o644)).To(Succeed(), "mount log: %s", log)
+	full := writeUnder(mp, rel, data, log)
 	f, err := os.Open(full)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(os.Remove(full)).To(Succeed(), "mount log: %s", log)
@@ -60,6 +56,16 @@ func hideThroughMount(inst *cachev1alpha1.CacheInstance, addrs []string, rel str
 	_ = cmd.Wait()
 	_ = f.Close()
 	Expect(syscall.Unmount(mp, syscall.MNT_DETACH)).To(Succeed())
+}
+
+// writeUnder writes data to rel in the mount at mp, whose log is log, and
+// returns the file's path.
+func writeUnder(mp, rel string, data []byte, log *bytes.Buffer) string {
+	GinkgoHelper()
+	full := filepath.Join(mp, rel)
+	Expect(os.MkdirAll(filepath.Dir(full), 0o755)).To(Succeed())
+	Expect(os.WriteFile(full, data, 0o644)).To(Succeed(), "mount log: %s", log)
+	return full
 }
 
 // startMount starts a real FUSE mount of the instance's servers, proving

@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/posixns"
 )
@@ -32,26 +30,7 @@ func (f *failingWrites) WriteAt(ctx context.Context, p string, b []byte, off int
 // mountFailing mounts a fresh backing directory whose writes can be broken.
 func mountFailing(t *testing.T, opts Options) (string, *failingWrites, *Server) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting with mount(2) needs root")
-	}
-	p, err := posixns.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	fsys := &failingWrites{FS: p}
-	mnt := t.TempDir()
-	opts.DirectMount = true
-	s, err := Mount(mnt, fsys, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Unmount(); err != nil {
-			unix.Unmount(mnt, unix.MNT_DETACH)
-		}
-	})
+	mnt, _, fsys, s := mountOver(t, opts, func(p *posixns.FS) *failingWrites { return &failingWrites{FS: p} })
 	return mnt, fsys, s
 }
 

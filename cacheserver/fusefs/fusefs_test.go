@@ -24,26 +24,34 @@ import (
 // both; the mount goes away with the test, lazily if it is still busy.
 func mount(t *testing.T, opts Options) (mnt, backing string, s *Server) {
 	t.Helper()
+	mnt, backing, _, s = mountOver(t, opts, func(p *posixns.FS) *posixns.FS { return p })
+	return mnt, backing, s
+}
+
+// mountOver is mount of the namespace that wrap makes of the fresh backing
+// directory, which it also returns.
+func mountOver[T namespace.FS](t *testing.T, opts Options, wrap func(*posixns.FS) T) (mnt, backing string, fsys T, s *Server) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("mounting with mount(2) needs root")
 	}
 	backing, mnt = t.TempDir(), t.TempDir()
-	fsys, err := posixns.New(backing)
+	p, err := posixns.New(backing)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { p.Close() })
+	fsys = wrap(p)
 	opts.DirectMount = true
-	s, err = Mount(mnt, fsys, opts)
-	if err != nil {
+	if s, err = Mount(mnt, fsys, opts); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if err := s.Unmount(); err != nil {
 			unix.Unmount(mnt, unix.MNT_DETACH)
 		}
-		fsys.Close()
 	})
-	return mnt, backing, s
+	return mnt, backing, fsys, s
 }
 
 var (
@@ -249,21 +257,7 @@ func (f *flushCounter) Flush(ctx context.Context, p string) error {
 // TestFlushReachesFlusher proves that close(2) reaches a namespace that
 // implements Flusher.
 func TestFlushReachesFlusher(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting with mount(2) needs root")
-	}
-	backing, mnt := t.TempDir(), t.TempDir()
-	p, err := posixns.New(backing)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	fsys := &flushCounter{FS: p}
-	s, err := Mount(mnt, fsys, Options{DirectMount: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Unmount()
+	mnt, _, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *flushCounter { return &flushCounter{FS: p} })
 	if err := os.WriteFile(filepath.Join(mnt, "f"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/posixns"
 )
@@ -49,26 +47,7 @@ func (n *notingFS) Rename(ctx context.Context, oldPath, newPath string, flags ui
 // that cannot keep notes (ENOSYS: a server older than the mount), which
 // the unlink goes on without.
 func TestHiddenNamesAreNotedFirst(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting with mount(2) needs root")
-	}
-	backing, mnt := t.TempDir(), t.TempDir()
-	p, err := posixns.New(backing)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	fsys := &notingFS{FS: p}
-	s, err := Mount(mnt, fsys, Options{DirectMount: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Unmount(); err != nil {
-			unix.Unmount(mnt, unix.MNT_DETACH)
-		}
-	})
-
+	mnt, backing, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *notingFS { return &notingFS{FS: p} })
 	for _, name := range []string{"f", "g"} {
 		if err := os.WriteFile(filepath.Join(mnt, name), []byte(name), 0o644); err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/controllers/metrics"
 )
 
@@ -64,24 +65,13 @@ func (r *Reconciler) flush(ctx context.Context, s *scope) (ctrl.Result, error) {
 // a removed name. A name that stays loses nothing and only holds the
 // teardown for nothing: it is a Warning event, not a retry.
 func (r *Reconciler) removeHidden(ctx context.Context, s *scope) {
-	var errs []error
-	for i, srv := range s.inst.Status.Servers {
-		if s.pods[i] == nil || !srv.Ready {
-			continue
-		}
-		c, err := r.client(ctx, s, i)
-		if err == nil {
-			hctx, cancel := context.WithTimeout(ctx, r.Options.FlushAttemptTimeout)
-			_, err = c.RemoveHidden(hctx)
-			cancel()
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", srv.Name, err))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	errs := r.eachReadyServer(ctx, s, func(c *control.Client, ctx context.Context) error {
+		_, err := c.RemoveHidden(ctx)
+		return err
+	})
+	if len(errs) > 0 {
 		r.Recorder.Eventf(s.inst, nil, corev1.EventTypeWarning, cachev1alpha1.ReasonHiddenNamesLeft, "Flush",
-			"Files unlinked while open by a mount that ended first keep hidden names in the backing file system: %v", err)
+			"Files unlinked while open by a mount that ended first keep hidden names in the backing file system: %v", errors.Join(errs...))
 	}
 }
 
@@ -150,21 +140,32 @@ func (r *Reconciler) flushServer(ctx context.Context, s *scope, i int) (int64, e
 // for a restart that will never come. It is best effort: a server that
 // cannot be reached keeps its files, which the admin guide says.
 func (r *Reconciler) discardServers(ctx context.Context, s *scope) {
-	log := ctrl.LoggerFrom(ctx)
+	for _, err := range r.eachReadyServer(ctx, s, (*control.Client).Discard) {
+		ctrl.LoggerFrom(ctx).Info("A server keeps its cache files: telling it to discard them failed", "err", err)
+	}
+}
+
+// eachReadyServer calls fn with a control client of every server that runs
+// and is ready, one after the other, each call bounded by the flush attempt
+// timeout. It returns the errors of the servers it could not reach or whose
+// call failed, each naming its server.
+func (r *Reconciler) eachReadyServer(ctx context.Context, s *scope, fn func(*control.Client, context.Context) error) []error {
+	var errs []error
 	for i, srv := range s.inst.Status.Servers {
 		if s.pods[i] == nil || !srv.Ready {
 			continue
 		}
 		c, err := r.client(ctx, s, i)
 		if err == nil {
-			dctx, cancel := context.WithTimeout(ctx, r.Options.FlushAttemptTimeout)
-			err = c.Discard(dctx)
+			cctx, cancel := context.WithTimeout(ctx, r.Options.FlushAttemptTimeout)
+			err = fn(c, cctx)
 			cancel()
 		}
 		if err != nil {
-			log.Info("Server keeps its cache files: telling it to discard them failed", "server", srv.Name, "err", err)
+			errs = append(errs, fmt.Errorf("%s: %w", srv.Name, err))
 		}
 	}
+	return errs
 }
 
 // dropUnwritten goes past the data not written back, as the user asked,
