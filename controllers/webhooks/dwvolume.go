@@ -55,7 +55,7 @@ func (g *PodGate) persistentSpec(ctx context.Context, ns, name string) (*cachev1
 	inst := &cachev1alpha1.CacheInstance{}
 	err := g.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, inst)
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("%w: persistentdw name=%s: no CacheInstance %s in namespace %s", errRefused, name, name, ns)
+		return nil, fmt.Errorf("%w: persistentdw: no CacheInstance %s in namespace %s", errRefused, name, ns)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading CacheInstance %s: %w", name, err)
