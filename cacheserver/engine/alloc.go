@@ -40,10 +40,10 @@ func (e *Engine) allocSlot(ctx context.Context, f *file, idx int64) (int32, erro
 func (e *Engine) takeSlotLocked(f *file, idx int64) (int32, bool) {
 	for {
 		s, ok := e.takeFromRunLocked(f, idx)
-		if !ok && len(e.free) > 0 {
-			s, ok = e.free[len(e.free)-1], true
-			e.free = e.free[:len(e.free)-1]
-			e.reserveRunLocked(f, idx, s)
+		if !ok {
+			if s, ok = e.free.pop(); ok {
+				e.reserveRunLocked(f, idx, s)
+			}
 		}
 		if ok {
 			e.used++
@@ -108,11 +108,10 @@ func (e *Engine) takeFromRunLocked(f *file, idx int64) (int32, bool) {
 func (e *Engine) reserveRunLocked(f *file, idx int64, s int32) {
 	var left uint32
 	for i := int32(1); i < runLen; i++ {
-		n := len(e.free)
-		if n < 4*runLen || e.free[n-1] != s+i {
+		if next, _ := e.free.peek(); e.free.len() < 4*runLen || next != s+i {
 			break
 		}
-		e.free = e.free[:n-1]
+		e.free.pop()
 		left |= 1 << i
 	}
 	if left == 0 {
@@ -136,15 +135,14 @@ func (e *Engine) releaseRunLocked(f *file) {
 	delete(e.runs, f)
 }
 
-// releaseOneRunLocked puts the slots left in r back on the free list,
-// lowest on top.
+// releaseOneRunLocked puts the slots left in r back on the free list.
 func (e *Engine) releaseOneRunLocked(r *slotRun) {
 	if r == nil {
 		return
 	}
-	for i := int32(runLen - 1); i >= 0; i-- {
+	for i := int32(0); i < runLen; i++ {
 		if r.left&(1<<i) != 0 {
-			e.free = append(e.free, r.base+i)
+			e.free.push(r.base + i)
 		}
 	}
 	r.left = 0
@@ -169,7 +167,7 @@ func (e *Engine) releaseSlot(s int32) {
 }
 
 func (e *Engine) releaseSlotLocked(s int32) {
-	e.free = append(e.free, s)
+	e.free.push(s)
 	e.used--
 	e.cond.Broadcast()
 }

@@ -39,7 +39,7 @@ type Engine struct {
 	dooms     map[*file]struct{} // doomed files
 	resolving bool               // resolveDooms runs
 
-	free        []int32            // slots no durable index entry refers to
+	free        freeSlots          // slots no durable index entry refers to
 	runs        map[*file]struct{} // files holding a run of free slots (slotRun)
 	pendingFree []int32            // slots freed in memory, still named by the index
 	pins        map[int32]int32    // slots ReadSpans handed out, with their pin counts

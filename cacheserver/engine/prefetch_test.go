@@ -229,7 +229,7 @@ func TestPrefetchUsesTheFilesRun(t *testing.T) {
 	data := make([]byte, es)
 	for i := int64(0); ; i++ {
 		r.e.mu.Lock()
-		free := len(r.e.free)
+		free := r.e.free.len()
 		r.e.mu.Unlock()
 		if free == 0 {
 			break

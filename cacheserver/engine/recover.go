@@ -44,11 +44,11 @@ func (e *Engine) recover() error {
 	}
 	for s := len(used) - 1; s >= 0; s-- {
 		if !used[s] {
-			e.free = append(e.free, int32(s))
+			e.free.push(int32(s))
 		}
 	}
 	e.log.Info("Recovered cache index", "dir", e.cfg.Dir, "files", len(e.files),
-		"extents", e.used, "dirtyExtents", len(dirty), "freeSlots", len(e.free))
+		"extents", e.used, "dirtyExtents", len(dirty), "freeSlots", e.free.len())
 	return nil
 }
 

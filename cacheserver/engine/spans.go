@@ -1,13 +1,11 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 )
@@ -203,19 +201,15 @@ func (e *Engine) unpin(slots []int32) {
 		delete(e.pins, s)
 		if _, ok := e.pinnedFree[s]; ok {
 			delete(e.pinnedFree, s)
-			e.free = append(e.free, s)
+			e.free.push(s)
 			e.cond.Broadcast()
 		}
 	}
 }
 
 // reuseLocked makes slots whose retirement is durable reusable, except
-// pinned ones, which become reusable when their last pin is released. They
-// go on the free list highest first, so that consecutive ones come off it
-// in order and can make a run (slotRun): the extents of a file freed
-// together come in no particular order.
+// pinned ones, which become reusable when their last pin is released.
 func (e *Engine) reuseLocked(slots []int32) {
-	slices.SortFunc(slots, func(a, b int32) int { return cmp.Compare(b, a) })
 	for _, s := range slots {
 		if e.pins[s] > 0 {
 			if e.pinnedFree == nil {
@@ -224,6 +218,6 @@ func (e *Engine) reuseLocked(slots []int32) {
 			e.pinnedFree[s] = struct{}{}
 			continue
 		}
-		e.free = append(e.free, s)
+		e.free.push(s)
 	}
 }
