@@ -27,7 +27,8 @@ type Options struct {
 	Secret []byte
 	// ExtentSize is the striping unit; 0 means placement.DefaultExtentSize.
 	ExtentSize int64
-	// Conns is the number of connections per server; 0 means 4.
+	// Conns is the number of connections per server; 0 means
+	// wire.DefaultConns.
 	Conns int
 	// DialTimeout bounds connecting to a server.
 	DialTimeout time.Duration
@@ -64,6 +65,8 @@ type FS struct {
 	indexes      []int
 	total        int
 	loadBalanced bool
+	// conns is how many connections the client keeps to each server.
+	conns int
 
 	mu    sync.Mutex
 	files map[string]*fileState
@@ -121,8 +124,11 @@ func New(opts Options) (*FS, error) {
 	}
 	f := &FS{
 		total: len(opts.Servers), loadBalanced: opts.LoadBalanced, log: opts.Log, doomHold: opts.DoomHold,
-		files: map[string]*fileState{}, unsynced: map[string]map[int]uint64{},
+		files: map[string]*fileState{}, unsynced: map[string]map[int]uint64{}, conns: opts.Conns,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), pusherDone: make(chan struct{}),
+	}
+	if f.conns <= 0 {
+		f.conns = wire.DefaultConns
 	}
 	for i := range opts.Servers {
 		f.indexes = append(f.indexes, i)
@@ -226,11 +232,28 @@ func (f *FS) call(ctx context.Context, i int, op wire.Op, args *wire.Encoder, da
 // the server may have carried it out already, and a caller that retried a
 // create with O_EXCL, a mkdir or a rename would see it fail.
 func (f *FS) meta(ctx context.Context, path string, op wire.Op, args *wire.Encoder) (*wire.Decoder, error) {
-	rep, err := f.call(context.WithoutCancel(ctx), f.layout.MetaServer(path), op, args, nil, nil)
+	call := func() (rep wire.Reply, err error) {
+		return f.call(context.WithoutCancel(ctx), f.layout.MetaServer(path), op, args, nil, nil)
+	}
+	var rep wire.Reply
+	var err error
+	if readOnlyMeta[op] {
+		err = f.retryLost(func() error { rep, err = call(); return err })
+	} else {
+		rep, err = call()
+	}
 	if err != nil {
 		return nil, err
 	}
 	return wire.NewDecoder(rep.Meta), nil
+}
+
+// readOnlyMeta are the metadata operations that change nothing, which
+// meta sends again when their connection breaks: after a server restarted,
+// the first call on each connection to the old one fails.
+var readOnlyMeta = map[wire.Op]bool{
+	wire.OpGetAttr: true, wire.OpAccess: true, wire.OpReadDir: true, wire.OpReadlink: true,
+	wire.OpGetxattr: true, wire.OpListxattr: true, wire.OpMayUnlink: true,
 }
 
 // every returns the indexes of all the servers.

@@ -289,7 +289,7 @@ func (f *FS) pushSize(ctx context.Context, path string) error {
 	if end == 0 {
 		return nil
 	}
-	err := retryLost(func() error {
+	err := f.retryLost(func() error {
 		_, err := f.meta(ctx, path, wire.OpExtendSize, pathArgs(path).Int64(end).Bool(true))
 		return err
 	})

@@ -152,16 +152,15 @@ func (f *FS) settleOn(ctx context.Context, op wire.Op, path string, servers []in
 	return err
 }
 
-// lostConnAttempts bounds the tries of a call whose connection broke:
-// after a server restarted, each connection the client kept to the old
-// one fails its next call.
-const lostConnAttempts = 3
-
 // retryLost runs call, again while its connection breaks. Only for calls
-// that may be carried out twice, such as a sync or a durable size.
-func retryLost(call func() error) error {
+// that may be carried out twice, such as a sync or a durable size. After a
+// server restarted, each connection the client kept to the old one fails
+// its next call, so it tries once more than there are connections: with
+// three tries and four connections, a rename after a restart failed now and
+// then with the broken connection instead of the restart.
+func (f *FS) retryLost(call func() error) error {
 	var err error
-	for range lostConnAttempts {
+	for range f.conns + 1 {
 		if err = call(); !errors.Is(err, wire.ErrConnLost) {
 			return err
 		}
@@ -173,7 +172,7 @@ func retryLost(call func() error) error {
 // that answered.
 func (f *FS) settleOne(ctx context.Context, op wire.Op, path string, i int) (uint64, error) {
 	var rep wire.Reply
-	err := retryLost(func() (err error) {
+	err := f.retryLost(func() (err error) {
 		rep, err = f.call(ctx, i, op, pathArgs(path), nil, nil)
 		return err
 	})

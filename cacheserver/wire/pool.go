@@ -34,16 +34,20 @@ type slot struct {
 type ClientOptions struct {
 	// Secret is the shared secret of the servers.
 	Secret []byte
-	// Conns is the number of connections; 0 means 4.
+	// Conns is the number of connections; 0 means DefaultConns.
 	Conns int
 	// DialTimeout bounds a dial and handshake; 0 means DefaultDialTimeout.
 	DialTimeout time.Duration
 }
 
+// DefaultConns is how many connections a Client keeps to its server
+// unless told otherwise.
+const DefaultConns = 4
+
 // NewClient returns a client of the server at addr. It does not connect yet.
 func NewClient(addr string, opts ClientOptions) *Client {
 	if opts.Conns <= 0 {
-		opts.Conns = 4
+		opts.Conns = DefaultConns
 	}
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = DefaultDialTimeout
