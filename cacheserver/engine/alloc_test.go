@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -98,71 +99,50 @@ func TestRunsGiveWayWhenSpaceRunsOut(t *testing.T) {
 
 // TestFreedSlotsMakeRunsAgain drops a cached file, whose extents go back to
 // the free list in no particular order, and then writes two files at once:
-// they still get runs of consecutive slots.
+// they still get runs of consecutive slots. The slots come back all at
+// once, with the commit after the drop, or one at a time: a reader that
+// still has the extents pinned, as leases of a mount pin them, releases
+// each pin on its own, in no particular order.
 func TestFreedSlotsMakeRunsAgain(t *testing.T) {
-	const es, extents = 4 << 10, 48
-	// No timed commit may take part of the dropped file's slots.
-	r := newRig(t, es, 256, func(c *Config) { c.CommitInterval = time.Hour })
-	data := bytes.Repeat([]byte("s"), es)
-	ctx := context.Background()
-	for i := range int64(extents * 2) {
-		r.write("old", i*es, data)
-	}
-	if err := r.e.Drop(ctx, "old"); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.e.Sync(ctx, ""); err != nil { // the commit makes the slots reusable
-		t.Fatal(err)
-	}
-	for i := range int64(extents) {
-		r.write("a", i*es, data)
-		r.write("b", i*es, data)
-	}
-	for _, p := range []string{"a", "b"} {
-		slots := r.slotsOf(p, extents, 1)
-		if n := breaks(slots); n > extents/runLen+2 {
-			t.Errorf("the extents of %s sit in slots %v: %d breaks, want at most %d", p, slots, n, extents/runLen+2)
-		}
-	}
-}
-
-// TestSlotsFreedOneByOneMakeRunsAgain drops a cached file whose extents a
-// reader still has pinned, as leases of a mount pin them: each slot comes
-// back on its own when its pin goes, in no particular order. Two files
-// written at once afterwards still get runs of consecutive slots.
-func TestSlotsFreedOneByOneMakeRunsAgain(t *testing.T) {
-	const es, extents = 4 << 10, 48
-	r := newRig(t, es, 256, func(c *Config) { c.CommitInterval = time.Hour })
-	data := bytes.Repeat([]byte("s"), es)
-	ctx := context.Background()
-	var pins []*Pin
-	for i := range int64(extents * 2) {
-		r.write("old", i*es, data)
-		_, pin, err := r.e.ReadSpans(ctx, "old", i*es, es)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pins = append(pins, pin)
-	}
-	if err := r.e.Drop(ctx, "old"); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.e.Sync(ctx, ""); err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	rng.Shuffle(len(pins), func(i, j int) { pins[i], pins[j] = pins[j], pins[i] })
-	for _, pin := range pins {
-		pin.Release()
-	}
-	for i := range int64(extents) {
-		r.write("a", i*es, data)
-		r.write("b", i*es, data)
-	}
-	for _, p := range []string{"a", "b"} {
-		slots := r.slotsOf(p, extents, 1)
-		if n := breaks(slots); n > extents/runLen+2 {
-			t.Errorf("the extents of %s sit in slots %v: %d breaks, want at most %d", p, slots, n, extents/runLen+2)
-		}
+	for _, pinned := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pinned=%v", pinned), func(t *testing.T) {
+			const es, extents = 4 << 10, 48
+			// No timed commit may take part of the dropped file's slots.
+			r := newRig(t, es, 256, func(c *Config) { c.CommitInterval = time.Hour })
+			data := bytes.Repeat([]byte("s"), es)
+			ctx := context.Background()
+			var pins []*Pin
+			for i := range int64(extents * 2) {
+				r.write("old", i*es, data)
+				if pinned {
+					_, pin, err := r.e.ReadSpans(ctx, "old", i*es, es)
+					if err != nil {
+						t.Fatal(err)
+					}
+					pins = append(pins, pin)
+				}
+			}
+			if err := r.e.Drop(ctx, "old"); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.e.Sync(ctx, ""); err != nil { // the commit makes the slots reusable
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			rng.Shuffle(len(pins), func(i, j int) { pins[i], pins[j] = pins[j], pins[i] })
+			for _, pin := range pins {
+				pin.Release()
+			}
+			for i := range int64(extents) {
+				r.write("a", i*es, data)
+				r.write("b", i*es, data)
+			}
+			for _, p := range []string{"a", "b"} {
+				slots := r.slotsOf(p, extents, 1)
+				if n := breaks(slots); n > extents/runLen+2 {
+					t.Errorf("the extents of %s sit in slots %v: %d breaks, want at most %d", p, slots, n, extents/runLen+2)
+				}
+			}
+		})
 	}
 }
