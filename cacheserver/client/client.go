@@ -232,15 +232,16 @@ func (f *FS) call(ctx context.Context, i int, op wire.Op, args *wire.Encoder, da
 // the server may have carried it out already, and a caller that retried a
 // create with O_EXCL, a mkdir or a rename would see it fail.
 func (f *FS) meta(ctx context.Context, path string, op wire.Op, args *wire.Encoder) (*wire.Decoder, error) {
-	call := func() (rep wire.Reply, err error) {
-		return f.call(context.WithoutCancel(ctx), f.layout.MetaServer(path), op, args, nil, nil)
-	}
 	var rep wire.Reply
+	call := func() (err error) {
+		rep, err = f.call(context.WithoutCancel(ctx), f.layout.MetaServer(path), op, args, nil, nil)
+		return err
+	}
 	var err error
 	if readOnlyMeta[op] {
-		err = f.retryLost(func() error { rep, err = call(); return err })
+		err = f.retryLost(call)
 	} else {
-		rep, err = call()
+		err = call()
 	}
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -178,24 +179,12 @@ func (h *hiddenNames) append(r hiddenRecord, sync bool) error {
 	return nil
 }
 
-// all returns the recorded names, sorted.
-func (h *hiddenNames) all() []string {
+// records returns a copy of the recorded names, each with the identity
+// that hid it.
+func (h *hiddenNames) records() map[string]ident.Cred {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ps := make([]string, 0, len(h.names))
-	for p := range h.names {
-		ps = append(ps, p)
-	}
-	slices.Sort(ps)
-	return ps
-}
-
-// cred returns the identity that hid p.
-func (h *hiddenNames) cred(p string) (ident.Cred, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c, ok := h.names[p]
-	return c, ok
+	return maps.Clone(h.names)
 }
 
 func (h *hiddenNames) count() int {
@@ -238,9 +227,9 @@ func (s *Server) noteHidden(ctx context.Context, req *wire.Request, _ *wire.Resp
 func (s *Server) RemoveHidden(ctx context.Context) (int, error) {
 	removed := 0
 	var errs []error
-	for _, p := range s.hidden.all() {
-		c, _ := s.hidden.cred(p)
-		cctx := ident.NewContext(ctx, c)
+	recs := s.hidden.records()
+	for _, p := range slices.Sorted(maps.Keys(recs)) {
+		cctx := ident.NewContext(ctx, recs[p])
 		err := s.cfg.NS.Unlink(cctx, p)
 		if errors.Is(err, syscall.ENOENT) {
 			err = nil

@@ -44,7 +44,7 @@ func TestHiddenNamesLogStaysSmall(t *testing.T) {
 	if n := h.count(); n != 20 {
 		t.Fatalf("reopened log records %d names, want 20", n)
 	}
-	if got, ok := h.cred("dir/.burstcache-open-1000"); !ok || got.UID != 7 || got.GID != 8 || len(got.Groups) != 1 || got.Groups[0] != 9 {
+	if got, ok := h.records()["dir/.burstcache-open-1000"]; !ok || got.UID != 7 || got.GID != 8 || len(got.Groups) != 1 || got.Groups[0] != 9 {
 		t.Fatalf("reopened record: %+v, %v", got, ok)
 	}
 }
