@@ -62,28 +62,44 @@ func TestCopyRangeFollowsItsContract(t *testing.T) {
 	want := make([]byte, tailAt+len(tail))
 	copy(want, head)
 	copy(want[tailAt:], tail)
+	src, err := os.Open(filepath.Join(root, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	copiers := map[string]func(off int64, dst int, dstOff, n int64) (int64, error){
+		"CopyRange": func(off int64, dst int, dstOff, n int64) (int64, error) {
+			return d.CopyRange(ctx, "f", off, dst, dstOff, n)
+		},
+		// As CopyRange copies from a FUSE file.
+		"through a buffer": func(off int64, dst int, dstOff, n int64) (int64, error) {
+			return copyPath("f", readCopier, int(src.Fd()), off, dst, dstOff, n)
+		},
+	}
 	for name, dstDir := range map[string]string{"same file system": t.TempDir(), "other file system": otherFS(t, root)} {
 		for _, tc := range []struct{ off, n int64 }{
 			{0, int64(len(want))},
 			{100, 2 << 20},                  // past the end: short
 			{int64(len(want)) + 5, 1 << 20}, // wholly past the end: nothing
 		} {
-			const dstOff = 4096
-			dst := openDst(t, dstDir, dstOff+int(tc.n))
-			got, err := d.CopyRange(ctx, "f", tc.off, int(dst.Fd()), dstOff, tc.n)
-			wantN := max(min(tc.n, int64(len(want))-tc.off), 0)
-			if err != nil || got != wantN {
-				t.Fatalf("%s: CopyRange(off %d, n %d) = %d, %v; want %d", name, tc.off, tc.n, got, err, wantN)
-			}
-			b := make([]byte, dstOff+tc.n)
-			if _, err := dst.ReadAt(b, 0); err != nil {
-				t.Fatal(err)
-			}
-			wantDst := bytes.Repeat([]byte{0xee}, len(b))
-			from := min(tc.off, int64(len(want)))
-			copy(wantDst[dstOff:], want[from:from+wantN])
-			if i := firstDiff(b, wantDst); i >= 0 {
-				t.Fatalf("%s: CopyRange(off %d, n %d): destination differs at %d", name, tc.off, tc.n, i)
+			for how, copyRange := range copiers {
+				const dstOff = 4096
+				dst := openDst(t, dstDir, dstOff+int(tc.n))
+				got, err := copyRange(tc.off, int(dst.Fd()), dstOff, tc.n)
+				wantN := max(min(tc.n, int64(len(want))-tc.off), 0)
+				if err != nil || got != wantN {
+					t.Fatalf("%s, %s: copy(off %d, n %d) = %d, %v; want %d", name, how, tc.off, tc.n, got, err, wantN)
+				}
+				b := make([]byte, dstOff+tc.n)
+				if _, err := dst.ReadAt(b, 0); err != nil {
+					t.Fatal(err)
+				}
+				wantDst := bytes.Repeat([]byte{0xee}, len(b))
+				from := min(tc.off, int64(len(want)))
+				copy(wantDst[dstOff:], want[from:from+wantN])
+				if i := firstDiff(b, wantDst); i >= 0 {
+					t.Fatalf("%s, %s: copy(off %d, n %d): destination differs at %d", name, how, tc.off, tc.n, i)
+				}
 			}
 		}
 	}

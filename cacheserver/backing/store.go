@@ -33,7 +33,8 @@ type Store interface {
 
 // RangeCopier is a Store that can copy a range of a file into a local file
 // inside the kernel (splice(2)), so that the bytes do not pass through the
-// caller's memory. It is optional: a caller checks for it with
+// caller's memory, or through a buffer of its own where the kernel would
+// read worse. It is optional: a caller checks for it with
 // a type assertion and reads with ReadAt when a Store, or a wrapper around
 // one, does not implement it.
 type RangeCopier interface {
