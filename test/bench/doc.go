@@ -14,7 +14,9 @@
 //     that its data is cached, and for writes dirty, as in the warm column);
 //   - slow: a backing store that adds a fixed latency to every operation
 //     (a latency-injecting FUSE loopback with the kernel page cache off, the
-//     way a remote parallel file system feels), alone and behind burstcache.
+//     way a remote parallel file system feels), alone and behind burstcache:
+//     reads of data only the slow store holds (cold over slow: every extent
+//     is copied up from it), then the same reads again, cached.
 //
 // Each burstcache workload starts from a cache with nothing dirty: what
 // earlier workloads left to write back is written back first, so that a

@@ -22,10 +22,11 @@ const (
 	colWarm        = "burstcache warm"
 	colWriteBack   = "during write-back"
 	colSlow        = "slow backing"
+	colSlowCold    = "cold over slow"
 	colSlowCached  = "burstcache over slow"
 )
 
-var columns = []string{colRaw, colPassthrough, colCold, colWarm, colWriteBack, colSlow, colSlowCached}
+var columns = []string{colRaw, colPassthrough, colCold, colWarm, colWriteBack, colSlow, colSlowCold, colSlowCached}
 
 // results maps workload name and column to a rate.
 type results map[string]map[string]float64
@@ -302,7 +303,8 @@ func duringWriteBack(res results, bc *burstcache, mnt, _ string, c config) error
 }
 
 // runSlow measures the latency-injected backing store alone, and burstcache
-// over it after the data is cached.
+// over it: reading data that only the backing store holds (every extent is
+// copied up from it), and then again once the data is cached.
 func runSlow(c config, res results) error {
 	dir, smnt := filepath.Join(c.work, "slow-backing"), filepath.Join(c.work, "slow-mnt")
 	if err := mkdirs(dir, smnt); err != nil {
@@ -336,16 +338,16 @@ func slowCached(c config, res results, _ *fuse.Server, smnt string) error {
 			if !isRead(w) {
 				continue
 			}
-			dir := scratch(mnt, "w")
+			sub := filepath.Base(scratch(mnt, "w"))
+			dir, sdir := filepath.Join(mnt, sub), filepath.Join(smnt, sub)
 			if err := mkdirs(dir); err != nil {
 				return err
 			}
-			if err := w.prepare(dir, c.p); err != nil {
-				return err
+			cold, err := measureOne(w, dir, sdir, c.p)
+			if err != nil {
+				return fmt.Errorf("%s cold: %w", w.name, err)
 			}
-			if _, err := w.run(dir, c.p); err != nil { // copy up everything once
-				return err
-			}
+			res.set(w.name, colSlowCold, cold)
 			dropCaches()
 			rate, err := timed(func() (float64, error) { return w.run(dir, c.p) })
 			if err != nil {

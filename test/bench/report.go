@@ -23,6 +23,7 @@ var ratios = []ratio{
 	{"warm / passthrough", colWarm, colPassthrough, 1.0},
 	{"during write-back / warm", colWriteBack, colWarm, 0.7},
 	{"cached / slow backing", colSlowCached, colSlow, 10},
+	{"cold over slow / slow backing", colSlowCold, colSlow, 1},
 }
 
 func cell(v float64, ok bool) string {
