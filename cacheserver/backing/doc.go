@@ -13,7 +13,9 @@
 // a local file in the kernel, so that copy-up does not pass the bytes through
 // user memory. Dir implements it with splice(2) through a pipe, which works
 // across file systems and costs less CPU time than copy_file_range(2) (see
-// Dir.CopyRange).
+// Dir.CopyRange), except from files of FUSE file systems, which it reads
+// through a buffer: splice would ask them for each range in small pieces,
+// one after the other (see copierFor).
 //
 // Faulty wraps a Store to add latency, inject errors and count calls, for
 // tests of what the engine does when the backing store is slow or failing.

@@ -139,7 +139,11 @@ func plot(res results) string {
 	const (
 		left, barH, gap, width = 230, 9, 14, 520
 	)
-	colors := []string{"#888888", "#bbbbbb", "#9ecae1", "#3182bd", "#08519c", "#fdae6b", "#e6550d"}
+	colors := map[string]string{
+		colRaw: "#888888", colPassthrough: "#bbbbbb",
+		colCold: "#9ecae1", colWarm: "#3182bd", colWriteBack: "#08519c",
+		colSlow: "#fdd0a2", colSlowCold: "#fd8d3c", colSlowCached: "#d94801",
+	}
 	var data []workload
 	for _, w := range workloads {
 		if w.unit == "MB/s" {
@@ -171,13 +175,13 @@ func plot(res results) string {
 			if !ok {
 				continue
 			}
-			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/>`+"\n", left, y+j*barH, scale(v), barH-1, colors[j])
+			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/>`+"\n", left, y+j*barH, scale(v), barH-1, colors[col])
 			fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="8">%s</text>`+"\n", float64(left)+scale(v)+3, y+j*barH+8, cell(v, true))
 		}
 	}
 	ly := 20 + len(data)*groupH + 10
 	for j, col := range columns {
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", left, ly+j*14, colors[j], left+14, ly+j*14+9, col)
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", left, ly+j*14, colors[col], left+14, ly+j*14+9, col)
 	}
 	fmt.Fprintf(&b, `<text x="%d" y="12">MB/s, log scale</text>`+"\n</svg>\n", left)
 	return b.String()
