@@ -46,6 +46,15 @@ type Stats struct {
 	// the backing store.
 	CopyUpBytes    int64 `json:"copyUpBytes"`
 	WriteBackBytes int64 `json:"writeBackBytes"`
+	// CopyUps counts the extents copied up from the backing store and
+	// CopyUpSeconds the time those copies took in total; WriteBacks and
+	// WriteBackSeconds are the same for the writes of write-back. Failed
+	// attempts count in neither. Sum over count is the backing store's
+	// latency as the cache sees it.
+	CopyUps          uint64  `json:"copyUps"`
+	CopyUpSeconds    float64 `json:"copyUpSeconds"`
+	WriteBacks       uint64  `json:"writeBacks"`
+	WriteBackSeconds float64 `json:"writeBackSeconds"`
 	// WriteBackLagSeconds is the age of the oldest dirty data.
 	WriteBackLagSeconds float64 `json:"writeBackLagSeconds"`
 	// BytesRead and BytesWritten count bytes served to and accepted from

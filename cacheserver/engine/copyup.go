@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
 )
@@ -16,6 +17,12 @@ import (
 // the two files, they pass through buf, and inBuf says they are there. On
 // an error the slot holds anything: the caller must not publish it.
 func (e *Engine) copyToSlot(ctx context.Context, f *file, idx int64, slot int32, cp backing.CopyFunc, buf []byte) (n int, inBuf bool, err error) {
+	start := time.Now()
+	defer func() {
+		if err == nil {
+			e.copyUpTimes.add(time.Since(start))
+		}
+	}()
 	n, err = e.copyInKernel(ctx, f, idx, slot, cp)
 	if !errors.Is(err, errors.ErrUnsupported) {
 		return n, false, err

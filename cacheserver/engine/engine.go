@@ -30,6 +30,8 @@ type Engine struct {
 	// noKernelCopy is set once the kernel refused to copy from the backing
 	// store into the slab: copy-ups pass through memory from then on.
 	noKernelCopy atomic.Bool
+	// copyUpTimes and writeBackTimes time the backing store (Stats).
+	copyUpTimes, writeBackTimes opTimes
 
 	mu        sync.Mutex
 	cond      *sync.Cond // broadcast on any change waiters may wait for

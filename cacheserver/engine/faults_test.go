@@ -37,10 +37,18 @@ func TestWriteBackSurvivesBackingFaults(t *testing.T) {
 	if err := r.e.Flush(fctx); !errors.Is(err, ErrDirtyLeft) || !errors.Is(err, errInjected) {
 		t.Fatalf("Flush during the fault = %v, want ErrDirtyLeft wrapping the backing error", err)
 	}
+	if s := r.e.Stats(); s.WriteBacks != 0 {
+		t.Fatalf("failed write-backs count in WriteBacks: %d", s.WriteBacks)
+	}
 	r.faulty.SetError(backing.OpWriteAt, nil)
-	r.faulty.SetLatency(backing.OpWriteAt, 5*time.Millisecond)
+	const latency = 5 * time.Millisecond
+	r.faulty.SetLatency(backing.OpWriteAt, latency)
 	if err := r.e.Flush(ctx); err != nil {
 		t.Fatalf("Flush after the fault cleared: %v", err)
+	}
+	// 3, 4 and 4 extents of 4 KiB, each written back once.
+	if s := r.e.Stats(); s.WriteBacks != 11 || s.WriteBackTime < 11*latency {
+		t.Fatalf("after writing back 11 extents to a store %v away: WriteBacks %d taking %v", latency, s.WriteBacks, s.WriteBackTime)
 	}
 	for p, data := range want {
 		if got := r.backingFile(p); !bytes.Equal(got, data) {
@@ -71,9 +79,17 @@ func TestReadFaultSurfacesAndRecovers(t *testing.T) {
 			if _, err := r.e.ReadAt(context.Background(), "f", b, 0); !errors.Is(err, errInjected) {
 				t.Fatalf("read during the fault: %v", err)
 			}
+			if s := r.e.Stats(); s.CopyUps != 0 {
+				t.Fatalf("a failed copy-up counts in CopyUps: %d", s.CopyUps)
+			}
 			r.faulty.SetError(tc.op, nil)
+			const latency = 5 * time.Millisecond
+			r.faulty.SetLatency(tc.op, latency)
 			if _, err := r.e.ReadAt(context.Background(), "f", b, 0); err != nil || string(b) != "payload" {
 				t.Fatalf("read after the fault: %q, %v", b, err)
+			}
+			if s := r.e.Stats(); s.CopyUps != 1 || s.CopyUpTime < latency {
+				t.Fatalf("after one copy-up from a store %v away: CopyUps %d taking %v", latency, s.CopyUps, s.CopyUpTime)
 			}
 		})
 	}

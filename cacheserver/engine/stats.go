@@ -1,6 +1,9 @@
 package engine
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Stats is a snapshot of an engine's counters and state.
 type Stats struct {
@@ -32,6 +35,24 @@ type Stats struct {
 	// DoomedFiles counts the files an unlink holds doomed (see Doom):
 	// their dirty data waits for the unlink to end.
 	DoomedFiles int64
+	// CopyUps counts the extents copied up from the backing store, and
+	// CopyUpTime is the time those copies took; WriteBacks and
+	// WriteBackTime are the same for the writes of write-back. Failed
+	// attempts count in neither. Their ratio is the backing store's
+	// latency as the cache sees it: where a job's first reads or its
+	// teardown are slow, it tells the parallel file system apart from the
+	// cache.
+	CopyUps, WriteBacks       int64
+	CopyUpTime, WriteBackTime time.Duration
+}
+
+// opTimes counts operations on the backing store that succeeded, and the
+// time they took. It is updated without Engine.mu.
+type opTimes struct{ n, nanos atomic.Int64 }
+
+func (t *opTimes) add(d time.Duration) {
+	t.n.Add(1)
+	t.nanos.Add(int64(d))
 }
 
 // counters are the monotonic parts of Stats, guarded by Engine.mu.
@@ -54,6 +75,8 @@ func (e *Engine) Stats() Stats {
 		DirtyExtents: int64(e.dirty.n), WindowBytes: e.window.sum(now), WindowLimit: e.windowLimitLocked(),
 		ReadOnly: e.readOnlyLocked(), WriteBackErrors: e.st.wbErrors, PinnedSlots: int64(len(e.pins)),
 		DoomedFiles: int64(len(e.dooms)),
+		CopyUps:     e.copyUpTimes.n.Load(), CopyUpTime: time.Duration(e.copyUpTimes.nanos.Load()),
+		WriteBacks: e.writeBackTimes.n.Load(), WriteBackTime: time.Duration(e.writeBackTimes.nanos.Load()),
 	}
 	if e.st.lastWBErr != nil {
 		s.LastWriteBackError = e.st.lastWBErr.Error()

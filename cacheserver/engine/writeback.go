@@ -142,7 +142,10 @@ func (e *Engine) writeBack(x *extent) error {
 		if cred != nil {
 			ctx = ident.NewContext(ctx, *cred)
 		}
-		_, err = e.backing.WriteAt(ctx, f.path, (*buf)[lo:hi], x.idx*e.es+int64(lo))
+		start := time.Now()
+		if _, err = e.backing.WriteAt(ctx, f.path, (*buf)[lo:hi], x.idx*e.es+int64(lo)); err == nil {
+			e.writeBackTimes.add(time.Since(start))
+		}
 	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()

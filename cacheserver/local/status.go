@@ -35,15 +35,18 @@ func Status(ctx context.Context, bin string, st *State) []ServerStatus {
 }
 
 // PrintStatus writes a table of the servers and the instance's totals, like
-// DataWarp's dwstat.
+// DataWarp's dwstat. PFS-READ and PFS-WRITE are the mean times one extent
+// took to copy up from the backing directory and to write back to it: when
+// first reads or a teardown are slow, they say whether the backing file
+// system is.
 func PrintStatus(w io.Writer, st *State, mountAlive bool, ss []ServerStatus) {
 	_, _ = fmt.Fprintf(w, "mount %s (%s)  backing %s  cache %s\n", st.Mount, upDown(mountAlive), st.Backing, st.CacheDir)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "SERVER\tADDRESS\tPID\tSTATE\tCAPACITY\tCACHED\tDIRTY\tHITS\tMISSES\tHIT%\tWB-LAG\tWB-ERRORS")
+	_, _ = fmt.Fprintln(tw, "SERVER\tADDRESS\tPID\tSTATE\tCAPACITY\tCACHED\tDIRTY\tHITS\tMISSES\tHIT%\tWB-LAG\tWB-ERRORS\tPFS-READ\tPFS-WRITE")
 	var total control.Stats
 	for _, s := range ss {
 		if s.Err != nil {
-			_, _ = fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t-\t-\t-\t-\t-\t-\t-\t%v\n", s.Index, s.Data, s.PID, upDown(s.Alive), s.Err)
+			_, _ = fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t-\t-\t-\t-\t-\t-\t-\t%v\t-\t-\n", s.Index, s.Data, s.PID, upDown(s.Alive), s.Err)
 			continue
 		}
 		printRow(tw, fmt.Sprint(s.Index), s.Data, fmt.Sprint(s.PID), upDown(s.Alive), s.Stats)
@@ -54,9 +57,20 @@ func PrintStatus(w io.Writer, st *State, mountAlive bool, ss []ServerStatus) {
 }
 
 func printRow(w io.Writer, idx, addr, pid, state string, s control.Stats) {
-	_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%.1f\t%s\t%d\n", idx, addr, pid, state,
+	_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%.1f\t%s\t%d\t%s\t%s\n", idx, addr, pid, state,
 		control.FormatBytes(s.CapacityBytes), control.FormatBytes(s.CachedBytes), control.FormatBytes(s.DirtyBytes), s.Hits, s.Misses,
-		100*s.HitRatio(), time.Duration(s.WriteBackLagSeconds*float64(time.Second)).Round(time.Millisecond), s.WriteBackErrors)
+		100*s.HitRatio(), seconds(s.WriteBackLagSeconds).Round(time.Millisecond), s.WriteBackErrors,
+		meanTime(s.CopyUpSeconds, s.CopyUps), meanTime(s.WriteBackSeconds, s.WriteBacks))
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// meanTime is sum over n, or "-" when nothing was timed.
+func meanTime(sum float64, n uint64) string {
+	if n == 0 {
+		return "-"
+	}
+	return seconds(sum / float64(n)).Round(10 * time.Microsecond).String()
 }
 
 func addStats(a, b control.Stats) control.Stats {
@@ -67,6 +81,10 @@ func addStats(a, b control.Stats) control.Stats {
 	a.Misses += b.Misses
 	a.WriteBackLagSeconds = max(a.WriteBackLagSeconds, b.WriteBackLagSeconds)
 	a.WriteBackErrors += b.WriteBackErrors
+	a.CopyUps += b.CopyUps
+	a.CopyUpSeconds += b.CopyUpSeconds
+	a.WriteBacks += b.WriteBacks
+	a.WriteBackSeconds += b.WriteBackSeconds
 	return a
 }
 

@@ -42,6 +42,8 @@ func (c *engineCache) Stats() control.Stats {
 		CapacityBytes: s.Capacity, CachedBytes: s.CachedBytes, DirtyBytes: s.DirtyBytes,
 		Hits: uint64(s.Hits), Misses: uint64(s.Misses),
 		CopyUpBytes: s.CopyUpBytes, WriteBackBytes: s.WriteBackBytes,
+		CopyUps: uint64(s.CopyUps), CopyUpSeconds: s.CopyUpTime.Seconds(),
+		WriteBacks: uint64(s.WriteBacks), WriteBackSeconds: s.WriteBackTime.Seconds(),
 		WriteBackLagSeconds: s.WriteBackLag.Seconds(), Files: s.Files,
 		WriteBackErrors: uint64(s.WriteBackErrors), LastWriteBackError: s.LastWriteBackError, DoomedFiles: s.DoomedFiles,
 		BytesRead: s.BytesRead, BytesWritten: s.BytesWritten, Evictions: s.Evictions,

@@ -45,19 +45,41 @@ var metrics = []metric{
 	{name: "burstcache_preload_total_bytes", kind: "gauge", help: "Bytes the running preloads copy up in all; 0 when none runs.", value: func(s control.Stats) float64 { return float64(s.PreloadBytesTotal) }},
 }
 
-// flushMetric is the summary of whole-cache flushes, written apart from
-// the table because it has two samples.
-const flushMetric = "burstcache_flush_duration_seconds"
+// summary is a Prometheus summary without quantiles: the _sum and _count
+// samples, whose rates divide into a mean.
+type summary struct {
+	name, help string
+	sum        func(control.Stats) float64
+	count      func(control.Stats) uint64
+}
+
+var summaries = []summary{
+	{
+		name: "burstcache_flush_duration_seconds", help: "Time taken by whole-cache flushes.",
+		sum: func(s control.Stats) float64 { return s.FlushSeconds }, count: func(s control.Stats) uint64 { return s.Flushes },
+	},
+	{
+		name: "burstcache_copy_up_duration_seconds", help: "Time taken by copy-ups of extents from the backing store.",
+		sum: func(s control.Stats) float64 { return s.CopyUpSeconds }, count: func(s control.Stats) uint64 { return s.CopyUps },
+	},
+	{
+		name: "burstcache_write_back_duration_seconds", help: "Time taken by writes of extents to the backing store.",
+		sum: func(s control.Stats) float64 { return s.WriteBackSeconds }, count: func(s control.Stats) uint64 { return s.WriteBacks },
+	},
+}
 
 // MetricNames returns the name of every sample a server exports, with the
-// _sum and _count samples of its summary, so that dashboards and alerts can
-// be checked against what servers really serve.
+// _sum and _count samples of its summaries, so that dashboards and alerts
+// can be checked against what servers really serve.
 func MetricNames() []string {
-	names := make([]string, 0, len(metrics)+2)
+	names := make([]string, 0, len(metrics)+2*len(summaries))
 	for _, m := range metrics {
 		names = append(names, m.name)
 	}
-	return append(names, flushMetric+"_sum", flushMetric+"_count")
+	for _, m := range summaries {
+		names = append(names, m.name+"_sum", m.name+"_count")
+	}
+	return names
 }
 
 // serveMetrics writes the statistics in the Prometheus text format.
@@ -72,7 +94,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeMetrics writes every sample labelled with the instance, its
-// namespace and the server's index, and the flush duration as a summary.
+// namespace and the server's index, then the summaries.
 func writeMetrics(w io.Writer, st control.Stats) {
 	labels := metricLabels(st.Server)
 	for _, m := range metrics {
@@ -81,9 +103,10 @@ func writeMetrics(w io.Writer, st control.Stats) {
 		}
 		_, _ = fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s%s %g\n", m.name, m.help, m.name, m.kind, m.name, labels, m.value(st))
 	}
-	const flush = flushMetric
-	_, _ = fmt.Fprintf(w, "# HELP %s Time taken by whole-cache flushes.\n# TYPE %s summary\n%s_sum%s %g\n%s_count%s %d\n",
-		flush, flush, flush, labels, st.FlushSeconds, flush, labels, st.Flushes)
+	for _, m := range summaries {
+		_, _ = fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s summary\n%s_sum%s %g\n%s_count%s %d\n",
+			m.name, m.help, m.name, m.name, labels, m.sum(st), m.name, labels, m.count(st))
+	}
 }
 
 // metricLabels returns the label set of a server's samples. The operator

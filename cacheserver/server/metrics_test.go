@@ -22,6 +22,10 @@ func TestMetricsText(t *testing.T) {
 				`burstcache_write_window_bytes{namespace="team",instance="run-1",server="2"} 0`,
 				`burstcache_flush_duration_seconds_sum{namespace="team",instance="run-1",server="2"} 0`,
 				`burstcache_flush_duration_seconds_count{namespace="team",instance="run-1",server="2"} 0`,
+				`burstcache_copy_up_duration_seconds_sum{namespace="team",instance="run-1",server="2"} 0`,
+				`burstcache_copy_up_duration_seconds_count{namespace="team",instance="run-1",server="2"} 0`,
+				`burstcache_write_back_duration_seconds_sum{namespace="team",instance="run-1",server="2"} 0`,
+				`burstcache_write_back_duration_seconds_count{namespace="team",instance="run-1",server="2"} 0`,
 			},
 		},
 		"a local instance named after its backing path": {
@@ -33,10 +37,15 @@ func TestMetricsText(t *testing.T) {
 				`burstcache_write_window_limit_bytes{namespace="",instance="local:/a/b",server="0"} 0`,
 				`burstcache_flush_duration_seconds_sum{namespace="",instance="local:/a/b",server="0"} 0`,
 				`burstcache_flush_duration_seconds_count{namespace="",instance="local:/a/b",server="0"} 0`,
+				`burstcache_copy_up_duration_seconds_sum{namespace="",instance="local:/a/b",server="0"} 0`,
+				`burstcache_copy_up_duration_seconds_count{namespace="",instance="local:/a/b",server="0"} 0`,
+				`burstcache_write_back_duration_seconds_sum{namespace="",instance="local:/a/b",server="0"} 0`,
+				`burstcache_write_back_duration_seconds_count{namespace="",instance="local:/a/b",server="0"} 0`,
 			},
 		},
 		"a hand-started server with a quoted name and a window": {
-			stats: control.Stats{Server: control.ServerInfo{Instance: `a"b`}, WindowBytesWritten: 10, WindowLimitBytes: 100, Flushes: 3, FlushSeconds: 1.5},
+			stats: control.Stats{Server: control.ServerInfo{Instance: `a"b`}, WindowBytesWritten: 10, WindowLimitBytes: 100, Flushes: 3, FlushSeconds: 1.5,
+				CopyUps: 4, CopyUpSeconds: 0.25, WriteBacks: 2, WriteBackSeconds: 0.5},
 			want: []string{
 				`burstcache_dirty_bytes{namespace="",instance="a\"b",server="0"} 0`,
 				`burstcache_hits_total{namespace="",instance="a\"b",server="0"} 0`,
@@ -44,10 +53,15 @@ func TestMetricsText(t *testing.T) {
 				`burstcache_write_window_limit_bytes{namespace="",instance="a\"b",server="0"} 100`,
 				`burstcache_flush_duration_seconds_sum{namespace="",instance="a\"b",server="0"} 1.5`,
 				`burstcache_flush_duration_seconds_count{namespace="",instance="a\"b",server="0"} 3`,
+				`burstcache_copy_up_duration_seconds_sum{namespace="",instance="a\"b",server="0"} 0.25`,
+				`burstcache_copy_up_duration_seconds_count{namespace="",instance="a\"b",server="0"} 4`,
+				`burstcache_write_back_duration_seconds_sum{namespace="",instance="a\"b",server="0"} 0.5`,
+				`burstcache_write_back_duration_seconds_count{namespace="",instance="a\"b",server="0"} 2`,
 			},
 		},
 	}
-	keep := []string{"burstcache_dirty_bytes{", "burstcache_hits_total{", "burstcache_write_window", "burstcache_flush_duration_seconds_"}
+	keep := []string{"burstcache_dirty_bytes{", "burstcache_hits_total{", "burstcache_write_window", "burstcache_flush_duration_seconds_",
+		"burstcache_copy_up_duration_seconds_", "burstcache_write_back_duration_seconds_"}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			var b strings.Builder

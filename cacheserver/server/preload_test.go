@@ -98,6 +98,10 @@ func TestPreloadProgressInStats(t *testing.T) {
 	if st.CopyUpBytes < total {
 		t.Errorf("copied up %d bytes, want at least the tree's %d", st.CopyUpBytes, total)
 	}
+	// The tree's 7 extents each waited for the store's latency.
+	if st.CopyUps < 7 || st.CopyUpSeconds < 7*0.05 {
+		t.Errorf("stats say %d copy-ups took %gs; want at least 7 taking 50ms each", st.CopyUps, st.CopyUpSeconds)
+	}
 }
 
 // TestPreloadCutShortLeavesNoProgress checks that a preload whose caller

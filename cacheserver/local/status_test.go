@@ -1,0 +1,49 @@
+package local
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/burstcache/burstcache/cacheserver/control"
+)
+
+// TestStatusShowsTheBackingStoresLatency checks the PFS-READ and PFS-WRITE
+// columns: each server's mean time per extent, the instance's mean over
+// all of them in the total row, and "-" where nothing was timed.
+func TestStatusShowsTheBackingStoresLatency(t *testing.T) {
+	st := &State{Mount: "/mnt/x", Backing: "/pfs", CacheDir: "/cache"}
+	ss := []ServerStatus{
+		{ServerState: ServerState{Index: 0, Data: "s0", PID: 10}, Alive: true,
+			Stats: control.Stats{CopyUps: 4, CopyUpSeconds: 0.02, WriteBacks: 2, WriteBackSeconds: 0.1}},
+		{ServerState: ServerState{Index: 1, Data: "s1", PID: 11}, Alive: true,
+			Stats: control.Stats{CopyUps: 1, CopyUpSeconds: 0.03}},
+		{ServerState: ServerState{Index: 2, Data: "s2", PID: 12}, Err: errors.New("unreachable")},
+	}
+	var b strings.Builder
+	PrintStatus(&b, st, true, ss)
+	want := map[string][2]string{
+		"0":     {"5ms", "50ms"},
+		"1":     {"30ms", "-"},
+		"2":     {"-", "-"},
+		"total": {"10ms", "50ms"},
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if head := strings.Fields(lines[1]); head[len(head)-2] != "PFS-READ" || head[len(head)-1] != "PFS-WRITE" {
+		t.Fatalf("header %q does not end with PFS-READ, PFS-WRITE", lines[1])
+	}
+	for _, line := range lines[2:] {
+		f := strings.Fields(line)
+		w, ok := want[f[0]]
+		if !ok {
+			t.Fatalf("unexpected row %q", line)
+		}
+		if got := [2]string{f[len(f)-2], f[len(f)-1]}; got != w {
+			t.Errorf("row %s: PFS-READ, PFS-WRITE = %v, want %v", f[0], got, w)
+		}
+		delete(want, f[0])
+	}
+	if len(want) > 0 {
+		t.Errorf("rows missing: %v\n%s", want, b.String())
+	}
+}
