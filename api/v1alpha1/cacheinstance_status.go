@@ -147,6 +147,18 @@ type Usage struct {
 	// +optional
 	WriteBackBytes int64 `json:"writeBackBytes,omitempty"`
 
+	// copyUpLatency is the mean time one extent took to copy up from the
+	// backing file system, such as "4.2ms"; writeBackLatency is the same
+	// for writing one back. When first reads or a teardown are slow, they
+	// say whether the backing file system is.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	CopyUpLatency string `json:"copyUpLatency,omitempty"`
+
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	WriteBackLatency string `json:"writeBackLatency,omitempty"`
+
 	// windowBytesWritten is how many bytes were written in the current write
 	// window; the instance turns read-only when it reaches the window's
 	// allowance (spec.limits.writeWindow).

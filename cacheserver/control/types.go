@@ -3,6 +3,7 @@ package control
 import (
 	"fmt"
 	"syscall"
+	"time"
 )
 
 // ServerInfo describes a cache server.
@@ -105,6 +106,29 @@ func (s Stats) HitRatio() float64 {
 		return 0
 	}
 	return float64(s.Hits) / float64(s.Hits+s.Misses)
+}
+
+// CopyUpLatency is the mean time one extent took to copy up from the
+// backing store; ok is false when none was timed.
+func (s Stats) CopyUpLatency() (d time.Duration, ok bool) { return mean(s.CopyUpSeconds, s.CopyUps) }
+
+// WriteBackLatency is the mean time one extent took to write back to the
+// backing store; ok is false when none was timed.
+func (s Stats) WriteBackLatency() (d time.Duration, ok bool) {
+	return mean(s.WriteBackSeconds, s.WriteBacks)
+}
+
+func mean(seconds float64, n uint64) (time.Duration, bool) {
+	if n == 0 {
+		return 0, false
+	}
+	return time.Duration(seconds / float64(n) * float64(time.Second)), true
+}
+
+// FormatLatency formats a latency for people, in milliseconds with two
+// decimals, such as "4.21ms".
+func FormatLatency(d time.Duration) string {
+	return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
 }
 
 // FlushResult is the answer to Flush and Drain.

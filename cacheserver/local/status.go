@@ -60,17 +60,17 @@ func printRow(w io.Writer, idx, addr, pid, state string, s control.Stats) {
 	_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%.1f\t%s\t%d\t%s\t%s\n", idx, addr, pid, state,
 		control.FormatBytes(s.CapacityBytes), control.FormatBytes(s.CachedBytes), control.FormatBytes(s.DirtyBytes), s.Hits, s.Misses,
 		100*s.HitRatio(), seconds(s.WriteBackLagSeconds).Round(time.Millisecond), s.WriteBackErrors,
-		meanTime(s.CopyUpSeconds, s.CopyUps), meanTime(s.WriteBackSeconds, s.WriteBacks))
+		latency(s.CopyUpLatency()), latency(s.WriteBackLatency()))
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// meanTime is sum over n, or "-" when nothing was timed.
-func meanTime(sum float64, n uint64) string {
-	if n == 0 {
+// latency formats d, or "-" when nothing was timed.
+func latency(d time.Duration, ok bool) string {
+	if !ok {
 		return "-"
 	}
-	return seconds(sum / float64(n)).Round(10 * time.Microsecond).String()
+	return control.FormatLatency(d)
 }
 
 func addStats(a, b control.Stats) control.Stats {

@@ -23,10 +23,10 @@ func TestStatusShowsTheBackingStoresLatency(t *testing.T) {
 	var b strings.Builder
 	PrintStatus(&b, st, true, ss)
 	want := map[string][2]string{
-		"0":     {"5ms", "50ms"},
-		"1":     {"30ms", "-"},
+		"0":     {"5.00ms", "50.00ms"},
+		"1":     {"30.00ms", "-"},
 		"2":     {"-", "-"},
-		"total": {"10ms", "50ms"},
+		"total": {"10.00ms", "50.00ms"},
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	if head := strings.Fields(lines[1]); head[len(head)-2] != "PFS-READ" || head[len(head)-1] != "PFS-WRITE" {

@@ -96,6 +96,7 @@ func sumUsage(stats map[int]control.Stats) *cachev1alpha1.Usage {
 	var capacity, cached, dirty int64
 	u := &cachev1alpha1.Usage{}
 	var lag float64
+	var timed control.Stats // the backing store's times, summed
 	for _, st := range stats {
 		capacity += st.CapacityBytes
 		cached += st.CachedBytes
@@ -106,6 +107,14 @@ func sumUsage(stats map[int]control.Stats) *cachev1alpha1.Usage {
 		u.WriteBackBytes += st.WriteBackBytes
 		u.WindowBytesWritten += st.WindowBytesWritten
 		lag = max(lag, st.WriteBackLagSeconds)
+		timed.CopyUps, timed.CopyUpSeconds = timed.CopyUps+st.CopyUps, timed.CopyUpSeconds+st.CopyUpSeconds
+		timed.WriteBacks, timed.WriteBackSeconds = timed.WriteBacks+st.WriteBacks, timed.WriteBackSeconds+st.WriteBackSeconds
+	}
+	if d, ok := timed.CopyUpLatency(); ok {
+		u.CopyUpLatency = control.FormatLatency(d)
+	}
+	if d, ok := timed.WriteBackLatency(); ok {
+		u.WriteBackLatency = control.FormatLatency(d)
 	}
 	u.Capacity = resource.NewQuantity(capacity, resource.BinarySI)
 	u.Cached = resource.NewQuantity(cached, resource.BinarySI)

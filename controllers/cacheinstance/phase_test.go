@@ -127,14 +127,20 @@ func TestSetConditions(t *testing.T) {
 
 func TestSumUsage(t *testing.T) {
 	got := sumUsage(map[int]control.Stats{
-		0: {CapacityBytes: 100, CachedBytes: 40, DirtyBytes: 10, Hits: 3, Misses: 1, CopyUpBytes: 7, WriteBackBytes: 5, WriteBackLagSeconds: 2.5},
-		1: {CapacityBytes: 100, CachedBytes: 20, DirtyBytes: 0, Hits: 6, Misses: 0, CopyUpBytes: 1, WriteBackBytes: 9, WriteBackLagSeconds: 9.9},
+		0: {CapacityBytes: 100, CachedBytes: 40, DirtyBytes: 10, Hits: 3, Misses: 1, CopyUpBytes: 7, WriteBackBytes: 5, WriteBackLagSeconds: 2.5,
+			CopyUps: 3, CopyUpSeconds: 0.012},
+		1: {CapacityBytes: 100, CachedBytes: 20, DirtyBytes: 0, Hits: 6, Misses: 0, CopyUpBytes: 1, WriteBackBytes: 9, WriteBackLagSeconds: 9.9,
+			CopyUps: 1, CopyUpSeconds: 0.008},
 	})
 	want := map[string]int64{"capacity": 200, "cached": 60, "dirty": 10, "hits": 9, "misses": 1, "copyUp": 8, "writeBack": 14, "lag": 9}
 	gotm := map[string]int64{"capacity": got.Capacity.Value(), "cached": got.Cached.Value(), "dirty": got.Dirty.Value(),
 		"hits": got.Hits, "misses": got.Misses, "copyUp": got.CopyUpBytes, "writeBack": got.WriteBackBytes, "lag": got.WriteBackLagSeconds}
 	if diff := cmp.Diff(want, gotm); diff != "" {
 		t.Errorf("sumUsage (-want +got):\n%s", diff)
+	}
+	// 4 copy-ups took 20 ms in all; nothing was written back.
+	if got.CopyUpLatency != "5.00ms" || got.WriteBackLatency != "" {
+		t.Errorf("latencies %q and %q, want 5.00ms and none", got.CopyUpLatency, got.WriteBackLatency)
 	}
 	if got.HitRatio != "90.0%" {
 		t.Errorf("hit ratio %q, want 90.0%%", got.HitRatio)

@@ -144,18 +144,19 @@ func (e *env) usageCmd() *cobra.Command {
 
 func usageTable(items []cachev1alpha1.CacheInstance) table {
 	rows := []usageRow{}
-	t := table{header: []string{"NAMESPACE", "INSTANCE", "CAPACITY", "CACHED", "DIRTY", "HITS", "MISSES", "HIT RATIO", "COPY-UP", "WRITE-BACK", "WINDOW", "LAG"}}
+	t := table{header: []string{"NAMESPACE", "INSTANCE", "CAPACITY", "CACHED", "DIRTY", "HITS", "MISSES", "HIT RATIO", "COPY-UP", "WRITE-BACK", "WINDOW", "LAG", "PFS-READ", "PFS-WRITE"}}
 	for _, in := range items {
 		u := in.Status.Usage
 		rows = append(rows, usageRow{Namespace: in.Namespace, Instance: in.Name, Usage: u})
 		if u == nil {
-			t.rows = append(t.rows, []string{in.Namespace, in.Name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"})
+			t.rows = append(t.rows, []string{in.Namespace, in.Name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"})
 			continue
 		}
 		t.rows = append(t.rows, []string{
 			in.Namespace, in.Name, quantity(u.Capacity), quantity(u.Cached), quantity(u.Dirty),
 			strconv.FormatInt(u.Hits, 10), strconv.FormatInt(u.Misses, 10), orDash(u.HitRatio),
 			bytes(u.CopyUpBytes), bytes(u.WriteBackBytes), bytes(u.WindowBytesWritten), fmt.Sprintf("%ds", u.WriteBackLagSeconds),
+			orDash(u.CopyUpLatency), orDash(u.WriteBackLatency),
 		})
 	}
 	t.value = rows
