@@ -24,7 +24,9 @@ import (
 var _ = Describe("Teardown", func() {
 	// ready creates an instance with one real server, writes data through a
 	// real mount, and waits until the server reports it dirty.
-	ready := func(w *world, edit func(*cachev1alpha1.CacheInstance)) (*cachev1alpha1.CacheInstance, []byte) {
+	// started creates an instance with one server and waits until it is
+	// Ready, returning the server's address.
+	started := func(w *world, edit func(*cachev1alpha1.CacheInstance)) (*cachev1alpha1.CacheInstance, []string) {
 		GinkgoHelper()
 		inst := w.instance("64Mi")
 		if edit != nil {
@@ -33,6 +35,11 @@ var _ = Describe("Teardown", func() {
 		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
 		addrs := kl.RunServers(ctx, inst, 1)
 		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
+		return inst, addrs
+	}
+	ready := func(w *world, edit func(*cachev1alpha1.CacheInstance)) (*cachev1alpha1.CacheInstance, []byte) {
+		GinkgoHelper()
+		inst, addrs := started(w, edit)
 		data := bytes.Repeat([]byte("0123456789abcdef"), 128<<10) // 2Mi
 		writeThroughMount(inst, addrs, "results/out.dat", data)
 		Eventually(func(g Gomega) int64 {
@@ -80,10 +87,7 @@ var _ = Describe("Teardown", func() {
 
 	It("removes, after the write-back, the hidden names that files unlinked while open keep when their mount dies", func() {
 		w := newWorld()
-		inst := w.instance("64Mi")
-		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
-		addrs := kl.RunServers(ctx, inst, 1)
-		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
+		inst, addrs := started(w, nil)
 		data := bytes.Repeat([]byte("scratch!"), 64<<10)
 		hideThroughMount(inst, addrs, "results/scratch.tmp", data)
 		hidden := func() []string {
