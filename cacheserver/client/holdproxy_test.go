@@ -61,12 +61,12 @@ func (h heldRequest) release(t *testing.T) {
 
 const (
 	// handshakeAnswer is the client's part of the handshake (see package
-	// wire): magic and MAC.
-	handshakeAnswer = 4 + 32
+	// wire): magic, nonce and MAC.
+	handshakeAnswer = 4 + 32 + 32
 	// handshakeHello and handshakeVerdict are the server's parts: magic
-	// and nonce, then an errno.
+	// and nonce, then an errno and a MAC.
 	handshakeHello   = 4 + 32
-	handshakeVerdict = 4
+	handshakeVerdict = 4 + 32
 	frameHeader      = 20
 )
 

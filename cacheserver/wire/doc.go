@@ -13,17 +13,24 @@
 //
 // A client that connects receives a server hello:
 //
-//	"BCW1" (4 bytes) | nonce (32 random bytes)
+//	"BCW2" (4 bytes) | server nonce (32 random bytes)
 //
 // and answers with:
 //
-//	"BCW1" (4 bytes) | HMAC-SHA256(secret, nonce) (32 bytes)
+//	"BCW2" (4 bytes) | client nonce (32 random bytes) |
+//	HMAC-SHA256(secret, "burstcache client" | server nonce | client nonce)
 //
-// The server replies with a four-byte little-endian errno: 0 admits the
-// client, EACCES refuses it and closes the connection. A server configured
-// without a secret admits every client; the client then sends the MAC computed
-// with an empty key. The secret never crosses the wire, and the nonce makes
-// every proof single-use.
+// The server replies with a four-byte little-endian errno: EACCES refuses
+// the client and closes the connection; 0 admits it and is followed by the
+// server's own proof, HMAC-SHA256(secret, "burstcache server" | server nonce
+// | client nonce). A client that finds the server's proof wrong closes the
+// connection and treats the server as unreachable (ErrImpostor): whatever
+// listens at the address is not a server of the instance, and a write it
+// took would be lost to the instance, a read it answered forged. A server
+// configured without a secret admits every client; both sides then compute
+// the MACs with an empty key. The secret never crosses the wire, the nonces
+// make every proof single-use, and the labels keep either side's proof from
+// being sent back as the other's.
 //
 // The handshake matters because every request carries the identity of the
 // calling process (uid, gid, groups) and a server started with

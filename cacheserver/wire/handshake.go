@@ -11,57 +11,80 @@ import (
 	"syscall"
 )
 
-var magic = []byte("BCW1")
+var magic = []byte("BCW2")
+
+const nonceSize = 32
 
 // ErrUnauthenticated is returned when a server refuses a client's proof of the
 // shared secret. It wraps syscall.EACCES.
 var ErrUnauthenticated = fmt.Errorf("server refused the shared secret: %w", syscall.EACCES)
 
-func proof(secret, nonce []byte) []byte {
+// ErrImpostor is returned when the peer at a server's address does not
+// prove that it holds the shared secret: it is not a server of the
+// instance, and nothing may be written to it. It wraps ErrUnreachable and
+// syscall.EHOSTUNREACH, as the server the client wanted is not there.
+var ErrImpostor = fmt.Errorf("%w: the peer did not prove the shared secret: %w", ErrUnreachable, syscall.EHOSTUNREACH)
+
+// Each side proves the secret over both nonces under its own label, so that
+// neither proof can be sent back as the other.
+const (
+	clientLabel = "burstcache client"
+	serverLabel = "burstcache server"
+)
+
+func proof(secret []byte, label string, serverNonce, clientNonce []byte) []byte {
 	m := hmac.New(sha256.New, secret)
-	m.Write(nonce)
+	m.Write([]byte(label))
+	m.Write(serverNonce)
+	m.Write(clientNonce)
 	return m.Sum(nil)
 }
 
-// serverHandshake challenges a new client and admits it only if it proves
-// that it holds secret.
+// serverHandshake challenges a new client, admits it only if it proves
+// that it holds secret, and then proves the same to it.
 func serverHandshake(rw io.ReadWriter, secret []byte) error {
-	hello := make([]byte, 4+32)
+	hello := make([]byte, len(magic)+nonceSize)
 	copy(hello, magic)
-	if _, err := rand.Read(hello[4:]); err != nil {
+	if _, err := rand.Read(hello[len(magic):]); err != nil {
 		return err
 	}
 	if _, err := rw.Write(hello); err != nil {
 		return err
 	}
-	answer := make([]byte, 4+32)
+	sn := hello[len(magic):]
+	answer := make([]byte, len(magic)+nonceSize+sha256.Size)
 	if _, err := io.ReadFull(rw, answer); err != nil {
 		return err
 	}
-	status := uint32(0)
-	ok := bytes.Equal(answer[:4], magic) && hmac.Equal(answer[4:], proof(secret, hello[4:]))
+	cn := answer[len(magic) : len(magic)+nonceSize]
+	ok := bytes.Equal(answer[:len(magic)], magic) &&
+		hmac.Equal(answer[len(magic)+nonceSize:], proof(secret, clientLabel, sn, cn))
 	if !ok {
-		status = uint32(syscall.EACCES)
-	}
-	if _, err := rw.Write(binary.LittleEndian.AppendUint32(nil, status)); err != nil {
-		return err
-	}
-	if !ok {
+		_, _ = rw.Write(binary.LittleEndian.AppendUint32(nil, uint32(syscall.EACCES)))
 		return ErrUnauthenticated
 	}
-	return nil
+	reply := binary.LittleEndian.AppendUint32(nil, 0)
+	reply = append(reply, proof(secret, serverLabel, sn, cn)...)
+	_, err := rw.Write(reply)
+	return err
 }
 
-// clientHandshake answers a server's challenge with a proof of secret.
+// clientHandshake answers a server's challenge with a proof of secret and
+// checks the server's proof of it in turn.
 func clientHandshake(rw io.ReadWriter, secret []byte) error {
-	hello := make([]byte, 4+32)
+	hello := make([]byte, len(magic)+nonceSize)
 	if _, err := io.ReadFull(rw, hello); err != nil {
 		return fmt.Errorf("reading server hello: %w", err)
 	}
-	if !bytes.Equal(hello[:4], magic) {
-		return fmt.Errorf("%w: not a burstcache server", ErrProtocol)
+	if !bytes.Equal(hello[:len(magic)], magic) {
+		return fmt.Errorf("%w: not a burstcache server, or one of another version", ErrProtocol)
 	}
-	answer := append(append([]byte{}, magic...), proof(secret, hello[4:])...)
+	sn := hello[len(magic):]
+	cn := make([]byte, nonceSize)
+	if _, err := rand.Read(cn); err != nil {
+		return err
+	}
+	answer := append(append(append([]byte{}, magic...), cn...), proof(secret, clientLabel, sn, cn)...)
 	if _, err := rw.Write(answer); err != nil {
 		return err
 	}
@@ -71,6 +94,13 @@ func clientHandshake(rw io.ReadWriter, secret []byte) error {
 	}
 	if binary.LittleEndian.Uint32(status) != 0 {
 		return ErrUnauthenticated
+	}
+	mac := make([]byte, sha256.Size)
+	if _, err := io.ReadFull(rw, mac); err != nil {
+		return fmt.Errorf("reading the server's proof: %w", err)
+	}
+	if !hmac.Equal(mac, proof(secret, serverLabel, sn, cn)) {
+		return ErrImpostor
 	}
 	return nil
 }
