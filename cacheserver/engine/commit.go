@@ -132,7 +132,7 @@ func (e *Engine) batchLocked() (index.Batch, []index.Key, []string) {
 	for p := range e.idxFile {
 		files = append(files, p)
 		if f := e.files[p]; f != nil && f.record {
-			b.Files[p] = &index.File{Size: f.size, Cred: f.cred, Doomed: f.doomed > 0}
+			b.Files[p] = &index.File{Size: f.size, Cred: f.cred, Dooms: uint32(f.doomed)}
 		} else {
 			b.Files[p] = nil
 		}

@@ -66,12 +66,14 @@ func (e *Engine) Undoom(ctx context.Context, p string) error {
 	e.mu.Lock()
 	if f := e.files[p]; f != nil && f.doomed > 0 {
 		f.doomed--
+		e.markFileLocked(f)
 		e.endDoomLocked(f)
 	}
 	e.mu.Unlock()
-	// Durable step: the end of the doom. A crash before it finds the file
-	// doomed again, with nobody left to end the doom: its write-back (and
-	// flushes and renames of it) would wait for DoomTimeout.
+	// Durable step: the end of the doom, or one unlink fewer holding it. A
+	// crash before it finds the unlink's doom again, with nobody left to end
+	// it: the file's write-back (and flushes and renames of it) would wait
+	// for DoomTimeout.
 	return e.waitCommit(ctx)
 }
 

@@ -257,6 +257,43 @@ func TestDoomsSurviveACrash(t *testing.T) {
 	}
 }
 
+// TestDoomCountsSurviveACrash: two unlinks of one file are under way (two
+// mounts, say) when the cache crashes. After the restart, the one that
+// failed ends its doom; the other still holds the file doomed, so nothing
+// is written back before its removal. Had the restart counted one doom,
+// write-back would run at once, and the removed file would come back.
+func TestDoomCountsSurviveACrash(t *testing.T) {
+	fsys := vfs.NewCrashable(vfs.OS{}, 23)
+	r := doomRig(t, func(c *Config) {
+		crashable(t, c, fsys)
+		c.DoomTimeout = time.Hour
+	})
+	ctx := context.Background()
+	if doomed, err := r.e.Doom(ctx, "f"); err != nil || !doomed {
+		t.Fatalf("second Doom = %v, %v; want the file doomed", doomed, err)
+	}
+	r.crash(fsys)
+	if err := r.e.Undoom(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.flushFor(200 * time.Millisecond); !errors.Is(err, ErrDirtyLeft) {
+		t.Fatalf("flush while the other unlink holds the doom: %v, want %v", err, ErrDirtyLeft)
+	}
+	if got := r.backingFile("f"); string(got) != "old" {
+		t.Fatalf("backing file while the other unlink holds the doom: %q, want it untouched", got)
+	}
+	r.removeBacking("f")
+	if err := r.e.Drop(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.flushFor(10 * time.Second); err != nil {
+		t.Fatalf("flush after the unlink: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(r.root, "f")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the unlinked file is back: %v", err)
+	}
+}
+
 // TestHeldDoomsOutlastTheTimeout: an unlink slower than DoomTimeout holds
 // its doom. Were the doom to time out, it would find the file still there
 // and write it back, and the removal, when it ends, would leave a file

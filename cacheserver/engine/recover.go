@@ -20,10 +20,11 @@ func (e *Engine) recover() error {
 			f := e.fileLocked(p)
 			f.size, f.cred, f.record = r.Size, r.Cred, true
 			e.nfile++
-			if r.Doomed {
-				// An unlink was under way: the client that began it may
-				// still end it, so the doom holds for DoomTimeout from now.
-				f.doomed, f.doomedAt = 1, e.cfg.Clock.Now()
+			if r.Dooms > 0 {
+				// Unlinks were under way: the clients that began them may
+				// still end them, each with Drop or Undoom, so the doom
+				// holds for DoomTimeout from now, with its count.
+				f.doomed, f.doomedAt = int(r.Dooms), e.cfg.Clock.Now()
 				e.dooms[f] = struct{}{}
 			}
 			return nil

@@ -43,19 +43,29 @@ func decodeExtent(b []byte) (Extent, error) {
 // Flags of a file record, in the byte after its size.
 const (
 	fileCred   = 1 << iota // a credential follows
-	fileDoomed             // File.Doomed
+	fileDoomed             // File.Dooms is 1, or its count follows
+	fileDooms              // File.Dooms follows, before any credential
 )
 
 func encodeFile(f *File) []byte {
 	b := binary.BigEndian.AppendUint64(nil, uint64(f.Size))
 	var flags byte
-	if f.Doomed {
+	if f.Dooms > 0 {
 		flags |= fileDoomed
 	}
-	if f.Cred == nil {
-		return append(b, flags)
+	if f.Dooms > 1 {
+		flags |= fileDooms
 	}
-	b = append(b, flags|fileCred)
+	if f.Cred != nil {
+		flags |= fileCred
+	}
+	b = append(b, flags)
+	if f.Dooms > 1 {
+		b = binary.BigEndian.AppendUint32(b, f.Dooms)
+	}
+	if f.Cred == nil {
+		return b
+	}
 	b = binary.BigEndian.AppendUint32(b, f.Cred.UID)
 	b = binary.BigEndian.AppendUint32(b, f.Cred.GID)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(f.Cred.Groups)))
@@ -69,11 +79,25 @@ func decodeFile(b []byte) (File, error) {
 	if len(b) < 9 {
 		return File{}, ErrCorrupt
 	}
-	f := File{Size: int64(binary.BigEndian.Uint64(b)), Doomed: b[8]&fileDoomed != 0}
-	if b[8]&fileCred == 0 {
+	f := File{Size: int64(binary.BigEndian.Uint64(b))}
+	flags := b[8]
+	b = b[9:]
+	if flags&fileDoomed != 0 {
+		f.Dooms = 1
+	}
+	if flags&fileDooms != 0 {
+		if len(b) < 4 || flags&fileDoomed == 0 {
+			return File{}, ErrCorrupt
+		}
+		f.Dooms = binary.BigEndian.Uint32(b)
+		b = b[4:]
+	}
+	if flags&fileCred == 0 {
+		if len(b) != 0 {
+			return File{}, ErrCorrupt
+		}
 		return f, nil
 	}
-	b = b[9:]
 	if len(b) < 12 {
 		return File{}, ErrCorrupt
 	}

@@ -41,9 +41,9 @@ type Extent struct {
 type File struct {
 	Size int64
 	Cred *ident.Cred
-	// Doomed says an unlink of the file was under way: its dirty data is
-	// neither written back nor given up until the unlink ends.
-	Doomed bool
+	// Dooms counts the unlinks of the file that were under way: its dirty
+	// data is neither written back nor given up until they end.
+	Dooms uint32
 }
 
 // Meta is the geometry of the slab the index refers to.

@@ -1,6 +1,8 @@
 package index
 
 import (
+	"bytes"
+	"errors"
 	"path/filepath"
 	"testing"
 
@@ -24,8 +26,10 @@ func TestCommitLoadRoundTrip(t *testing.T) {
 	wantFiles := map[string]File{
 		"a/b":   {Size: 1<<40 + 7, Cred: &ident.Cred{UID: 1, GID: 2, Groups: []uint32{3, 4}}},
 		"a/b/c": {Size: 9},
-		"a/d":   {Size: 5, Doomed: true},
-		"a/e":   {Size: 6, Cred: &ident.Cred{UID: 7}, Doomed: true},
+		"a/d":   {Size: 5, Dooms: 1},
+		"a/e":   {Size: 6, Cred: &ident.Cred{UID: 7}, Dooms: 1},
+		"a/f":   {Size: 7, Dooms: 3},
+		"a/g":   {Size: 8, Cred: &ident.Cred{UID: 9, Groups: []uint32{10}}, Dooms: 1 << 20},
 	}
 	b := Batch{Extents: map[Key]*Extent{{"gone", 1}: nil}, Files: map[string]*File{"gone": nil}}
 	for k, v := range wantExt {
@@ -74,5 +78,38 @@ func TestCommitIsACrashStep(t *testing.T) {
 	c.Crash()
 	if err := db.Commit(Batch{Files: map[string]*File{"x": {Size: 1}}}); err == nil {
 		t.Fatal("commit on a crashed file system succeeded")
+	}
+}
+
+// TestFileRecordsOfOneDoomKeepTheirBytes checks that a file record with one
+// unlink under way is written as it was before counts were kept, so that
+// an index written by either version reads the same in both.
+func TestFileRecordsOfOneDoomKeepTheirBytes(t *testing.T) {
+	tests := []struct {
+		f    File
+		want []byte
+	}{
+		{File{Size: 5, Dooms: 1}, []byte{0, 0, 0, 0, 0, 0, 0, 5, fileDoomed}},
+		{File{Size: 6, Cred: &ident.Cred{UID: 7, GID: 8}, Dooms: 1},
+			[]byte{0, 0, 0, 0, 0, 0, 0, 6, fileDoomed | fileCred, 0, 0, 0, 7, 0, 0, 0, 8, 0, 0, 0, 0}},
+	}
+	for _, tt := range tests {
+		b := encodeFile(&tt.f)
+		if !bytes.Equal(b, tt.want) {
+			t.Errorf("encodeFile(%+v) = %v, want %v", tt.f, b, tt.want)
+		}
+		got, err := decodeFile(tt.want)
+		if err != nil || !cmp.Equal(got, tt.f) {
+			t.Errorf("decodeFile(%v) = %+v, %v, want %+v", tt.want, got, err, tt.f)
+		}
+	}
+	for _, b := range [][]byte{
+		{0, 0, 0, 0, 0, 0, 0, 5, fileDooms, 0, 0, 0, 2},        // a count without the flag it refines
+		{0, 0, 0, 0, 0, 0, 0, 5, fileDoomed | fileDooms, 0, 0}, // a cut count
+		{0, 0, 0, 0, 0, 0, 0, 5, 0, 1},                         // bytes after a record without a credential
+	} {
+		if _, err := decodeFile(b); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("decodeFile(%v) = %v, want ErrCorrupt", b, err)
+		}
 	}
 }
