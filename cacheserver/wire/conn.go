@@ -100,12 +100,13 @@ func dialConn(ctx context.Context, addr string, secret []byte, timeout time.Dura
 	}
 	setSocketBuffers(nc)
 	_ = nc.SetDeadline(time.Now().Add(timeout))
-	if err := clientHandshake(nc, secret); err != nil {
+	key, err := clientHandshake(nc, secret)
+	if err != nil {
 		_ = nc.Close()
 		return nil, fmt.Errorf("handshake with cache server %s: %w", addr, err)
 	}
 	_ = nc.SetDeadline(time.Time{})
-	c := &conn{nc: nc, w: newFrameWriter(nc), calls: map[uint64]*pending{}}
+	c := &conn{nc: nc, w: newFrameWriter(nc, newSealer(key)), calls: map[uint64]*pending{}}
 	go c.readLoop(bufio.NewReaderSize(nc, 256<<10))
 	return c, nil
 }

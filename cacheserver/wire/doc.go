@@ -38,8 +38,17 @@
 // it. Only a peer that holds the secret (the FUSE daemon, which learns the
 // identity from the kernel) may speak for a caller. Without a secret, a server
 // must listen only where every peer is trusted, such as loopback on a
-// single-user machine. The protocol neither encrypts nor signs frames after
-// the handshake: it is meant for a cluster network, like NFS with AUTH_SYS.
+// single-user machine.
+//
+// Both sides then derive the connection's session key, HMAC-SHA256(secret,
+// "burstcache session" | server nonce | client nonce), and the client tags
+// every request with it (see Frames). So the handshake vouches for every
+// request that follows on the connection, not only for the peer that made
+// it: a third party on the network path cannot make a server act as another
+// identity by rewriting or injecting requests, nor repeat or drop one
+// unnoticed. The protocol does not encrypt, and file contents and replies
+// are not tagged: such a party can still read what crosses the network and
+// change file data in flight, as on NFS without Kerberos privacy.
 //
 // # Frames
 //
@@ -57,7 +66,11 @@
 // The metadata of a request starts with the caller's identity (uid u32,
 // gid u32, group count u16, groups u32 each), followed by the arguments of
 // the operation, encoded with Encoder: fixed-width little-endian integers,
-// and strings and byte slices as a u32 length followed by the bytes. The data
+// and strings and byte slices as a u32 length followed by the bytes. It ends
+// with a 16-byte tag: the first 16 bytes of HMAC-SHA256(session key, n | header
+// | metadata before the tag), where n (u64) counts the requests sent before
+// it on the connection. A server that finds a tag wrong closes the
+// connection without serving the request (ErrForged). The data
 // section carries file contents: the bytes to write in a request, the bytes
 // read in a response. A client reads the data section of a response straight
 // into the buffer the caller supplied, without an intermediate copy.

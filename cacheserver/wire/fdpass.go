@@ -64,16 +64,18 @@ func FetchFile(ctx context.Context, addr string, secret []byte, cred ident.Cred,
 		deadline = dl
 	}
 	_ = nc.SetDeadline(deadline)
-	if err := clientHandshake(nc, secret); err != nil {
+	key, err := clientHandshake(nc, secret)
+	if err != nil {
 		return nil, nil, fmt.Errorf("handshake with cache server %s: %w", addr, err)
 	}
 	var e Encoder
 	e.Cred(cred)
 	meta := e.b
 	meta = append(meta, args...)
-	frame := make([]byte, headerSize+len(meta))
-	header{id: 1, code: uint32(op), meta: uint32(len(meta))}.put(frame)
-	copy(frame[headerSize:], meta)
+	frame := make([]byte, headerSize, headerSize+len(meta)+tagSize)
+	header{id: 1, code: uint32(op), meta: uint32(len(meta) + tagSize)}.put(frame)
+	frame = append(frame, meta...)
+	frame = append(frame, newSealer(key).tag(frame[:headerSize], meta)...)
 	if _, err := nc.Write(frame); err != nil {
 		return nil, nil, fmt.Errorf("asking cache server %s for a descriptor: %w", addr, ErrConnLost)
 	}

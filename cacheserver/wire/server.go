@@ -205,7 +205,8 @@ func (s *Server) log() *slog.Logger {
 func (s *Server) serveConn(c net.Conn) {
 	setSocketBuffers(c)
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if err := serverHandshake(c, s.Secret); err != nil {
+	key, err := serverHandshake(c, s.Secret)
+	if err != nil {
 		s.log().Warn("Refusing client", "remote", c.RemoteAddr(), "err", err)
 		return
 	}
@@ -224,8 +225,8 @@ func (s *Server) serveConn(c net.Conn) {
 	if inFlight <= 0 {
 		inFlight = 64
 	}
-	sc := newServerConn(s, c, inFlight)
-	err := sc.readLoop(ctx, bufio.NewReaderSize(c, 256<<10))
+	sc := newServerConn(s, c, inFlight, newSealer(key))
+	err = sc.readLoop(ctx, bufio.NewReaderSize(c, 256<<10))
 	sc.stop()
 	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		s.log().Warn("Closing connection", "remote", c.RemoteAddr(), "err", err)

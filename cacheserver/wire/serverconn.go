@@ -24,8 +24,10 @@ type serverConn struct {
 	workers int
 	// local is true on a Unix domain socket.
 	local bool
-	quit  chan struct{}
-	wg    sync.WaitGroup
+	// seal checks the tags of the requests, in the read loop.
+	seal *sealer
+	quit chan struct{}
+	wg   sync.WaitGroup
 }
 
 // request is a request read off the connection, not yet served.
@@ -34,11 +36,11 @@ type request struct {
 	meta, data []byte
 }
 
-func newServerConn(s *Server, nc net.Conn, inFlight int) *serverConn {
+func newServerConn(s *Server, nc net.Conn, inFlight int, seal *sealer) *serverConn {
 	_, local := nc.(*net.UnixConn)
 	return &serverConn{
-		s: s, nc: nc, w: newFrameWriter(nc), sem: make(chan struct{}, inFlight),
-		work: make(chan request), quit: make(chan struct{}), local: local,
+		s: s, nc: nc, w: newFrameWriter(nc, nil), sem: make(chan struct{}, inFlight),
+		work: make(chan request), quit: make(chan struct{}), local: local, seal: seal,
 	}
 }
 
@@ -51,6 +53,9 @@ func (sc *serverConn) readLoop(ctx context.Context, r *bufio.Reader) error {
 		}
 		meta := make([]byte, h.meta)
 		if _, err := io.ReadFull(r, meta); err != nil {
+			return err
+		}
+		if meta, err = sc.seal.open(hb, meta); err != nil {
 			return err
 		}
 		data := getBuf(int(h.dat))
