@@ -395,6 +395,19 @@ func TestRefusedUnlinkKeepsData(t *testing.T) {
 			if got := readAll(t, f, "keep", len(data)); !bytes.Equal(got, data) {
 				t.Errorf("data after a refused unlink: %d bytes, want %d", len(got), len(data))
 			}
+			// A doom that began while the right was checked ended: the
+			// servers write the data back at once, not after their doom
+			// timeout.
+			for i, c := range in.Caches {
+				calls := dataCalls(c)
+				if slices.Contains(calls, "doom keep") && calls[len(calls)-1] != "undoom keep" {
+					t.Errorf("server %d: the refused unlink left the file doomed (calls %q)", i, calls)
+				}
+			}
+			flushAll(t, in)
+			if got, err := os.ReadFile(filepath.Join(backing, "keep")); err != nil || !bytes.Equal(got, data) {
+				t.Errorf("backing file after the refused unlink: %d bytes, %v; want %d", len(got), err, len(data))
+			}
 		})
 	}
 }

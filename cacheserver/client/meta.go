@@ -114,27 +114,37 @@ func (f *FS) Create(ctx context.Context, p string, flags int, mode uint32) (name
 }
 
 // Unlink drops the file's cached data on every server, then removes the
-// name. The caller's right to remove the name is checked first, so that a
-// refused unlink loses nothing. A file with other names keeps its data:
-// it is written back before it is dropped.
+// name. The caller's right to remove the name is checked while the servers
+// doom the file, which saves a round trip: a doom keeps the data, and a
+// refused unlink ends it, so a refused unlink loses nothing. A file with
+// other names keeps its data: it is written back before it is dropped.
 func (f *FS) Unlink(ctx context.Context, p string) error {
-	a, err := f.attrCall(ctx, p, wire.OpMayUnlink, pathArgs(p))
-	if err != nil {
-		return err
-	}
 	f.sizeMu.Lock()
 	defer f.sizeMu.Unlock()
-	var doomed []int
-	switch {
-	case a.IsRegular() && a.Nlink > 1:
+	var a namespace.Attr
+	var err error
+	checked := make(chan struct{})
+	go func() {
+		defer close(checked)
+		a, err = f.attrCall(ctx, p, wire.OpMayUnlink, pathArgs(p))
+	}()
+	doomed, derr := f.doom(ctx, p)
+	<-checked
+	if derr != nil {
+		return derr
+	}
+	if err != nil || (a.IsRegular() && a.Nlink > 1) {
+		if len(doomed) > 0 {
+			_ = f.someServers(ctx, doomed, wire.OpUndoom, pathArgs(p))
+		}
+		if err != nil {
+			return err
+		}
 		// Another name keeps the data: write it back for that one.
 		if err := f.flushAndDrop(ctx, p); err != nil {
 			return err
 		}
-	case a.IsRegular():
-		if doomed, err = f.doom(ctx, p); err != nil {
-			return err
-		}
+		doomed = nil
 	}
 	f.forget(p)
 	f.settled(p)

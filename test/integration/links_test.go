@@ -9,8 +9,8 @@ import (
 
 // TestHardLinksShareData writes through one name of a hard-linked file and
 // reads through the other, on the same mount and on a second mount of the
-// same three servers, then after the instance is taken down: every read
-// sees the last write through either name.
+// same three servers, then after one name is removed and the instance is
+// taken down: every read sees the last write through either name.
 func TestHardLinksShareData(t *testing.T) {
 	requireFUSE(t)
 	in := dirs(t)
@@ -51,9 +51,22 @@ func TestHardLinksShareData(t *testing.T) {
 			}
 		}
 	}
+	// Removing a name whose file is still dirty keeps the data for the
+	// other name.
+	last := randomBytes(3<<20, 7)
+	writeAt(t, filepath.Join(in.mount, "b"), last, 1<<20)
+	copy(want[1<<20:], last)
+	if err := os.Remove(filepath.Join(other, "b")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(in.mount, "a")); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("a after b was removed: %d bytes, %v; want the %d written", len(got), err, len(want))
+	}
 	must(t, "local", "down", "--mount", in.mount)
 	sameFile(t, filepath.Join(in.backing, "a"), want)
-	sameFile(t, filepath.Join(in.backing, "b"), want)
+	if _, err := os.Stat(filepath.Join(in.backing, "b")); !os.IsNotExist(err) {
+		t.Fatalf("b after its removal: %v, want it gone", err)
+	}
 }
 
 func writeAt(t *testing.T, path string, data []byte, off int64) {
