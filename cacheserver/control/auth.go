@@ -1,47 +1,165 @@
 package control
 
 import (
+	"bytes"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 )
 
-// tokenLabel is what the control token is an HMAC of. It differs from
-// anything the data path signs, so that a token seen on the network proves
-// nothing there.
-const tokenLabel = "burstcache control API v1"
+// authScheme names the Authorization header of a signed call:
+//
+//	Authorization: BC-HMAC-SHA256 ts=<unix seconds>, nonce=<32 hex digits>, mac=<64 hex digits>
+//
+// where mac is HMAC-SHA256(secret, the lines of signedText). A server
+// serves a call whose mac is right, whose time is within maxSkew of its
+// clock, and whose nonce it has not seen in that window. The secret never
+// crosses the network, and a call seen on it can be neither sent again nor
+// changed into another (a drain into a discard, say).
+const authScheme = "BC-HMAC-SHA256"
 
-// Token returns the bearer token that proves to a server's control API that
-// the caller holds the instance's shared secret: an HMAC of a fixed label,
-// so that the secret itself never crosses the network.
-func Token(secret []byte) string {
+// authLabel starts the text a call signs. It differs from anything the
+// data path signs, so that nothing seen on one proves anything on the
+// other.
+const authLabel = "burstcache control API v2"
+
+// maxSkew is how far a call's time may be from the server's clock. Nodes
+// of a cluster keep their clocks within seconds of each other; a call
+// refused for its time says by how much the clocks differ.
+const maxSkew = 5 * time.Minute
+
+// maxBody bounds the body of a call the server reads to check its mac.
+const maxBody = 1 << 20
+
+// signedText is what the mac of a call covers: the call, its time and
+// nonce, and a digest of its body.
+func signedText(method, uri string, ts int64, nonce string, body []byte) []byte {
+	sum := sha256.Sum256(body)
+	return fmt.Appendf(nil, "%s\n%s\n%s\n%d\n%s\n%x", authLabel, method, uri, ts, nonce, sum)
+}
+
+func mac(secret, text []byte) string {
 	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(tokenLabel))
+	m.Write(text)
 	return hex.EncodeToString(m.Sum(nil))
+}
+
+// sign returns the Authorization header of a call at now.
+func sign(secret []byte, method, uri string, body []byte, now time.Time) string {
+	var n [16]byte
+	_, _ = rand.Read(n[:])
+	nonce := hex.EncodeToString(n[:])
+	ts := now.Unix()
+	return fmt.Sprintf("%s ts=%d, nonce=%s, mac=%s", authScheme, ts, nonce, mac(secret, signedText(method, uri, ts, nonce, body)))
 }
 
 // openPaths are served to every caller: kubelet's probes carry no secret,
 // and they tell nothing and change nothing.
 var openPaths = map[string]bool{"/healthz": true, "/readyz": true}
 
-// authenticate serves next only to callers that send Token(secret) as a
-// bearer token, except for openPaths. Without a secret, as on the data
-// path, every caller is served.
+// authenticator serves the calls signed with its secret.
+type authenticator struct {
+	secret []byte
+
+	mu     sync.Mutex
+	seen   map[string]time.Time // nonces of calls served, until they are too old to be served again
+	pruned time.Time
+}
+
+// authenticate serves next only to calls signed with secret (see
+// authScheme), but for openPaths. Without a secret, as on the data path,
+// every caller is served.
 func authenticate(secret []byte, next http.Handler) http.Handler {
 	if len(secret) == 0 {
 		return next
 	}
-	want := []byte("Bearer " + Token(secret))
+	a := &authenticator{secret: secret, seen: map[string]time.Time{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
-		if !openPaths[r.URL.Path] && !hmac.Equal(got, want) {
+		if openPaths[r.URL.Path] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if err := a.check(r); err != nil {
 			writeJSON(w, http.StatusUnauthorized, ErrorBody{
-				Error: "the control API needs the instance's shared secret", Errno: int(syscall.EACCES)})
+				Error: "the control API needs a call signed with the instance's shared secret: " + err.Error(),
+				Errno: int(syscall.EACCES)})
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// check verifies the signature of r, and gives r its body back to read.
+func (a *authenticator) check(r *http.Request) error {
+	ts, nonce, got, err := parseAuth(r.Header.Get("Authorization"))
+	if err != nil {
+		return err
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return fmt.Errorf("reading the body: %w", err)
+	}
+	if len(body) > maxBody {
+		return fmt.Errorf("a body of more than %d bytes", maxBody)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	want := mac(a.secret, signedText(r.Method, r.URL.RequestURI(), ts, nonce, body))
+	if !hmac.Equal([]byte(got), []byte(want)) {
+		return fmt.Errorf("the signature does not match")
+	}
+	now := time.Now()
+	at := time.Unix(ts, 0)
+	if skew := now.Sub(at); skew > maxSkew || skew < -maxSkew {
+		return fmt.Errorf("the call's time differs from the server's clock by %v, more than %v", skew.Round(time.Second), maxSkew)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if now.Sub(a.pruned) > time.Minute {
+		for n, until := range a.seen {
+			if now.After(until) {
+				delete(a.seen, n)
+			}
+		}
+		a.pruned = now
+	}
+	if _, ok := a.seen[nonce]; ok {
+		return fmt.Errorf("the call was served before")
+	}
+	a.seen[nonce] = at.Add(maxSkew)
+	return nil
+}
+
+// parseAuth reads an Authorization header of authScheme.
+func parseAuth(h string) (ts int64, nonce, mac string, err error) {
+	params, ok := strings.CutPrefix(strings.TrimSpace(h), authScheme+" ")
+	if !ok {
+		return 0, "", "", fmt.Errorf("no %s Authorization header", authScheme)
+	}
+	for _, kv := range strings.Split(params, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
+		switch k {
+		case "ts":
+			ts, err = strconv.ParseInt(v, 10, 64)
+		case "nonce":
+			nonce = v
+		case "mac":
+			mac = v
+		}
+		if err != nil {
+			return 0, "", "", fmt.Errorf("a malformed Authorization header")
+		}
+	}
+	if ts == 0 || len(nonce) != 32 || len(mac) != 64 {
+		return 0, "", "", fmt.Errorf("a malformed Authorization header")
+	}
+	return ts, nonce, mac, nil
 }

@@ -9,15 +9,15 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // Client calls the control API of one server.
 type Client struct {
 	base string
 	http *http.Client
-	// auth is the Authorization header of every call, empty without a
-	// secret.
-	auth string
+	// secret signs every call; nil for a server that has none.
+	secret []byte
 }
 
 // NewClient returns a client of the control API at addr ("host:port" or a
@@ -32,11 +32,7 @@ func NewClient(addr string, secret []byte, hc *http.Client) *Client {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	c := &Client{base: strings.TrimSuffix(addr, "/"), http: hc}
-	if len(secret) > 0 {
-		c.auth = "Bearer " + Token(secret)
-	}
-	return c
+	return &Client{base: strings.TrimSuffix(addr, "/"), http: hc, secret: secret}
 }
 
 // Flush writes back every dirty byte of the server. It blocks until the
@@ -124,20 +120,20 @@ func (c *Client) Ready(ctx context.Context) error {
 }
 
 func (c *Client) call(ctx context.Context, op, method, path string, in, out any) error {
-	var body io.Reader
+	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return fmt.Errorf("control %s: %w", op, err)
 		}
-		body = bytes.NewReader(b)
+		body = b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("control %s: %w", op, err)
 	}
-	if c.auth != "" {
-		req.Header.Set("Authorization", c.auth)
+	if len(c.secret) > 0 {
+		req.Header.Set("Authorization", sign(c.secret, method, req.URL.RequestURI(), body, time.Now()))
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -41,8 +41,8 @@ type Service interface {
 }
 
 // NewHandler returns the HTTP handler of the control API over svc. With a
-// secret, it serves only callers that prove they hold it (see Token), but
-// for the health and readiness probes.
+// secret, it serves only calls signed with it (see authScheme), but for the
+// health and readiness probes.
 func NewHandler(svc Service, secret []byte, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.Default()

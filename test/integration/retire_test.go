@@ -2,8 +2,8 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,25 +26,34 @@ func drain(t *testing.T, in instance, addr string) int {
 }
 
 // post calls op of the control API of a server of the instance, with the
-// instance's secret, and returns the HTTP status and the answer.
+// instance's secret, and returns the HTTP status and the error.
 func post(t *testing.T, in instance, addr, op string) (int, string) {
 	t.Helper()
 	secret, err := os.ReadFile(filepath.Join(in.cacheDir, "secret"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/"+op, nil)
-	if err != nil {
-		t.Fatal(err)
+	ctl := control.NewClient(addr, bytes.TrimSpace(secret), nil)
+	ctx := context.Background()
+	switch op {
+	case "drain":
+		_, err = ctl.Drain(ctx)
+	case "flush":
+		_, err = ctl.Flush(ctx)
+	case "discard":
+		err = ctl.Discard(ctx)
+	default:
+		t.Fatalf("no control call %q", op)
 	}
-	req.Header.Set("Authorization", "Bearer "+control.Token(bytes.TrimSpace(secret)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	var ce *control.Error
+	switch {
+	case err == nil:
+		return http.StatusOK, ""
+	case errors.As(err, &ce):
+		return ce.Status, ce.Error()
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	t.Fatal(err)
+	return 0, ""
 }
 
 func stop(t *testing.T, pid int) {

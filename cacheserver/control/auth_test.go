@@ -1,0 +1,73 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSignedCallsCannotBeReused checks that what crosses the network in a
+// control call does not let anyone who saw it make calls: the call cannot
+// be sent again, sent late, or changed into another. Before calls were
+// signed one by one, a token seen once allowed any call, a discard of
+// the instance's dirty data included.
+func TestSignedCallsCannotBeReused(t *testing.T) {
+	const secret = "s3cret"
+	svc := &fakeService{ready: true}
+	srv := httptest.NewServer(NewHandler(svc, []byte(secret), nil))
+	defer srv.Close()
+	send := func(method, uri, body, auth string) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(context.Background(), method, srv.URL+uri, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", auth)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	evict := `{"path":"a"}`
+	seen := sign([]byte(secret), http.MethodPost, "/v1/paths/evict", []byte(evict), time.Now())
+	if code := send(http.MethodPost, "/v1/paths/evict", evict, seen); code != http.StatusOK {
+		t.Fatalf("a signed call: HTTP %d, want 200", code)
+	}
+	refused := map[string]struct{ method, uri, body, auth string }{
+		"sent again":          {http.MethodPost, "/v1/paths/evict", evict, seen},
+		"made a discard":      {http.MethodPost, "/v1/discard", "", seen},
+		"made a drain":        {http.MethodPost, "/v1/drain", "", seen},
+		"with another body":   {http.MethodPost, "/v1/paths/evict", `{"path":"b"}`, sign([]byte(secret), http.MethodPost, "/v1/paths/evict", []byte(evict), time.Now())},
+		"sent ten minutes on": {http.MethodPost, "/v1/discard", "", sign([]byte(secret), http.MethodPost, "/v1/discard", nil, time.Now().Add(-10*time.Minute))},
+		"another secret":      {http.MethodPost, "/v1/discard", "", sign([]byte("guess"), http.MethodPost, "/v1/discard", nil, time.Now())},
+		"a bearer token":      {http.MethodPost, "/v1/discard", "", "Bearer " + secret},
+		"no signature":        {http.MethodPost, "/v1/discard", "", ""},
+	}
+	for name, c := range refused {
+		if code := send(c.method, c.uri, c.body, c.auth); code != http.StatusUnauthorized {
+			t.Errorf("a call %s: HTTP %d, want 401", name, code)
+		}
+	}
+	if got := svc.calls; len(got) != 1 || got[0] != "evict a" {
+		t.Errorf("calls served: %q, want the first evict only", got)
+	}
+	cl := NewClient(srv.URL, []byte(secret), nil)
+	for range 3 {
+		if _, err := cl.Stats(context.Background()); err != nil {
+			t.Fatalf("Stats of a client with the secret: %v", err)
+		}
+	}
+	if err := cl.Discard(context.Background()); err != nil {
+		t.Fatalf("Discard of a client with the secret: %v", err)
+	}
+	if _, err := NewClient(srv.URL, []byte("guess"), nil).Stats(context.Background()); !errors.Is(err, syscall.EACCES) {
+		t.Errorf("Stats with another secret: %v, want EACCES", err)
+	}
+}
