@@ -7,7 +7,12 @@
 //
 //   - raw: the backing directory itself;
 //   - passthrough: a bare go-fuse loopback mount of the backing directory,
-//     the cost of FUSE alone;
+//     the cost of FUSE alone; on Linux 6.9 and later the kernel passes its
+//     reads and writes through to the backing files, and the daemon never
+//     sees them;
+//   - FUSE: the same loopback with files the kernel cannot pass through, so
+//     that its daemon serves every read and write, as burstcache's does:
+//     the cost of a FUSE daemon's round trips;
 //   - burstcache: a standalone cache (`burstcache local up`) over the backing
 //     directory, cold (nothing cached), warm (everything cached), and while
 //     write-back is running (warm again: each workload runs once first, so

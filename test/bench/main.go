@@ -18,6 +18,7 @@ import (
 const (
 	colRaw         = "raw"
 	colPassthrough = "passthrough"
+	colFUSE        = "FUSE"
 	colCold        = "burstcache cold"
 	colWarm        = "burstcache warm"
 	colWriteBack   = "during write-back"
@@ -26,7 +27,7 @@ const (
 	colSlowCached  = "burstcache over slow"
 )
 
-var columns = []string{colRaw, colPassthrough, colCold, colWarm, colWriteBack, colSlow, colSlowCold, colSlowCached}
+var columns = []string{colRaw, colPassthrough, colFUSE, colCold, colWarm, colWriteBack, colSlow, colSlowCold, colSlowCached}
 
 // results maps workload name and column to a rate.
 type results map[string]map[string]float64
@@ -113,6 +114,7 @@ func run(c config) (results, error) {
 	}{
 		{"raw directory", runRaw},
 		{"FUSE passthrough", runPassthrough},
+		{"FUSE without passthrough", runFUSE},
 		{"burstcache", runCache},
 		{"slow backing", runSlow},
 	}
@@ -193,6 +195,22 @@ func runPassthrough(c config, res results) error {
 
 func isRead(w workload) bool { return w.prepare != nil && w.unit == "MB/s" }
 func isData(w workload) bool { return w.unit == "MB/s" }
+
+// runFUSE measures a FUSE file system whose daemon serves every read and
+// write, as burstcache's does: the loopback without the kernel's
+// passthrough.
+func runFUSE(c config, res results) error {
+	dir, mnt := filepath.Join(c.work, "fuse-backing"), filepath.Join(c.work, "fuse-mnt")
+	if err := mkdirs(dir, mnt); err != nil {
+		return err
+	}
+	srv, err := mountFUSE(dir, mnt)
+	if err != nil {
+		return err
+	}
+	defer unmount(srv, mnt)
+	return measure(res, colFUSE, mnt, dir, c.p, nil)
+}
 
 // runCache measures burstcache over the local disk: every workload cold,
 // then data workloads warm (re-read, or overwrite of cached extents), then

@@ -21,6 +21,7 @@ type ratio struct {
 
 var ratios = []ratio{
 	{"warm / passthrough", colWarm, colPassthrough, 1.0},
+	{"warm / FUSE", colWarm, colFUSE, 1.0},
 	{"during write-back / warm", colWriteBack, colWarm, 0.7},
 	{"cached / slow backing", colSlowCached, colSlow, 10},
 	{"cold over slow / slow backing", colSlowCold, colSlow, 1},
@@ -140,7 +141,7 @@ func plot(res results) string {
 		left, barH, gap, width = 230, 9, 14, 520
 	)
 	colors := map[string]string{
-		colRaw: "#888888", colPassthrough: "#bbbbbb",
+		colRaw: "#888888", colPassthrough: "#bbbbbb", colFUSE: "#dddddd",
 		colCold: "#9ecae1", colWarm: "#3182bd", colWriteBack: "#08519c",
 		colSlow: "#fdd0a2", colSlowCold: "#fd8d3c", colSlowCached: "#d94801",
 	}
