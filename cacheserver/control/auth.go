@@ -37,6 +37,15 @@ const authLabel = "burstcache control API v2"
 // refused for its time says by how much the clocks differ.
 const maxSkew = 5 * time.Minute
 
+// startSlack is how long before a server started a call to it may have
+// been signed. The server remembers the nonces it served only while it
+// runs, so a call signed earlier than this, which a server before a restart
+// may have served, is refused: seen on the network before the restart, it
+// would otherwise be served again after it. A caller whose clock is behind
+// the server's by more than this has its calls refused for that long after
+// a restart, and its retries go through.
+const startSlack = 5 * time.Second
+
 // maxBody bounds the body of a call the server reads to check its mac.
 const maxBody = 1 << 20
 
@@ -68,7 +77,8 @@ var openPaths = map[string]bool{"/healthz": true, "/readyz": true}
 
 // authenticator serves the calls signed with its secret.
 type authenticator struct {
-	secret []byte
+	secret  []byte
+	started time.Time
 
 	mu     sync.Mutex
 	seen   map[string]time.Time // nonces of calls served, until they are too old to be served again
@@ -82,7 +92,7 @@ func authenticate(secret []byte, next http.Handler) http.Handler {
 	if len(secret) == 0 {
 		return next
 	}
-	a := &authenticator{secret: secret, seen: map[string]time.Time{}}
+	a := &authenticator{secret: secret, started: time.Now(), seen: map[string]time.Time{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if openPaths[r.URL.Path] {
 			next.ServeHTTP(w, r)
@@ -120,6 +130,9 @@ func (a *authenticator) check(r *http.Request) error {
 	at := time.Unix(ts, 0)
 	if skew := now.Sub(at); skew > maxSkew || skew < -maxSkew {
 		return fmt.Errorf("the call's time differs from the server's clock by %v, more than %v", skew.Round(time.Second), maxSkew)
+	}
+	if at.Before(a.started.Add(-startSlack)) {
+		return fmt.Errorf("the call was signed %v before the server started", a.started.Sub(at).Round(time.Second))
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -13,7 +13,8 @@ import (
 
 // TestSignedCallsCannotBeReused checks that what crosses the network in a
 // control call does not let anyone who saw it make calls: the call cannot
-// be sent again, sent late, or changed into another. Before calls were
+// be sent again (to the same server, or to it after a restart, which
+// forgets the calls it served), sent late, or changed into another. Before calls were
 // signed one by one, a token seen once allowed any call, a discard of
 // the instance's dirty data included.
 func TestSignedCallsCannotBeReused(t *testing.T) {
@@ -41,14 +42,15 @@ func TestSignedCallsCannotBeReused(t *testing.T) {
 		t.Fatalf("a signed call: HTTP %d, want 200", code)
 	}
 	refused := map[string]struct{ method, uri, body, auth string }{
-		"sent again":          {http.MethodPost, "/v1/paths/evict", evict, seen},
-		"made a discard":      {http.MethodPost, "/v1/discard", "", seen},
-		"made a drain":        {http.MethodPost, "/v1/drain", "", seen},
-		"with another body":   {http.MethodPost, "/v1/paths/evict", `{"path":"b"}`, sign([]byte(secret), http.MethodPost, "/v1/paths/evict", []byte(evict), time.Now())},
-		"sent ten minutes on": {http.MethodPost, "/v1/discard", "", sign([]byte(secret), http.MethodPost, "/v1/discard", nil, time.Now().Add(-10*time.Minute))},
-		"another secret":      {http.MethodPost, "/v1/discard", "", sign([]byte("guess"), http.MethodPost, "/v1/discard", nil, time.Now())},
-		"a bearer token":      {http.MethodPost, "/v1/discard", "", "Bearer " + secret},
-		"no signature":        {http.MethodPost, "/v1/discard", "", ""},
+		"sent again":                       {http.MethodPost, "/v1/paths/evict", evict, seen},
+		"made a discard":                   {http.MethodPost, "/v1/discard", "", seen},
+		"made a drain":                     {http.MethodPost, "/v1/drain", "", seen},
+		"with another body":                {http.MethodPost, "/v1/paths/evict", `{"path":"b"}`, sign([]byte(secret), http.MethodPost, "/v1/paths/evict", []byte(evict), time.Now())},
+		"signed before the server started": {http.MethodPost, "/v1/discard", "", sign([]byte(secret), http.MethodPost, "/v1/discard", nil, time.Now().Add(-time.Minute))},
+		"sent ten minutes on":              {http.MethodPost, "/v1/discard", "", sign([]byte(secret), http.MethodPost, "/v1/discard", nil, time.Now().Add(-10*time.Minute))},
+		"another secret":                   {http.MethodPost, "/v1/discard", "", sign([]byte("guess"), http.MethodPost, "/v1/discard", nil, time.Now())},
+		"a bearer token":                   {http.MethodPost, "/v1/discard", "", "Bearer " + secret},
+		"no signature":                     {http.MethodPost, "/v1/discard", "", ""},
 	}
 	for name, c := range refused {
 		if code := send(c.method, c.uri, c.body, c.auth); code != http.StatusUnauthorized {

@@ -27,8 +27,9 @@
 // serves only calls signed with it, one by one (see authScheme): an HMAC
 // under the secret of the method, the path, a digest of the body, the time
 // and a nonce. Others get 401 with EACCES and the reason. The server
-// refuses a signature it served before or one more than five minutes from
-// its clock, so a call seen on the network cannot be sent again, nor made
+// refuses a signature it served before, one more than five minutes from its
+// clock, and one made before it started (it forgets what it served when it
+// stops), so a call seen on the network cannot be sent again, nor made
 // into another. The probes /healthz and /readyz are open to all. Without the
 // check, anyone who reaches the control port could drain an instance,
 // mark its dirty data for discarding, or change its knobs.
