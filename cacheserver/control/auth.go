@@ -71,6 +71,19 @@ func sign(secret []byte, method, uri string, body []byte, now time.Time) string 
 	return fmt.Sprintf("%s ts=%d, nonce=%s, mac=%s", authScheme, ts, nonce, mac(secret, signedText(method, uri, ts, nonce, body)))
 }
 
+// legacyLabel is what the bearer token of servers of the first release is
+// an HMAC of. Those servers take nothing else; servers of this release
+// never take it.
+const legacyLabel = "burstcache control API v1"
+
+// legacyAuth returns the Authorization header that servers of the first
+// release take: the same for every call, so anyone who sees it go by can
+// make calls to them. A client sends it only to a server whose refusal
+// does not ask for authScheme (see Client).
+func legacyAuth(secret []byte) string {
+	return "Bearer " + mac(secret, []byte(legacyLabel))
+}
+
 // openPaths are served to every caller: kubelet's probes carry no secret,
 // and they tell nothing and change nothing.
 var openPaths = map[string]bool{"/healthz": true, "/readyz": true}
@@ -99,6 +112,7 @@ func authenticate(secret []byte, next http.Handler) http.Handler {
 			return
 		}
 		if err := a.check(r); err != nil {
+			w.Header().Set("WWW-Authenticate", authScheme)
 			writeJSON(w, http.StatusUnauthorized, ErrorBody{
 				Error: "the control API needs a call signed with the instance's shared secret: " + err.Error(),
 				Errno: int(syscall.EACCES)})

@@ -73,3 +73,47 @@ func TestSignedCallsCannotBeReused(t *testing.T) {
 		t.Errorf("Stats with another secret: %v, want EACCES", err)
 	}
 }
+
+// TestClientsTalkToFirstReleaseServers checks that a client of this release
+// controls servers of the first release, which take only their fixed
+// bearer token: after a manager upgrade, the instances whose servers still
+// run must still be flushed and torn down.
+func TestClientsTalkToFirstReleaseServers(t *testing.T) {
+	const secret = "s3cret"
+	// The header first-release servers take for this secret, as they
+	// computed it.
+	const token = "Bearer b9542bfa5880bc93c6a84df9ce189b27e23c26fe681e85f804e3898169f431c3"
+	svc := &fakeService{ready: true}
+	inner := NewHandler(svc, nil, nil)
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != token {
+			writeJSON(w, http.StatusUnauthorized, ErrorBody{Error: "the control API needs the instance's shared secret", Errno: int(syscall.EACCES)})
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	defer old.Close()
+	cl := NewClient(old.URL, []byte(secret), nil)
+	ctx := context.Background()
+	for range 2 {
+		if _, err := cl.Stats(ctx); err != nil {
+			t.Fatalf("Stats of a first-release server: %v", err)
+		}
+	}
+	if _, err := cl.Drain(ctx); err != nil {
+		t.Fatalf("Drain of a first-release server: %v", err)
+	}
+	if got := svc.calls; len(got) != 3 || got[2] != "drain" {
+		t.Errorf("calls served: %q, want two stats and the drain, once each", got)
+	}
+	if _, err := NewClient(old.URL, []byte("guess"), nil).Stats(ctx); !errors.Is(err, syscall.EACCES) {
+		t.Errorf("Stats of a first-release server with another secret: %v, want EACCES", err)
+	}
+	// The same client goes back to signing once the server is upgraded.
+	upgraded := httptest.NewServer(NewHandler(svc, []byte(secret), nil))
+	defer upgraded.Close()
+	cl.base = upgraded.URL
+	if _, err := cl.Stats(ctx); err != nil {
+		t.Fatalf("Stats of the upgraded server: %v", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +19,9 @@ type Client struct {
 	http *http.Client
 	// secret signs every call; nil for a server that has none.
 	secret []byte
+	// legacy is set once the server turned out to be of the first
+	// release, which takes only legacyAuth.
+	legacy atomic.Bool
 }
 
 // NewClient returns a client of the control API at addr ("host:port" or a
@@ -114,6 +118,22 @@ func (c *Client) SetTunables(ctx context.Context, t Tunables) error {
 	return c.call(ctx, "set tunables", http.MethodPut, "/v1/tunables", t, nil)
 }
 
+// send makes one call, signed as the server takes it.
+func (c *Client) send(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(c.secret) == 0:
+	case c.legacy.Load():
+		req.Header.Set("Authorization", legacyAuth(c.secret))
+	default:
+		req.Header.Set("Authorization", sign(c.secret, method, req.URL.RequestURI(), body, time.Now()))
+	}
+	return c.http.Do(req)
+}
+
 // Ready returns nil if the server serves its data path.
 func (c *Client) Ready(ctx context.Context) error {
 	return c.call(ctx, "ready", http.MethodGet, "/readyz", nil, nil)
@@ -128,16 +148,20 @@ func (c *Client) call(ctx context.Context, op, method, path string, in, out any)
 		}
 		body = b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+	resp, err := c.send(ctx, method, path, body)
 	if err != nil {
 		return fmt.Errorf("control %s: %w", op, err)
 	}
-	if len(c.secret) > 0 {
-		req.Header.Set("Authorization", sign(c.secret, method, req.URL.RequestURI(), body, time.Now()))
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("control %s: %w", op, err)
+	// A refusal that does not ask for a signature comes from a server of
+	// the first release; one that does, from a server upgraded since.
+	if resp.StatusCode == http.StatusUnauthorized && len(c.secret) > 0 {
+		if legacy := resp.Header.Get("WWW-Authenticate") != authScheme; legacy != c.legacy.Load() {
+			_ = resp.Body.Close()
+			c.legacy.Store(legacy)
+			if resp, err = c.send(ctx, method, path, body); err != nil {
+				return fmt.Errorf("control %s: %w", op, err)
+			}
+		}
 	}
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(resp.Body)

@@ -13,7 +13,7 @@
 //
 // A client that connects receives a server hello:
 //
-//	"BCW2" (4 bytes) | server nonce (32 random bytes)
+//	"BCW1" (4 bytes) | server nonce (32 random bytes)
 //
 // and answers with:
 //
@@ -31,6 +31,14 @@
 // the MACs with an empty key. The secret never crosses the wire, the nonces
 // make every proof single-use, and the labels keep either side's proof from
 // being sent back as the other's.
+//
+// Mounts of the first release answer "BCW1" | HMAC-SHA256(secret, server
+// nonce), get the errno alone, and send their requests without tags. A
+// server still admits them, so that a mount that runs while its instance's
+// servers are upgraded goes on working; a party on the network cannot turn
+// a "BCW2" answer into one. A client of this release refused by a
+// first-release server, which takes only that answer, reports
+// ErrUnauthenticated.
 //
 // The handshake matters because every request carries the identity of the
 // calling process (uid, gid, groups) and a server started with
@@ -70,7 +78,8 @@
 // with a 16-byte tag: the first 16 bytes of HMAC-SHA256(session key, n | header
 // | metadata before the tag), where n (u64) counts the requests sent before
 // it on the connection. A server that finds a tag wrong closes the
-// connection without serving the request (ErrForged). The data
+// connection without serving the request (ErrForged); requests of a
+// first-release mount have no tag. The data
 // section carries file contents: the bytes to write in a request, the bytes
 // read in a response. A client reads the data section of a response straight
 // into the buffer the caller supplied, without an intermediate copy.

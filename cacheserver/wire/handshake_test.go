@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/ident"
 )
 
 // impostor listens where a client expects a server, admits every client
@@ -32,9 +34,9 @@ func impostor(t *testing.T, prove func(sn, answer []byte) []byte) (string, <-cha
 			}
 			go func() {
 				defer c.Close()
-				hello := append(append([]byte{}, magic...), make([]byte, nonceSize)...)
-				_, _ = rand.Read(hello[len(magic):])
-				answer := make([]byte, len(magic)+nonceSize+sha256.Size)
+				hello := append(append([]byte{}, helloMagic...), make([]byte, nonceSize)...)
+				_, _ = rand.Read(hello[len(helloMagic):])
+				answer := make([]byte, len(answerV2)+nonceSize+sha256.Size)
 				if _, err := c.Write(hello); err != nil {
 					return
 				}
@@ -42,7 +44,7 @@ func impostor(t *testing.T, prove func(sn, answer []byte) []byte) (string, <-cha
 					return
 				}
 				reply := binary.LittleEndian.AppendUint32(nil, 0)
-				if _, err := c.Write(append(reply, prove(hello[len(magic):], answer)...)); err != nil {
+				if _, err := c.Write(append(reply, prove(hello[len(helloMagic):], answer)...)); err != nil {
 					return
 				}
 				_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
@@ -60,13 +62,13 @@ func impostor(t *testing.T, prove func(sn, answer []byte) []byte) (string, <-cha
 func TestClientRefusesAnImpostor(t *testing.T) {
 	tests := map[string]func(sn, answer []byte) []byte{
 		"another secret": func(sn, answer []byte) []byte {
-			return proof([]byte("guess"), serverLabel, sn, answer[len(magic):len(magic)+nonceSize])
+			return proof([]byte("guess"), serverLabel, sn, answer[len(answerV2):len(answerV2)+nonceSize])
 		},
 		"the client's proof sent back": func(_, answer []byte) []byte {
-			return answer[len(magic)+nonceSize:]
+			return answer[len(answerV2)+nonceSize:]
 		},
 		"no secret": func(sn, answer []byte) []byte {
-			return proof(nil, serverLabel, sn, answer[len(magic):len(magic)+nonceSize])
+			return proof(nil, serverLabel, sn, answer[len(answerV2):len(answerV2)+nonceSize])
 		},
 	}
 	for name, prove := range tests {
@@ -80,5 +82,62 @@ func TestClientRefusesAnImpostor(t *testing.T) {
 				t.Errorf("the client sent the impostor %d bytes after the handshake", n)
 			}
 		})
+	}
+}
+
+// TestFirstReleaseMountsAreServed checks that a server admits a mount of
+// the first release, which proves the secret with an HMAC of the server's
+// nonce alone and sends its requests untagged: such a mount keeps running
+// in its mount pod when the instance's servers are upgraded. It must still
+// prove the secret.
+func TestFirstReleaseMountsAreServed(t *testing.T) {
+	addr := startServer(t, "s3cret")
+	for _, tc := range []struct {
+		secret string
+		admit  bool
+	}{{"s3cret", true}, {"guess", false}} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		hello := make([]byte, len(helloMagic)+nonceSize)
+		if _, err := io.ReadFull(c, hello); err != nil {
+			t.Fatal(err)
+		}
+		answer := append(append([]byte{}, answerV1...), proofV1([]byte(tc.secret), hello[len(helloMagic):])...)
+		if _, err := c.Write(answer); err != nil {
+			t.Fatal(err)
+		}
+		status := make([]byte, 4)
+		if _, err := io.ReadFull(c, status); err != nil {
+			t.Fatal(err)
+		}
+		if admitted := binary.LittleEndian.Uint32(status) == 0; admitted != tc.admit {
+			t.Fatalf("first-release answer with secret %q: admitted %v, want %v", tc.secret, admitted, tc.admit)
+		}
+		if !tc.admit {
+			continue
+		}
+		var e Encoder
+		meta := e.Cred(ident.Cred{UID: 1000, GID: 1000}).Bytes()
+		frame := make([]byte, headerSize, headerSize+len(meta))
+		header{id: 7, code: uint32(opWhoAmI), meta: uint32(len(meta))}.put(frame)
+		if _, err := c.Write(append(frame, meta...)); err != nil {
+			t.Fatal(err)
+		}
+		hb := make([]byte, headerSize)
+		h, err := readHeader(c, hb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply := make([]byte, h.meta)
+		if _, err := io.ReadFull(c, reply); err != nil {
+			t.Fatal(err)
+		}
+		if got := NewDecoder(reply).Cred(); h.id != 7 || h.code != 0 || got.UID != 1000 {
+			t.Fatalf("untagged request of a first-release mount: id %d, code %d, uid %d; want it served as uid 1000", h.id, h.code, got.UID)
+		}
 	}
 }

@@ -36,7 +36,7 @@ func tamperProxy(t *testing.T, addr string, tamper func(frame []byte) [][]byte) 
 		defer s.Close()
 		go func() { _, _ = io.Copy(c, s) }()
 		// The client's answer to the server's hello.
-		if _, err := io.CopyN(s, c, int64(len(magic)+nonceSize+32)); err != nil {
+		if _, err := io.CopyN(s, c, int64(len(answerV2)+nonceSize+32)); err != nil {
 			return
 		}
 		for {

@@ -225,7 +225,11 @@ func (s *Server) serveConn(c net.Conn) {
 	if inFlight <= 0 {
 		inFlight = 64
 	}
-	sc := newServerConn(s, c, inFlight, newSealer(key))
+	var seal *sealer
+	if key != nil {
+		seal = newSealer(key)
+	}
+	sc := newServerConn(s, c, inFlight, seal)
 	err = sc.readLoop(ctx, bufio.NewReaderSize(c, 256<<10))
 	sc.stop()
 	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {

@@ -24,7 +24,8 @@ type serverConn struct {
 	workers int
 	// local is true on a Unix domain socket.
 	local bool
-	// seal checks the tags of the requests, in the read loop.
+	// seal checks the tags of the requests, in the read loop; nil for a
+	// first-release client, whose requests carry none.
 	seal *sealer
 	quit chan struct{}
 	wg   sync.WaitGroup
@@ -55,8 +56,10 @@ func (sc *serverConn) readLoop(ctx context.Context, r *bufio.Reader) error {
 		if _, err := io.ReadFull(r, meta); err != nil {
 			return err
 		}
-		if meta, err = sc.seal.open(hb, meta); err != nil {
-			return err
+		if sc.seal != nil {
+			if meta, err = sc.seal.open(hb, meta); err != nil {
+				return err
+			}
 		}
 		data := getBuf(int(h.dat))
 		if err := readFull(r, sc.nc, data); err != nil {
