@@ -181,16 +181,22 @@ func runRaw(c config, res results) error {
 }
 
 func runPassthrough(c config, res results) error {
-	dir, mnt := filepath.Join(c.work, "pt-backing"), filepath.Join(c.work, "pt-mnt")
+	return measureMount(c, res, colPassthrough, "pt", mountLoopback)
+}
+
+// measureMount measures every workload in col on a FUSE file system that
+// mount mounts over a backing directory of its own.
+func measureMount(c config, res results, col, name string, mount func(dir, mnt string) (*fuse.Server, error)) error {
+	dir, mnt := filepath.Join(c.work, name+"-backing"), filepath.Join(c.work, name+"-mnt")
 	if err := mkdirs(dir, mnt); err != nil {
 		return err
 	}
-	srv, err := mountLoopback(dir, mnt)
+	srv, err := mount(dir, mnt)
 	if err != nil {
 		return err
 	}
 	defer unmount(srv, mnt)
-	return measure(res, colPassthrough, mnt, dir, c.p, nil)
+	return measure(res, col, mnt, dir, c.p, nil)
 }
 
 func isRead(w workload) bool { return w.prepare != nil && w.unit == "MB/s" }
@@ -200,16 +206,7 @@ func isData(w workload) bool { return w.unit == "MB/s" }
 // write, as burstcache's does: the loopback without the kernel's
 // passthrough.
 func runFUSE(c config, res results) error {
-	dir, mnt := filepath.Join(c.work, "fuse-backing"), filepath.Join(c.work, "fuse-mnt")
-	if err := mkdirs(dir, mnt); err != nil {
-		return err
-	}
-	srv, err := mountFUSE(dir, mnt)
-	if err != nil {
-		return err
-	}
-	defer unmount(srv, mnt)
-	return measure(res, colFUSE, mnt, dir, c.p, nil)
+	return measureMount(c, res, colFUSE, "fuse", mountFUSE)
 }
 
 // runCache measures burstcache over the local disk: every workload cold,
