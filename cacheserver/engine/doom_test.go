@@ -294,6 +294,35 @@ func TestDoomCountsSurviveACrash(t *testing.T) {
 	}
 }
 
+// TestEndedDoomsStayEndedAfterACrash: of two unlinks under way, one
+// fails and ends its doom before the cache crashes. The restarted engine
+// must count one doom, not two: the other unlink's end must let write-back
+// go on at once rather than after DoomTimeout.
+func TestEndedDoomsStayEndedAfterACrash(t *testing.T) {
+	fsys := vfs.NewCrashable(vfs.OS{}, 29)
+	r := doomRig(t, func(c *Config) {
+		crashable(t, c, fsys)
+		c.DoomTimeout = time.Hour
+	})
+	ctx := context.Background()
+	if doomed, err := r.e.Doom(ctx, "f"); err != nil || !doomed {
+		t.Fatalf("second Doom = %v, %v; want the file doomed", doomed, err)
+	}
+	if err := r.e.Undoom(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	r.crash(fsys)
+	if err := r.e.Undoom(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.flushFor(10 * time.Second); err != nil {
+		t.Fatalf("flush after both unlinks ended: %v", err)
+	}
+	if got := r.backingFile("f"); string(got) != "new data" {
+		t.Fatalf("backing file after both unlinks failed: %q, want the data written back", got)
+	}
+}
+
 // TestHeldDoomsOutlastTheTimeout: an unlink slower than DoomTimeout holds
 // its doom. Were the doom to time out, it would find the file still there
 // and write it back, and the removal, when it ends, would leave a file
