@@ -8,10 +8,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -92,26 +94,29 @@ var openPaths = map[string]bool{"/healthz": true, "/readyz": true}
 type authenticator struct {
 	secret  []byte
 	started time.Time
+	log     *slog.Logger
+	refused atomic.Uint64
 
 	mu     sync.Mutex
 	seen   map[string]time.Time // nonces of calls served, until they are too old to be served again
 	pruned time.Time
 }
 
-// authenticate serves next only to calls signed with secret (see
-// authScheme), but for openPaths. Without a secret, as on the data path,
-// every caller is served.
-func authenticate(secret []byte, next http.Handler) http.Handler {
-	if len(secret) == 0 {
-		return next
-	}
-	a := &authenticator{secret: secret, started: time.Now(), seen: map[string]time.Time{}}
+func newAuthenticator(secret []byte, log *slog.Logger) *authenticator {
+	return &authenticator{secret: secret, started: time.Now(), log: log, seen: map[string]time.Time{}}
+}
+
+// wrap serves next only to calls signed with the secret (see authScheme),
+// but for openPaths.
+func (a *authenticator) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if openPaths[r.URL.Path] {
 			next.ServeHTTP(w, r)
 			return
 		}
 		if err := a.check(r); err != nil {
+			a.refused.Add(1)
+			a.log.Warn("Refusing control call", "remote", r.RemoteAddr, "call", r.Method+" "+r.URL.Path, "err", err)
 			w.Header().Set("WWW-Authenticate", authScheme)
 			writeJSON(w, http.StatusUnauthorized, ErrorBody{
 				Error: "the control API needs a call signed with the instance's shared secret: " + err.Error(),

@@ -40,10 +40,24 @@ type Service interface {
 	Ready() bool
 }
 
+// Handler is the HTTP handler of the control API.
+type Handler struct {
+	http.Handler
+	auth *authenticator // nil without a secret
+}
+
+// Refused returns how many calls the handler refused for their signature.
+func (h *Handler) Refused() uint64 {
+	if h.auth == nil {
+		return 0
+	}
+	return h.auth.refused.Load()
+}
+
 // NewHandler returns the HTTP handler of the control API over svc. With a
 // secret, it serves only calls signed with it (see authScheme), but for the
 // health and readiness probes.
-func NewHandler(svc Service, secret []byte, log *slog.Logger) http.Handler {
+func NewHandler(svc Service, secret []byte, log *slog.Logger) *Handler {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -61,7 +75,11 @@ func NewHandler(svc Service, secret []byte, log *slog.Logger) http.Handler {
 	mux.HandleFunc("PUT /v1/tunables", h.tunables)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", h.ready)
-	return authenticate(secret, mux)
+	if len(secret) == 0 {
+		return &Handler{Handler: mux}
+	}
+	a := newAuthenticator(secret, log)
+	return &Handler{Handler: a.wrap(mux), auth: a}
 }
 
 type handler struct {

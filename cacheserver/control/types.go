@@ -98,6 +98,14 @@ type Stats struct {
 	// removes at the teardown unless the mounts remove them first (see
 	// RemoveHidden).
 	HiddenNames int64 `json:"hiddenNames"`
+	// RefusedConnections counts data-path connections the server closed
+	// because the peer did not prove the shared secret or sent a request
+	// its connection did not tag; RefusedControlCalls, control calls it
+	// refused (unsigned, signed with another secret, replayed, or with a
+	// time too far from its clock). Either growing means a peer without
+	// the secret, or with a clock that is off, tries to use the server.
+	RefusedConnections  uint64 `json:"refusedConnections"`
+	RefusedControlCalls uint64 `json:"refusedControlCalls"`
 }
 
 // HitRatio returns Hits / (Hits + Misses), or 0 before any read.

@@ -64,9 +64,23 @@ func TestControlRefusesCallersWithoutTheSecret(t *testing.T) {
 	if _, err := f.WriteAt(ctx, "a", []byte("still writable"), 0); err != nil {
 		t.Errorf("write after refused control calls: %v", err)
 	}
+	other, err := client.New(client.Options{Servers: in.Data, ExtentSize: 4096, Secret: []byte("guess")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.GetAttr(ctx, "a"); !errors.Is(err, syscall.EACCES) {
+		t.Errorf("GetAttr of a client with another secret: %v, want EACCES", err)
+	}
 	ctl := control.NewClient(in.Control[0], []byte(secret), nil)
-	if st, err := ctl.Stats(ctx); err != nil || st.DirtyBytes == 0 {
+	st, err := ctl.Stats(ctx)
+	if err != nil || st.DirtyBytes == 0 {
 		t.Errorf("Stats with the secret = %+v, %v; want the dirty bytes", st, err)
+	}
+	// What was refused shows, for an alert to catch a peer without the
+	// secret or with its clock off.
+	if want := uint64(3 * len(calls)); st.RefusedControlCalls != want || st.RefusedConnections != 1 {
+		t.Errorf("Stats count %d refused control calls and %d refused connections, want %d and 1", st.RefusedControlCalls, st.RefusedConnections, want)
 	}
 	if _, err := control.NewClient(in.Control[0], []byte("another"), nil).Stats(ctx); !errors.Is(err, syscall.EACCES) {
 		t.Errorf("Stats with another secret: %v, want EACCES", err)

@@ -89,6 +89,7 @@ type Server struct {
 	log       *slog.Logger
 	wire      wire.Server
 	http      http.Server
+	control   *control.Handler
 	draining  atomic.Bool
 	discarded atomic.Bool
 	pipes     pipeTable
@@ -121,7 +122,8 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Log, incarnation: cfg.Incarnation, hidden: hidden}
 	s.wire = wire.Server{Handler: s, Secret: cfg.Secret, Log: cfg.Log, OnConn: s.onConn, Inline: inlineOps}
 	mux := http.NewServeMux()
-	mux.Handle("/", control.NewHandler(s, cfg.Secret, cfg.Log))
+	s.control = control.NewHandler(s, cfg.Secret, cfg.Log)
+	mux.Handle("/", s.control)
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	s.http = http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil

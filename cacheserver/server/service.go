@@ -89,6 +89,7 @@ func (s *Server) Stats(context.Context) (control.Stats, error) {
 	st.Flushes, st.FlushSeconds = s.flushes.snapshot()
 	st.PreloadBytesDone, st.PreloadBytesTotal = s.preloads.snapshot()
 	st.HiddenNames = int64(s.hidden.count())
+	st.RefusedConnections, st.RefusedControlCalls = s.wire.Refused(), s.control.Refused()
 	st.Server.ActAsCaller = s.cfg.ActAsCaller
 	st.Server.AccessMode = "Striped"
 	if s.cfg.LoadBalanced {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -85,6 +86,8 @@ type Server struct {
 	// wait for (the end of something an earlier request started).
 	Inline func(op Op) bool
 
+	refused atomic.Uint64
+
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	ln     net.Listener
@@ -95,6 +98,10 @@ type Server struct {
 	base   context.Context
 	cancel context.CancelFunc
 }
+
+// Refused returns how many connections the server closed because the peer
+// did not prove the secret, or sent a request its connection did not tag.
+func (s *Server) Refused() uint64 { return s.refused.Load() }
 
 // Serve accepts connections on ln until Close is called. It returns nil
 // after Close.
@@ -207,6 +214,9 @@ func (s *Server) serveConn(c net.Conn) {
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	key, err := serverHandshake(c, s.Secret)
 	if err != nil {
+		if errors.Is(err, ErrUnauthenticated) {
+			s.refused.Add(1)
+		}
 		s.log().Warn("Refusing client", "remote", c.RemoteAddr(), "err", err)
 		return
 	}
@@ -232,6 +242,9 @@ func (s *Server) serveConn(c net.Conn) {
 	sc := newServerConn(s, c, inFlight, seal)
 	err = sc.readLoop(ctx, bufio.NewReaderSize(c, 256<<10))
 	sc.stop()
+	if errors.Is(err, ErrForged) {
+		s.refused.Add(1)
+	}
 	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		s.log().Warn("Closing connection", "remote", c.RemoteAddr(), "err", err)
 	}
