@@ -257,21 +257,29 @@ func TestDoomsSurviveACrash(t *testing.T) {
 	}
 }
 
+// doomedTwice is doomRig's file doomed by a second unlink too, on a file
+// system that can crash, with doom timeouts an hour away.
+func doomedTwice(t *testing.T, seed uint64) (*rig, *vfs.Crashable) {
+	t.Helper()
+	fsys := vfs.NewCrashable(vfs.OS{}, seed)
+	r := doomRig(t, func(c *Config) {
+		crashable(t, c, fsys)
+		c.DoomTimeout = time.Hour
+	})
+	if doomed, err := r.e.Doom(context.Background(), "f"); err != nil || !doomed {
+		t.Fatalf("second Doom = %v, %v; want the file doomed", doomed, err)
+	}
+	return r, fsys
+}
+
 // TestDoomCountsSurviveACrash: two unlinks of one file are under way (two
 // mounts, say) when the cache crashes. After the restart, the one that
 // failed ends its doom; the other still holds the file doomed, so nothing
 // is written back before its removal. Had the restart counted one doom,
 // write-back would run at once, and the removed file would come back.
 func TestDoomCountsSurviveACrash(t *testing.T) {
-	fsys := vfs.NewCrashable(vfs.OS{}, 23)
-	r := doomRig(t, func(c *Config) {
-		crashable(t, c, fsys)
-		c.DoomTimeout = time.Hour
-	})
+	r, fsys := doomedTwice(t, 23)
 	ctx := context.Background()
-	if doomed, err := r.e.Doom(ctx, "f"); err != nil || !doomed {
-		t.Fatalf("second Doom = %v, %v; want the file doomed", doomed, err)
-	}
 	r.crash(fsys)
 	if err := r.e.Undoom(ctx, "f"); err != nil {
 		t.Fatal(err)
@@ -299,15 +307,8 @@ func TestDoomCountsSurviveACrash(t *testing.T) {
 // must count one doom, not two: the other unlink's end must let write-back
 // go on at once rather than after DoomTimeout.
 func TestEndedDoomsStayEndedAfterACrash(t *testing.T) {
-	fsys := vfs.NewCrashable(vfs.OS{}, 29)
-	r := doomRig(t, func(c *Config) {
-		crashable(t, c, fsys)
-		c.DoomTimeout = time.Hour
-	})
+	r, fsys := doomedTwice(t, 29)
 	ctx := context.Background()
-	if doomed, err := r.e.Doom(ctx, "f"); err != nil || !doomed {
-		t.Fatalf("second Doom = %v, %v; want the file doomed", doomed, err)
-	}
 	if err := r.e.Undoom(ctx, "f"); err != nil {
 		t.Fatal(err)
 	}
