@@ -43,13 +43,13 @@ func (d *Dir) CopyRange(ctx context.Context, p string, off int64, dst int, dstOf
 }
 
 // CopyRanges implements RangeCopier, copying as CopyRange does.
-func (d *Dir) CopyRanges(ctx context.Context, p string, fn func(CopyFunc) error) error {
+func (d *Dir) CopyRanges(ctx context.Context, p string, fn func(CopyFunc, bool) error) error {
 	return d.with(ctx, p, unix.O_RDONLY, func(f *os.File) error {
 		src := int(f.Fd())
 		c := copierFor(src)
 		return fn(func(off int64, dst int, dstOff, n int64) (int64, error) {
 			return copyPath(p, c, src, off, dst, dstOff, n)
-		})
+		}, c.pageCache)
 	})
 }
 

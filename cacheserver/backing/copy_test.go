@@ -123,7 +123,10 @@ func TestCopyRangesCopiesThroughOneOpen(t *testing.T) {
 	const chunk = 100 << 10
 	dst := openDst(t, t.TempDir(), len(data)+chunk)
 	var copies []int64
-	err := NewDir(root).CopyRanges(ctx, "f", func(cp CopyFunc) error {
+	err := NewDir(root).CopyRanges(ctx, "f", func(cp CopyFunc, readsAhead bool) error {
+		if !readsAhead {
+			t.Error("CopyRanges says the kernel does not read a local file ahead")
+		}
 		for _, off := range []int64{chunk, 0, 2 * chunk, 3 * chunk} {
 			n, err := cp(off, int(dst.Fd()), off, chunk)
 			if err != nil {
@@ -149,14 +152,14 @@ func TestCopyRangesCopiesThroughOneOpen(t *testing.T) {
 	}
 
 	called := false
-	err = NewDir(root).CopyRanges(ctx, "missing", func(CopyFunc) error { called = true; return nil })
+	err = NewDir(root).CopyRanges(ctx, "missing", func(CopyFunc, bool) error { called = true; return nil })
 	if !errors.Is(err, fs.ErrNotExist) || called {
 		t.Fatalf("CopyRanges of a missing file: %v, fn called %v; want not exist, not called", err, called)
 	}
 
 	f := NewFaulty(NewDir(root))
 	injected := errors.New("injected")
-	err = f.CopyRanges(ctx, "f", func(cp CopyFunc) error {
+	err = f.CopyRanges(ctx, "f", func(cp CopyFunc, _ bool) error {
 		if n, err := cp(0, int(dst.Fd()), 0, chunk); n != chunk || err != nil {
 			t.Errorf("first copy through Faulty = %d, %v", n, err)
 		}
@@ -171,7 +174,7 @@ func TestCopyRangesCopiesThroughOneOpen(t *testing.T) {
 		t.Fatalf("CopyRanges with a fault: %v after %d copies; want the fault after 2", err, f.Calls(OpCopyRange))
 	}
 	hidden := NewFaulty(struct{ Store }{NewDir(root)})
-	if err := hidden.CopyRanges(ctx, "f", func(CopyFunc) error { return nil }); !errors.Is(err, errors.ErrUnsupported) {
+	if err := hidden.CopyRanges(ctx, "f", func(CopyFunc, bool) error { return nil }); !errors.Is(err, errors.ErrUnsupported) {
 		t.Fatalf("CopyRanges over a Store that cannot copy: %v, want ErrUnsupported", err)
 	}
 }

@@ -160,18 +160,18 @@ func (f *Faulty) CopyRange(ctx context.Context, p string, off int64, dst int, ds
 // CopyRanges implements RangeCopier. Each copy of the CopyFunc counts as
 // an OpCopyRange, and a fault set for it cuts that copy short as in
 // CopyRange.
-func (f *Faulty) CopyRanges(ctx context.Context, p string, fn func(CopyFunc) error) error {
+func (f *Faulty) CopyRanges(ctx context.Context, p string, fn func(CopyFunc, bool) error) error {
 	rc, ok := f.Store.(RangeCopier)
 	if !ok {
 		return fmt.Errorf("copying %s: %w", p, errors.ErrUnsupported)
 	}
-	return rc.CopyRanges(ctx, p, func(cp CopyFunc) error {
+	return rc.CopyRanges(ctx, p, func(cp CopyFunc, readsAhead bool) error {
 		return fn(func(off int64, dst int, dstOff, n int64) (int64, error) {
 			if err := f.enter(OpCopyRange); err != nil {
 				copied, _ := cp(off, dst, dstOff, n/2)
 				return copied, err
 			}
 			return cp(off, dst, dstOff, n)
-		})
+		}, readsAhead)
 	})
 }

@@ -60,12 +60,19 @@ type RangeCopier interface {
 
 	// CopyRanges opens path once, as CopyRange would, and calls fn with a
 	// CopyFunc that copies ranges of it as CopyRange does; it returns the
-	// error of opening without calling fn, or else what fn returns. A
+	// error of opening without calling fn, or else what fn returns. The
+	// CopyFunc is valid only until fn returns, and may be called from
+	// several goroutines at once.
+	//
+	// readsAhead reports whether the kernel reads the file ahead of a
+	// reader, as it does for files read through the page cache. Then a
 	// sequence of copies in file order through one CopyFunc reads as one
-	// stream: the kernel's read-ahead, which follows an open file, grows
-	// with it, where each CopyRange starts anew. The CopyFunc is valid
-	// only until fn returns.
-	CopyRanges(ctx context.Context, path string, fn func(CopyFunc) error) error
+	// stream: the read-ahead, which follows an open file, grows with it,
+	// where each CopyRange starts anew. A file that a FUSE file system
+	// opened for direct I/O, as those in front of remote storage do, is
+	// not read ahead: each copy waits for the store in turn, and a caller
+	// that wants several ranges soon does better to copy them at once.
+	CopyRanges(ctx context.Context, path string, fn func(cp CopyFunc, readsAhead bool) error) error
 }
 
 // CopyFunc copies bytes [off, off+n) of a file that RangeCopier.CopyRanges

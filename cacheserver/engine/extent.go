@@ -79,7 +79,10 @@ type file struct {
 	misses      seqread.Streams // readers of missing extents, for prefetch
 	hits        seqread.Streams // readers of cached extents, for read-ahead
 	prefetching int             // prefetches of this file in flight
-	runs        [2]*slotRun     // runs of free slots for the next extents
+	// notReadAhead: the kernel does not read the backing file ahead of
+	// copies (backing.RangeCopier), as the last prefetch found.
+	notReadAhead bool
+	runs         [2]*slotRun // runs of free slots for the next extents
 }
 
 // xlist is an intrusive doubly linked list of extents: the clean list in

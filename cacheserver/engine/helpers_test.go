@@ -111,6 +111,17 @@ func (r *rig) writeBacking(p string, data []byte) {
 // in the kernel.
 func memoryOnly(s backing.Store) backing.Store { return struct{ backing.Store }{s} }
 
+// withoutReadAhead returns s, a backing.RangeCopier, saying that the kernel
+// reads none of its files ahead, as for a FUSE file system that opens them
+// for direct I/O.
+func withoutReadAhead(s backing.Store) backing.Store { return notReadAhead{s.(*backing.Faulty)} }
+
+type notReadAhead struct{ *backing.Faulty }
+
+func (n notReadAhead) CopyRanges(ctx context.Context, p string, fn func(backing.CopyFunc, bool) error) error {
+	return n.Faulty.CopyRanges(ctx, p, func(cp backing.CopyFunc, _ bool) error { return fn(cp, false) })
+}
+
 // backingReads counts the calls that read the backing store: reads, and
 // copies into the slab made in the kernel.
 func (r *rig) backingReads() int64 {

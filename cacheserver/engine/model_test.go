@@ -44,10 +44,14 @@ func newModelRun(t *testing.T, seed uint64) *modelRun {
 			WriteWindow: WriteWindow{Multiplier: -1}}
 		m.crash = vfs.NewCrashable(vfs.OS{}, seed)
 		c.FS = m.crash
-		if seed%3 == 0 {
+		switch seed % 3 {
+		case 0:
 			// Copy-ups through memory, as over a backing store that cannot
 			// copy in the kernel; the other seeds copy in the kernel.
 			c.Backing = memoryOnly(c.Backing)
+		case 1:
+			// Read-ahead copies in parallel streams.
+			c.Backing = withoutReadAhead(c.Backing)
 		}
 	})
 	if err := os.Mkdir(filepath.Join(m.r.root, "d"), 0o755); err != nil {
@@ -82,8 +86,10 @@ func (m *modelRun) step() {
 	switch k := m.rng.IntN(100); {
 	case k < 30:
 		m.write(ctx)
-	case k < 60:
+	case k < 56:
 		m.read(ctx)
+	case k < 60:
+		m.readInOrder(ctx)
 	case k < 65:
 		m.truncate(ctx)
 	case k < 67:
@@ -147,9 +153,20 @@ func (m *modelRun) write(ctx context.Context) {
 }
 
 func (m *modelRun) read(ctx context.Context) {
+	m.readAt(ctx, m.path(), m.rng.Int64N(7*modelES), 1+m.rng.IntN(3*modelES))
+}
+
+// readInOrder reads a file from its start to its end in calls of an
+// extent, as a sequential reader does, which starts read-ahead.
+func (m *modelRun) readInOrder(ctx context.Context) {
 	p := m.path()
-	off := m.rng.Int64N(7 * modelES)
-	b := make([]byte, 1+m.rng.IntN(3*modelES))
+	for off := int64(0); off == 0 || off < int64(len(m.model[p])); off += modelES {
+		m.readAt(ctx, p, off, modelES)
+	}
+}
+
+func (m *modelRun) readAt(ctx context.Context, p string, off int64, size int) {
+	b := make([]byte, size)
 	n, err := m.r.e.ReadAt(ctx, p, b, off)
 	m.log = append(m.log, fmt.Sprintf("read %s [%d,%d)", p, off, off+int64(len(b))))
 	cur, ok := m.model[p]

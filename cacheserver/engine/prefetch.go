@@ -2,14 +2,28 @@ package engine
 
 import (
 	"context"
+	"sync"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
+	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/seqread"
 )
 
 // prefetchWindow is how many extents ahead of a sequential reader are
-// copied up in the background.
+// copied up in the background, for a file that the kernel reads ahead of
+// copies (backing.RangeCopier). For one it does not, the window is twice
+// as wide and its copies go in copyStreams streams at once.
 const prefetchWindow = 8
+
+// copyStreams is how many copies of one prefetch run go at once for a
+// backing file that the kernel does not read ahead, as a FUSE file system
+// in front of remote storage opens its files: each copy waits for the
+// store's latency, and a reader faster than one copy at a time would wait
+// for every extent. For a file that the kernel reads ahead, one stream
+// through one open file lets the read-ahead follow it; several would read
+// it in scattered requests, and its read-ahead already keeps requests in
+// flight.
+const copyStreams = 4
 
 // missConfirm is how many misses in order make a reader sequential.
 const missConfirm = 1
@@ -27,27 +41,31 @@ const missConfirm = 1
 //
 // Like the kernel's read-ahead it works in batches: once fewer than half
 // the window's extents ahead of the reader are cached or on their way, it
-// claims the rest of the window at once, and one goroutine copies them up
-// in file order through one open backing file (prefetchRun). The extents
-// are claimed here, before the call returns: a reader that comes to one of
-// them waits for its copy-up rather than starting its own, and a truncate
-// or drop that comes later finds the claims and waits for them.
+// claims the rest of the window at once, and prefetchRun copies them up
+// through one open of the backing file. The extents are claimed here,
+// before the call returns: a reader that comes to one of them waits for
+// its copy-up rather than starting its own, and a truncate or drop that
+// comes later finds the claims and waits for them.
 func (e *Engine) prefetchAfter(ctx context.Context, f *file, idx, in int64, miss bool) {
 	stride := e.cfg.Stride
 	e.mu.Lock()
+	window := int64(prefetchWindow)
+	if f.notReadAhead {
+		window *= 2
+	}
 	seq := !miss
 	if miss {
 		f.misses.Confirm = missConfirm
-		seq, _ = f.misses.ReadAt(idx, stride, in == 0, prefetchWindow)
+		seq, _ = f.misses.ReadAt(idx, stride, in == 0, int(window))
 	}
-	end := idx + prefetchWindow*stride
+	end := idx + window*stride
 	first := idx + stride
 	for first <= end && f.extents[first] != nil {
 		first += stride
 	}
 	var run []claim
-	for next := first; seq && first <= idx+prefetchWindow/2*stride && next <= end; next += stride {
-		if f.prefetching >= prefetchWindow*seqread.MaxStreams || f.dead || e.closed ||
+	for next := first; seq && first <= idx+window/2*stride && next <= end; next += stride {
+		if f.prefetching >= 2*prefetchWindow*seqread.MaxStreams || f.dead || e.closed ||
 			next*e.es >= max(f.size, f.backingSize) {
 			break
 		}
@@ -82,32 +100,61 @@ type claim struct {
 	slot int32
 }
 
-// prefetchRun fills the claims of f that prefetchAfter made, in file order,
-// through one open backing file when the kernel copies, or else each on its
-// own. One open per run instead of one per extent spares the backing
-// store's metadata service, and the kernel's read-ahead follows the run as
-// it would one reader of the file (see the package doc). It outlives the
-// read that started it but keeps the caller's identity. A failed prefetch
-// only costs the reader a miss later.
+// prefetchRun fills the claims of f that prefetchAfter made, through one
+// open backing file when the kernel copies, or else each on its own. One
+// open per run instead of one per extent spares the backing store's
+// metadata service. A file that the kernel reads ahead is copied in file
+// order, so that its read-ahead follows the run as it would one reader of
+// the file (see the package doc); any other in copyStreams streams that
+// take the claims in turn, so that the extents come in about the order a
+// reader wants them. It outlives the read that started it but keeps the
+// caller's identity. A failed prefetch only costs the reader a miss later.
 func (e *Engine) prefetchRun(ctx context.Context, f *file, run []claim) {
 	defer e.leave()
 	ctx = context.WithoutCancel(ctx)
-	done := 0
+	done := false
 	if rc, ok := e.backing.(backing.RangeCopier); ok && !e.noKernelCopy.Load() {
-		_ = rc.CopyRanges(ctx, f.path, func(cp backing.CopyFunc) error {
-			for _, c := range run {
-				done++
-				_ = e.fillCopy(ctx, c.x, c.slot, cp, nil, 0)
+		_ = rc.CopyRanges(ctx, f.path, func(cp backing.CopyFunc, readsAhead bool) error {
+			done = true
+			e.mu.Lock()
+			f.notReadAhead = !readsAhead
+			e.mu.Unlock()
+			if readsAhead {
+				e.fillClaims(ctx, run, cp)
+				return nil
 			}
+			var wg sync.WaitGroup
+			for i := range min(copyStreams, len(run)) {
+				var stream []claim
+				for j := i; j < len(run); j += copyStreams {
+					stream = append(stream, run[j])
+				}
+				// Only the thread that runs it carries the caller's
+				// identity, for a store that checks it on every read.
+				wg.Go(func() {
+					_ = ident.DoContext(ctx, func() error {
+						e.fillClaims(ctx, stream, cp)
+						return nil
+					})
+				})
+			}
+			wg.Wait()
 			return nil
 		})
 	}
-	for _, c := range run[done:] {
-		_ = e.fillCopy(ctx, c.x, c.slot, nil, nil, 0)
+	if !done {
+		e.fillClaims(ctx, run, nil)
 	}
 	e.mu.Lock()
 	f.prefetching -= len(run)
 	e.mu.Unlock()
+}
+
+// fillClaims copies up claims in order, through cp if it is not nil.
+func (e *Engine) fillClaims(ctx context.Context, claims []claim, cp backing.CopyFunc) {
+	for _, c := range claims {
+		_ = e.fillCopy(ctx, c.x, c.slot, cp, nil, 0)
+	}
 }
 
 // readAheadWindow is how many extents ahead of a sequential reader of cached

@@ -5,13 +5,16 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
+	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/seqread"
 	"github.com/burstcache/burstcache/cacheserver/vfs"
 )
@@ -275,12 +278,23 @@ func TestPrefetchFollowsInterleavedReaders(t *testing.T) {
 
 // copyLog is a backing directory that records the copies into the cache:
 // the offsets copied one at a time (CopyRange), and those copied through
-// each open of CopyRanges, in the order copied.
+// each open of CopyRanges, in the order copied. With notReadAhead it says
+// that the kernel does not read its files ahead, as for a FUSE file system
+// that opens them for direct I/O, and each copy through CopyRanges takes
+// delay more, as from remote storage; it then records how many copies
+// through one open were in flight at most, and the fsuid of the thread of
+// each copy.
 type copyLog struct {
 	*backing.Dir
-	mu      sync.Mutex
-	singles []int64
-	runs    [][]int64
+	notReadAhead bool
+	delay        time.Duration
+
+	mu          sync.Mutex
+	singles     []int64
+	runs        [][]int64
+	inFlight    map[int]int // copies in flight, by run
+	maxInFlight int
+	fsuids      []uint32
 }
 
 func (l *copyLog) CopyRange(ctx context.Context, p string, off int64, dst int, dstOff, n int64) (int64, error) {
@@ -290,18 +304,53 @@ func (l *copyLog) CopyRange(ctx context.Context, p string, off int64, dst int, d
 	return l.Dir.CopyRange(ctx, p, off, dst, dstOff, n)
 }
 
-func (l *copyLog) CopyRanges(ctx context.Context, p string, fn func(backing.CopyFunc) error) error {
+func (l *copyLog) CopyRanges(ctx context.Context, p string, fn func(backing.CopyFunc, bool) error) error {
 	l.mu.Lock()
 	run := len(l.runs)
 	l.runs = append(l.runs, nil)
 	l.mu.Unlock()
-	return l.Dir.CopyRanges(ctx, p, func(cp backing.CopyFunc) error {
+	return l.Dir.CopyRanges(ctx, p, func(cp backing.CopyFunc, readsAhead bool) error {
 		return fn(func(off int64, dst int, dstOff, n int64) (int64, error) {
+			// setfsuid with an id that is not one changes nothing and
+			// returns the thread's fsuid.
+			uid, _, _ := syscall.RawSyscall(syscall.SYS_SETFSUID, ^uintptr(0), 0, 0)
 			l.mu.Lock()
 			l.runs[run] = append(l.runs[run], off)
+			l.fsuids = append(l.fsuids, uint32(uid))
+			if l.inFlight == nil {
+				l.inFlight = map[int]int{}
+			}
+			l.inFlight[run]++
+			l.maxInFlight = max(l.maxInFlight, l.inFlight[run])
 			l.mu.Unlock()
+			defer func() {
+				l.mu.Lock()
+				l.inFlight[run]--
+				l.mu.Unlock()
+			}()
+			time.Sleep(l.delay)
 			return cp(off, dst, dstOff, n)
-		})
+		}, readsAhead && !l.notReadAhead)
+	})
+}
+
+// readInOrder reads the whole of file p of r, extent by extent, as ctx,
+// and checks each extent against want.
+func readInOrder(t *testing.T, ctx context.Context, r *rig, p string, want []byte, es int64) {
+	t.Helper()
+	buf := make([]byte, es)
+	for off := int64(0); off < int64(len(want)); off += es {
+		if _, err := r.e.ReadAt(ctx, p, buf, off); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(buf, want[off:off+es]) {
+			t.Fatalf("extent %d read wrong bytes", off/es)
+		}
+	}
+	waitFor(t, func() bool {
+		r.e.mu.Lock()
+		defer r.e.mu.Unlock()
+		return r.e.active == 0
 	})
 }
 
@@ -323,20 +372,7 @@ func TestPrefetchCopiesRunsThroughOneOpen(t *testing.T) {
 		want[i] = byte(i/es + i*7)
 	}
 	r.writeBacking("f", want)
-	buf := make([]byte, es)
-	for idx := int64(0); idx < extents; idx++ {
-		if _, err := r.e.ReadAt(context.Background(), "f", buf, idx*es); err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(buf, want[idx*es:(idx+1)*es]) {
-			t.Fatalf("extent %d read wrong bytes", idx)
-		}
-	}
-	waitFor(t, func() bool {
-		r.e.mu.Lock()
-		defer r.e.mu.Unlock()
-		return r.e.active == 0
-	})
+	readInOrder(t, context.Background(), r, "f", want, es)
 	log.mu.Lock()
 	defer log.mu.Unlock()
 	if !slices.Equal(log.singles, []int64{0, es}) {
@@ -359,5 +395,59 @@ func TestPrefetchCopiesRunsThroughOneOpen(t *testing.T) {
 	}
 	if len(copied) != extents-2 {
 		t.Errorf("runs copied %d extents, want the %d after the first two", len(copied), extents-2)
+	}
+}
+
+// TestPrefetchCopiesAtOnceWhereTheKernelDoesNotReadAhead reads a file in
+// order from a store that does not read files ahead and takes a while for
+// each copy, as remote storage behind a FUSE file system does: read-ahead
+// must have several copies through one open in flight at once, each extent
+// copied once, and,
+// as root, every copy must run as the reader, on whichever thread it runs.
+func TestPrefetchCopiesAtOnceWhereTheKernelDoesNotReadAhead(t *testing.T) {
+	const es, extents = 64 << 10, 40
+	root := t.TempDir()
+	log := &copyLog{Dir: backing.NewDir(root), notReadAhead: true, delay: 5 * time.Millisecond}
+	r := newRig(t, es, 2*extents, func(c *Config) { c.Backing = log })
+	r.root = root
+	want := make([]byte, extents*es)
+	for i := range want {
+		want[i] = byte(i/es + i*3)
+	}
+	r.writeBacking("f", want)
+	ctx := context.Background()
+	reader := uint32(os.Geteuid())
+	if reader == 0 {
+		reader = 1000
+		for _, d := range []string{filepath.Dir(root), root} {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx = ident.NewContext(ctx, ident.Cred{UID: reader, GID: reader})
+	}
+	readInOrder(t, ctx, r, "f", want, es)
+
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if log.maxInFlight < 2 || log.maxInFlight > copyStreams {
+		t.Errorf("at most %d copies through one open were in flight, want 2 to %d", log.maxInFlight, copyStreams)
+	}
+	copied := map[int64]bool{}
+	for _, run := range log.runs {
+		for _, off := range run {
+			if copied[off] {
+				t.Errorf("offset %d copied twice", off)
+			}
+			copied[off] = true
+		}
+	}
+	if len(copied)+len(log.singles) != extents {
+		t.Errorf("runs copied %d extents and the reader %d, want %d in all", len(copied), len(log.singles), extents)
+	}
+	for _, uid := range log.fsuids {
+		if uid != reader {
+			t.Fatalf("a copy ran with fsuid %d, want the reader's %d", uid, reader)
+		}
 	}
 }
