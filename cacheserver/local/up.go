@@ -42,6 +42,9 @@ type Config struct {
 	ActAsCaller bool
 	// ServerArgs are passed to every server, such as watermark flags.
 	ServerArgs []string
+	// ClientCache has the mount keep data in the kernel's page cache and
+	// write-back cache (see fusefs.Options).
+	ClientCache bool
 	// Timeout bounds each process's start (default 30 s).
 	Timeout time.Duration
 }
@@ -231,7 +234,11 @@ func startMount(ctx context.Context, cfg Config, st *State) error {
 	_ = os.Remove(exit)
 	args := []string{"mount", "--servers", strings.Join(addrs, ","),
 		"--secret-file", secretPath(st.CacheDir),
-		"--extent-size", strconv.FormatInt(st.ExtentSize, 10), "--ready-file", ready, "--exit-file", exit, st.Mount}
+		"--extent-size", strconv.FormatInt(st.ExtentSize, 10), "--ready-file", ready, "--exit-file", exit}
+	if cfg.ClientCache {
+		args = append(args, "--client-cache")
+	}
+	args = append(args, st.Mount)
 	c, err := start("mount", cfg.Binary, args, filepath.Join(st.CacheDir, "logs", "mount.log"))
 	if err != nil {
 		return err

@@ -54,6 +54,7 @@ func newLocalUpCmd() *cobra.Command {
 	fl.IntVar(&cfg.GID, "gid", -1, "gid of backing-store operations (default: this process's)")
 	fl.BoolVar(&cfg.ActAsCaller, "act-as-caller", false, "run backing-store operations as the calling process, for a shared instance (root only; the default as root without --uid and --gid)")
 	fl.StringSliceVar(&cfg.ServerArgs, "server-arg", nil, "extra flag for every server, such as --dirty-high=80")
+	fl.BoolVar(&cfg.ClientCache, "client-cache", false, "have the mount use the kernel's page cache and write-back cache (no close-to-open consistency between mounts)")
 	return cmd
 }
 

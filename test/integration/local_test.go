@@ -2,9 +2,11 @@ package integration
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -188,4 +190,45 @@ func writeShared(t *testing.T, mounts []string, name string, writers, block int)
 		}
 	}
 	return want
+}
+
+// TestClientCacheWritesReachTheBackingDirectory starts the mount with the
+// kernel's page cache and write-back cache, which gathers small writes on
+// the node before they reach the servers, and checks that every byte
+// written reaches the backing directory after down.
+func TestClientCacheWritesReachTheBackingDirectory(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 2, "--client-cache")
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", readState(t, in.cacheDir).MountPID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if args := strings.Split(string(cmdline), "\x00"); !slices.Contains(args, "--client-cache") {
+		t.Fatalf("the mount runs without the client cache: %q", args)
+	}
+	files := writeTree(t, in.mount)
+	// 4 KiB writes in random order, as a small-block workload makes them.
+	want := randomBytes(3<<20, 3)
+	f, err := os.Create(filepath.Join(in.mount, "small-writes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const block = 4096
+	for _, i := range rand.New(rand.NewPCG(3, 3)).Perm(len(want) / block) {
+		if _, err := f.WriteAt(want[i*block:(i+1)*block], int64(i*block)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files["small-writes"] = want
+	for p, want := range files {
+		sameFile(t, filepath.Join(in.mount, p), want)
+	}
+	must(t, "local", "down", "--mount", in.mount)
+	for p, want := range files {
+		sameFile(t, filepath.Join(in.backing, p), want)
+	}
 }
