@@ -17,6 +17,9 @@
 //     directory, cold (nothing cached), warm (everything cached), and while
 //     write-back is running (warm again: each workload runs once first, so
 //     that its data is cached, and for writes dirty, as in the warm column);
+//   - warm, client cache: burstcache warm again, through a mount that keeps
+//     data in the kernel's page cache and gathers small writes in its
+//     write-back cache (`local up --client-cache`);
 //   - slow: a backing store that adds a fixed latency to every operation
 //     (a latency-injecting FUSE loopback with the kernel page cache off, the
 //     way a remote parallel file system feels), alone and behind burstcache:

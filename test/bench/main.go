@@ -22,12 +22,13 @@ const (
 	colCold        = "burstcache cold"
 	colWarm        = "burstcache warm"
 	colWriteBack   = "during write-back"
+	colClientCache = "warm, client cache"
 	colSlow        = "slow backing"
 	colSlowCold    = "cold over slow"
 	colSlowCached  = "burstcache over slow"
 )
 
-var columns = []string{colRaw, colPassthrough, colFUSE, colCold, colWarm, colWriteBack, colSlow, colSlowCold, colSlowCached}
+var columns = []string{colRaw, colPassthrough, colFUSE, colCold, colWarm, colWriteBack, colClientCache, colSlow, colSlowCold, colSlowCached}
 
 // results maps workload name and column to a rate.
 type results map[string]map[string]float64
@@ -116,6 +117,7 @@ func run(c config) (results, error) {
 		{"FUSE passthrough", runPassthrough},
 		{"FUSE without passthrough", runFUSE},
 		{"burstcache", runCache},
+		{"burstcache with the client cache", runClientCache},
 		{"slow backing", runSlow},
 	}
 	for _, s := range steps {
@@ -230,6 +232,56 @@ func runCache(c config, res results) error {
 		duringWriteBack(res, bc, mnt, backing, c),
 	)
 	return errors.Join(err, bc.down())
+}
+
+// runClientCache measures data workloads warm, as runCache does, through a
+// mount that keeps data in the kernel's page cache and gathers small writes
+// in its write-back cache (local up --client-cache). The page cache is
+// dropped before each measurement, as for the warm column.
+func runClientCache(c config, res results) error {
+	if _, err := os.Stat(c.bin); err != nil {
+		return nil
+	}
+	backing, mnt := filepath.Join(c.work, "cc-backing"), filepath.Join(c.work, "cc-mnt")
+	if err := mkdirs(backing, mnt); err != nil {
+		return err
+	}
+	bc := &burstcache{bin: c.bin, mnt: mnt, servers: c.servers, capacity: c.capacity, clientCache: true}
+	if err := bc.up(backing, filepath.Join(c.work, "cc-cache")); err != nil {
+		return err
+	}
+	var err error
+	for _, w := range workloads {
+		if err = warmOnly(res, bc, w, c.p); err != nil {
+			break
+		}
+	}
+	return errors.Join(err, bc.down())
+}
+
+// warmOnly runs a data workload once in a fresh directory of bc's mount, so
+// that its data is cached, and measures it again in colClientCache.
+func warmOnly(res results, bc *burstcache, w workload, p params) error {
+	if !isData(w) {
+		return nil
+	}
+	if err := bc.writeBack(); err != nil {
+		return err
+	}
+	dir := scratch(bc.mnt, "w")
+	if err := mkdirs(dir); err != nil {
+		return err
+	}
+	if _, err := measureOne(w, dir, dir, p); err != nil {
+		return fmt.Errorf("%s: %w", w.name, err)
+	}
+	dropCaches()
+	rate, err := timed(func() (float64, error) { return w.run(dir, p) })
+	if err != nil {
+		return fmt.Errorf("%s: %w", w.name, err)
+	}
+	res.set(w.name, colClientCache, rate)
+	return removeAll(dir)
 }
 
 func coldWarm(res results, bc *burstcache, mnt, backing string, p params) error {

@@ -142,7 +142,7 @@ func plot(res results) string {
 	)
 	colors := map[string]string{
 		colRaw: "#888888", colPassthrough: "#bbbbbb", colFUSE: "#dddddd",
-		colCold: "#9ecae1", colWarm: "#3182bd", colWriteBack: "#08519c",
+		colCold: "#9ecae1", colWarm: "#3182bd", colWriteBack: "#08519c", colClientCache: "#6a51a3",
 		colSlow: "#fdd0a2", colSlowCold: "#fd8d3c", colSlowCached: "#d94801",
 	}
 	var data []workload

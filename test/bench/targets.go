@@ -43,10 +43,11 @@ func mountLoopback(dir, mnt string) (*fuse.Server, error) {
 
 // burstcache drives a standalone cache through the burstcache binary.
 type burstcache struct {
-	bin      string
-	mnt      string
-	servers  int
-	capacity string
+	bin         string
+	mnt         string
+	servers     int
+	capacity    string
+	clientCache bool
 }
 
 func (b *burstcache) run(args ...string) error {
@@ -59,8 +60,12 @@ func (b *burstcache) run(args ...string) error {
 }
 
 func (b *burstcache) up(backing, cacheDir string) error {
-	return b.run("local", "up", "--backing", backing, "--mount", b.mnt, "--cache-dir", cacheDir,
-		"--servers", fmt.Sprint(b.servers), "--capacity", b.capacity)
+	args := []string{"local", "up", "--backing", backing, "--mount", b.mnt, "--cache-dir", cacheDir,
+		"--servers", fmt.Sprint(b.servers), "--capacity", b.capacity}
+	if b.clientCache {
+		args = append(args, "--client-cache")
+	}
+	return b.run(args...)
 }
 
 func (b *burstcache) down() error { return b.run("local", "down", "--mount", b.mnt) }
