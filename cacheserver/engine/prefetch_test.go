@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -288,6 +289,9 @@ type copyLog struct {
 	*backing.Dir
 	notReadAhead bool
 	delay        time.Duration
+	// failOnce, if set, makes the first copy through CopyRanges at each
+	// offset it names fail halfway.
+	failOnce map[int64]bool
 
 	mu          sync.Mutex
 	singles     []int64
@@ -329,6 +333,14 @@ func (l *copyLog) CopyRanges(ctx context.Context, p string, fn func(backing.Copy
 				l.mu.Unlock()
 			}()
 			time.Sleep(l.delay)
+			l.mu.Lock()
+			fail := l.failOnce[off]
+			delete(l.failOnce, off)
+			l.mu.Unlock()
+			if fail {
+				copied, _ := cp(off, dst, dstOff, n/2)
+				return copied, errInjected
+			}
 			return cp(off, dst, dstOff, n)
 		}, readsAhead && !l.notReadAhead)
 	})
@@ -449,5 +461,53 @@ func TestPrefetchCopiesAtOnceWhereTheKernelDoesNotReadAhead(t *testing.T) {
 		if uid != reader {
 			t.Fatalf("a copy ran with fsuid %d, want the reader's %d", uid, reader)
 		}
+	}
+}
+
+// TestFailedCopiesOfAStreamCostOnlyAMiss fails some copies of read-ahead
+// streams halfway: the reader must still read the right bytes, and each
+// extent whose copy failed must be copied again, by a later read-ahead or
+// by the reader.
+func TestFailedCopiesOfAStreamCostOnlyAMiss(t *testing.T) {
+	const es, extents = 64 << 10, 40
+	root := t.TempDir()
+	failed := map[int64]bool{}
+	for idx := int64(4); idx < extents; idx += 5 {
+		failed[idx*es] = true
+	}
+	log := &copyLog{Dir: backing.NewDir(root), notReadAhead: true, failOnce: maps.Clone(failed)}
+	r := newRig(t, es, 2*extents, func(c *Config) { c.Backing = log })
+	r.root = root
+	want := make([]byte, extents*es)
+	for i := range want {
+		want[i] = byte(i/es*5 + i)
+	}
+	r.writeBacking("f", want)
+	readInOrder(t, context.Background(), r, "f", want, es)
+
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	copies := map[int64]int{}
+	for _, off := range log.singles {
+		copies[off]++
+	}
+	for _, run := range log.runs {
+		for _, off := range run {
+			copies[off]++
+		}
+	}
+	for off := range failed {
+		switch {
+		case log.failOnce[off]:
+			// Never tried by read-ahead: the reader copied it up.
+		case copies[off] < 2:
+			t.Errorf("extent %d failed its read-ahead copy and was not copied again", off/es)
+		}
+	}
+	if len(log.failOnce) == len(failed) {
+		t.Error("no read-ahead copy failed")
+	}
+	if s := r.e.Stats(); s.CachedBytes != extents*es {
+		t.Errorf("%d bytes cached after reading the file, want all %d", s.CachedBytes, extents*es)
 	}
 }
