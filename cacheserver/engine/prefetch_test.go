@@ -366,6 +366,23 @@ func readInOrder(t *testing.T, ctx context.Context, r *rig, p string, want []byt
 	})
 }
 
+// copyLogRig opens an engine of es-byte extents with room for twice
+// extents, over log, which it points at a fresh backing directory, and
+// writes there a file "f" of extents extents whose bytes depend on seed.
+func copyLogRig(t *testing.T, log *copyLog, es, extents int64, seed int) (*rig, []byte) {
+	t.Helper()
+	root := t.TempDir()
+	log.Dir = backing.NewDir(root)
+	r := newRig(t, es, 2*extents, func(c *Config) { c.Backing = log })
+	r.root = root
+	want := make([]byte, extents*es)
+	for i := range want {
+		want[i] = byte(int64(i)/es*int64(seed) + int64(i*seed))
+	}
+	r.writeBacking("f", want)
+	return r, want
+}
+
 // TestPrefetchCopiesRunsThroughOneOpen reads a file in order. The reader
 // copies up the two extents that make it sequential, and no other: read-ahead
 // claims the next extents before the read returns. Read-ahead copies the
@@ -375,15 +392,8 @@ func readInOrder(t *testing.T, ctx context.Context, r *rig, p string, want []byt
 // rather than one per extent.
 func TestPrefetchCopiesRunsThroughOneOpen(t *testing.T) {
 	const es, extents = 64 << 10, 40
-	root := t.TempDir()
-	log := &copyLog{Dir: backing.NewDir(root)}
-	r := newRig(t, es, 2*extents, func(c *Config) { c.Backing = log })
-	r.root = root
-	want := make([]byte, extents*es)
-	for i := range want {
-		want[i] = byte(i/es + i*7)
-	}
-	r.writeBacking("f", want)
+	log := &copyLog{}
+	r, want := copyLogRig(t, log, es, extents, 7)
 	readInOrder(t, context.Background(), r, "f", want, es)
 	log.mu.Lock()
 	defer log.mu.Unlock()
@@ -414,24 +424,17 @@ func TestPrefetchCopiesRunsThroughOneOpen(t *testing.T) {
 // order from a store that does not read files ahead and takes a while for
 // each copy, as remote storage behind a FUSE file system does: read-ahead
 // must have several copies through one open in flight at once, each extent
-// copied once, and,
-// as root, every copy must run as the reader, on whichever thread it runs.
+// copied once, and, as root, every copy must run as the reader, on
+// whichever thread it runs.
 func TestPrefetchCopiesAtOnceWhereTheKernelDoesNotReadAhead(t *testing.T) {
 	const es, extents = 64 << 10, 40
-	root := t.TempDir()
-	log := &copyLog{Dir: backing.NewDir(root), notReadAhead: true, delay: 5 * time.Millisecond}
-	r := newRig(t, es, 2*extents, func(c *Config) { c.Backing = log })
-	r.root = root
-	want := make([]byte, extents*es)
-	for i := range want {
-		want[i] = byte(i/es + i*3)
-	}
-	r.writeBacking("f", want)
+	log := &copyLog{notReadAhead: true, delay: 5 * time.Millisecond}
+	r, want := copyLogRig(t, log, es, extents, 3)
 	ctx := context.Background()
 	reader := uint32(os.Geteuid())
 	if reader == 0 {
 		reader = 1000
-		for _, d := range []string{filepath.Dir(root), root} {
+		for _, d := range []string{filepath.Dir(r.root), r.root} {
 			if err := os.Chmod(d, 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -470,19 +473,12 @@ func TestPrefetchCopiesAtOnceWhereTheKernelDoesNotReadAhead(t *testing.T) {
 // by the reader.
 func TestFailedCopiesOfAStreamCostOnlyAMiss(t *testing.T) {
 	const es, extents = 64 << 10, 40
-	root := t.TempDir()
 	failed := map[int64]bool{}
 	for idx := int64(4); idx < extents; idx += 5 {
 		failed[idx*es] = true
 	}
-	log := &copyLog{Dir: backing.NewDir(root), notReadAhead: true, failOnce: maps.Clone(failed)}
-	r := newRig(t, es, 2*extents, func(c *Config) { c.Backing = log })
-	r.root = root
-	want := make([]byte, extents*es)
-	for i := range want {
-		want[i] = byte(i/es*5 + i)
-	}
-	r.writeBacking("f", want)
+	log := &copyLog{notReadAhead: true, failOnce: maps.Clone(failed)}
+	r, want := copyLogRig(t, log, es, extents, 5)
 	readInOrder(t, context.Background(), r, "f", want, es)
 
 	log.mu.Lock()
