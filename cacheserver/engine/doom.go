@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/ident"
 )
@@ -16,8 +17,9 @@ import (
 // caller ends the doom with Drop once the file is gone, or Undoom when the
 // removal failed. A doom nobody ends, because the caller died, ends after
 // DoomTimeout as the backing store says: the data is dropped if the file
-// is gone there, and kept otherwise. A restart finds dooms in the index and
-// gives each DoomTimeout again, for the callers still under way.
+// is gone there, and kept otherwise. A restart finds dooms in the index: it
+// drops the files gone from the backing store at once (dropRemovedDooms),
+// and gives the others DoomTimeout again, for the callers still under way.
 //
 // A file with nothing the backing store lacks (no record: only clean
 // extents) is dropped at once instead. Doom reports whether it kept the
@@ -148,30 +150,80 @@ func (e *Engine) oldDoomsLocked() []*file {
 // says: a file gone there is dropped, one still there (or that cannot be
 // looked at) keeps its data and is written back.
 func (e *Engine) resolveDoom(f *file) {
-	ctx := context.Background()
+	gone, err := e.goneFromBacking(context.Background(), f)
+	if gone {
+		if e.dropDoomed(f) {
+			e.log.Warn("Dropped the data of a file whose unlink did not end: it is gone from the backing store", "path", f.path)
+		}
+		return
+	}
+	f.wbmu.Lock()
+	e.mu.Lock()
+	still := f.doomed > 0 && !f.dead
+	if still {
+		f.doomed = 0
+		e.endDoomLocked(f)
+	}
+	e.mu.Unlock()
+	f.wbmu.Unlock()
+	if still {
+		e.log.Warn("Keeping the data of a file whose unlink did not end: it is still on the backing store", "path", f.path, "err", err)
+	}
+}
+
+// doomCheckTimeout bounds how long Open asks the backing store about the
+// files that a restart found doomed.
+const doomCheckTimeout = 10 * time.Second
+
+// dropRemovedDooms drops, before Open returns, the files that the restart
+// found doomed and whose backing files are gone. Their unlinks removed
+// them: the Drop that ends the doom came before the crash, which did not
+// wait for its commit (see Drop), or is still to come. Waiting for
+// DoomTimeout instead, as for a file still there, would let a file that a
+// job creates at the path meanwhile have the old data written back into
+// it, since the timeout would find a file there and keep the data. A file
+// still there, or that the backing store does not answer for in time,
+// keeps its doom for the unlink under way.
+func (e *Engine) dropRemovedDooms() {
+	e.mu.Lock()
+	var doomed []*file
+	for f := range e.dooms {
+		doomed = append(doomed, f)
+	}
+	e.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), doomCheckTimeout)
+	defer cancel()
+	for _, f := range doomed {
+		if gone, _ := e.goneFromBacking(ctx, f); gone && e.dropDoomed(f) {
+			e.log.Info("Dropped the data of a file that an unlink removed before the restart", "path", f.path)
+		}
+	}
+}
+
+// goneFromBacking reports whether the backing file of f is gone, asking as
+// the identity of its last writer, and the error of asking otherwise.
+func (e *Engine) goneFromBacking(ctx context.Context, f *file) (bool, error) {
 	e.mu.Lock()
 	if f.cred != nil {
 		ctx = ident.NewContext(ctx, *f.cred)
 	}
 	e.mu.Unlock()
 	_, err := e.backing.Stat(ctx, f.path)
-	gone := errorsIsNotExist(err)
+	return errorsIsNotExist(err), err
+}
+
+// dropDoomed drops f if a doom still holds it, and reports whether it did.
+// The drop is committed with the next commit: a crash before it finds the
+// doom again, and the file still gone.
+func (e *Engine) dropDoomed(f *file) bool {
 	f.wbmu.Lock()
 	defer f.wbmu.Unlock()
 	e.mu.Lock()
 	still := f.doomed > 0 && !f.dead
-	if still && !gone {
-		f.doomed = 0
-		e.endDoomLocked(f)
-	}
 	e.mu.Unlock()
-	switch {
-	case !still:
-	case gone:
-		e.log.Warn("Dropping the data of a file whose unlink did not end: it is gone from the backing store", "path", f.path)
+	if still {
 		e.dropLocked(f)
 		e.kickCommit()
-	default:
-		e.log.Warn("Keeping the data of a file whose unlink did not end: it is still on the backing store", "path", f.path, "err", err)
 	}
+	return still
 }

@@ -234,9 +234,9 @@ func TestDoomsNobodyEndsEndAfterTheTimeout(t *testing.T) {
 
 // TestDoomsSurviveACrash crashes right after a Doom, with the periodic
 // commit an hour away. The restarted engine must neither write the data
-// back before the doom times out (the unlink may have removed the file, and
-// write-back would bring it back) nor lose it when the unlink did not
-// happen.
+// back (the unlink may remove the file, and write-back would bring it back)
+// nor lose it when the unlink did not happen: the doom holds until it
+// times out. A file that the unlink removed already is dropped at once.
 func TestDoomsSurviveACrash(t *testing.T) {
 	for name, gone := range map[string]bool{"unlinked": true, "not unlinked": false} {
 		t.Run(name, func(t *testing.T) {
@@ -249,7 +249,11 @@ func TestDoomsSurviveACrash(t *testing.T) {
 			}
 			r.cfg.DoomTimeout = 300 * time.Millisecond
 			r.crash(fsys)
-			if err := r.flushFor(100 * time.Millisecond); !errors.Is(err, ErrDirtyLeft) {
+			if gone {
+				if n := r.e.Stats().DoomedFiles; n != 0 {
+					t.Fatalf("%d doomed files after the restart, want the removed one dropped", n)
+				}
+			} else if err := r.flushFor(100 * time.Millisecond); !errors.Is(err, ErrDirtyLeft) {
 				t.Fatalf("flush right after the restart: %v, want %v while the doom holds", err, ErrDirtyLeft)
 			}
 			r.awaitDoomEnd(gone)
@@ -352,4 +356,32 @@ func TestHeldDoomsOutlastTheTimeout(t *testing.T) {
 	r.removeBacking("f")
 	clk.advance(time.Minute)
 	r.awaitDoomEnd(true)
+}
+
+// TestRestartDropsFilesTheirUnlinksRemoved: the cache crashes after an
+// unlink removed the backing file, before the commit of its Drop (which
+// Drop does not wait for) or before the Drop. The restart must drop the
+// file at once: were the doom to time out instead, it would find a file
+// that a job created at the path meanwhile, keep the old data, and write
+// it back into the new file.
+func TestRestartDropsFilesTheirUnlinksRemoved(t *testing.T) {
+	fsys := vfs.NewCrashable(vfs.OS{}, 31)
+	r := doomRig(t, func(c *Config) {
+		crashable(t, c, fsys)
+		c.DoomTimeout = 100 * time.Millisecond
+	})
+	r.removeBacking("f")
+	r.crash(fsys)
+	r.writeBacking("f", []byte("fresh"))
+	if got := r.readAll("f"); string(got) != "fresh" {
+		t.Fatalf("the new file reads %q after the restart, want %q", got, "fresh")
+	}
+	// The engine's ticker ends dooms older than DoomTimeout meanwhile.
+	time.Sleep(300 * time.Millisecond)
+	if err := r.flushFor(10 * time.Second); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	if got := r.backingFile("f"); string(got) != "fresh" {
+		t.Fatalf("backing file after the doom's timeout: %q, want the new file, %q", got, "fresh")
+	}
 }

@@ -97,6 +97,7 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.start()
+	e.dropRemovedDooms()
 	return e, nil
 }
 

@@ -61,9 +61,9 @@ func (e *Engine) Drop(ctx context.Context, p string) error {
 	f.wbmu.Unlock()
 	if doomed {
 		// The end of an unlink (see Doom): a crash before the next commit
-		// finds the file doomed, and drops it once the doom times out,
-		// since the backing file is gone. Waiting here would cost every
-		// unlink a second commit.
+		// finds the file doomed, and the restart drops it, since the
+		// backing file is gone (dropRemovedDooms). Waiting here would cost
+		// every unlink a second commit.
 		e.kickCommit()
 		return nil
 	}
