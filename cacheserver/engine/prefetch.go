@@ -121,24 +121,9 @@ func (e *Engine) prefetchRun(ctx context.Context, f *file, run []claim) {
 			e.mu.Unlock()
 			if readsAhead {
 				e.fillClaims(ctx, run, cp)
-				return nil
+			} else {
+				e.fillStreams(ctx, run, cp)
 			}
-			var wg sync.WaitGroup
-			for i := range min(copyStreams, len(run)) {
-				var stream []claim
-				for j := i; j < len(run); j += copyStreams {
-					stream = append(stream, run[j])
-				}
-				// Only the thread that runs it carries the caller's
-				// identity, for a store that checks it on every read.
-				wg.Go(func() {
-					_ = ident.DoContext(ctx, func() error {
-						e.fillClaims(ctx, stream, cp)
-						return nil
-					})
-				})
-			}
-			wg.Wait()
 			return nil
 		})
 	}
@@ -148,6 +133,27 @@ func (e *Engine) prefetchRun(ctx context.Context, f *file, run []claim) {
 	e.mu.Lock()
 	f.prefetching -= len(run)
 	e.mu.Unlock()
+}
+
+// fillStreams copies up run through cp in copyStreams streams at once,
+// stream i taking claims i, i+copyStreams, and so on.
+func (e *Engine) fillStreams(ctx context.Context, run []claim, cp backing.CopyFunc) {
+	var wg sync.WaitGroup
+	for i := range min(copyStreams, len(run)) {
+		var stream []claim
+		for j := i; j < len(run); j += copyStreams {
+			stream = append(stream, run[j])
+		}
+		// Only the thread that runs it carries the caller's identity, for
+		// a store that checks it on every read.
+		wg.Go(func() {
+			_ = ident.DoContext(ctx, func() error {
+				e.fillClaims(ctx, stream, cp)
+				return nil
+			})
+		})
+	}
+	wg.Wait()
 }
 
 // fillClaims copies up claims in order, through cp if it is not nil.

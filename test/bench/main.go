@@ -215,23 +215,12 @@ func runFUSE(c config, res results) error {
 // then data workloads warm (re-read, or overwrite of cached extents), then
 // warm again while write-back of other data runs.
 func runCache(c config, res results) error {
-	if _, err := os.Stat(c.bin); err != nil {
-		log.Printf("Skipping burstcache: %v (run make build)", err)
-		return nil
-	}
-	backing, mnt := filepath.Join(c.work, "bc-backing"), filepath.Join(c.work, "bc-mnt")
-	if err := mkdirs(backing, mnt); err != nil {
-		return err
-	}
-	bc := &burstcache{bin: c.bin, mnt: mnt, servers: c.servers, capacity: c.capacity}
-	if err := bc.up(backing, filepath.Join(c.work, "bc-cache")); err != nil {
-		return err
-	}
-	err := errors.Join(
-		coldWarm(res, bc, mnt, backing, c.p),
-		duringWriteBack(res, bc, mnt, backing, c),
-	)
-	return errors.Join(err, bc.down())
+	return withCache(c, "bc", false, func(bc *burstcache, backing string) error {
+		return errors.Join(
+			coldWarm(res, bc, bc.mnt, backing, c.p),
+			duringWriteBack(res, bc, bc.mnt, backing, c),
+		)
+	})
 }
 
 // runClientCache measures data workloads warm, as runCache does, through a
@@ -239,24 +228,32 @@ func runCache(c config, res results) error {
 // in its write-back cache (local up --client-cache). The page cache is
 // dropped before each measurement, as for the warm column.
 func runClientCache(c config, res results) error {
+	return withCache(c, "cc", true, func(bc *burstcache, _ string) error {
+		for _, w := range workloads {
+			if err := warmOnly(res, bc, w, c.p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// withCache starts a standalone cache over a backing directory of its own,
+// with directories named after name, runs fn on it, and stops it.
+func withCache(c config, name string, clientCache bool, fn func(bc *burstcache, backing string) error) error {
 	if _, err := os.Stat(c.bin); err != nil {
+		log.Printf("Skipping burstcache: %v (run make build)", err)
 		return nil
 	}
-	backing, mnt := filepath.Join(c.work, "cc-backing"), filepath.Join(c.work, "cc-mnt")
+	backing, mnt := filepath.Join(c.work, name+"-backing"), filepath.Join(c.work, name+"-mnt")
 	if err := mkdirs(backing, mnt); err != nil {
 		return err
 	}
-	bc := &burstcache{bin: c.bin, mnt: mnt, servers: c.servers, capacity: c.capacity, clientCache: true}
-	if err := bc.up(backing, filepath.Join(c.work, "cc-cache")); err != nil {
+	bc := &burstcache{bin: c.bin, mnt: mnt, servers: c.servers, capacity: c.capacity, clientCache: clientCache}
+	if err := bc.up(backing, filepath.Join(c.work, name+"-cache")); err != nil {
 		return err
 	}
-	var err error
-	for _, w := range workloads {
-		if err = warmOnly(res, bc, w, c.p); err != nil {
-			break
-		}
-	}
-	return errors.Join(err, bc.down())
+	return errors.Join(fn(bc, backing), bc.down())
 }
 
 // warmOnly runs a data workload once in a fresh directory of bc's mount, so
