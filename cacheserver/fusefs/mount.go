@@ -31,9 +31,11 @@ type Options struct {
 	// mounts see each other's writes after close.
 	ClientCache bool
 	// AttrTimeout is how long the kernel trusts attributes; one second if
-	// zero. Without ClientCache every path lookup still asks the servers,
-	// and its answer refreshes the attributes, so only calls on an open
-	// file (fstat) may see them that old.
+	// zero. Without ClientCache every lookup of a file's name still asks
+	// the servers, and its answer refreshes the attributes, so only calls
+	// on an open file (fstat) may see a file's that old; a directory's,
+	// whose name is trusted for dirEntryTimeout, may be seen that old by
+	// any call.
 	AttrTimeout time.Duration
 	// EntryTimeout is how long the kernel trusts names when ClientCache is
 	// on; one second if zero. When ClientCache is off it is zero for the
