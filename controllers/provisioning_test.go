@@ -13,6 +13,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
@@ -48,7 +49,8 @@ var _ = Describe("Provisioning", func() {
 		Expect(svc.Spec.Selector).To(HaveKeyWithValue(cachev1alpha1.LabelInstance, inst.Name))
 		pdb := &policyv1.PodDisruptionBudget{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: cacheinstance.ServiceName(inst)}, pdb)).To(Succeed())
-		Expect(pdb.Spec.MaxUnavailable.IntValue()).To(BeZero())
+		Expect(pdb.Spec.MaxUnavailable).To(BeNil())
+		Expect(pdb.Spec.MinAvailable).To(HaveValue(Equal(intstr.FromInt32(3))), "every server must stay available")
 
 		By("taking the capacity from the pool")
 		Eventually(func(g Gomega) {

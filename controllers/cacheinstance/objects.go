@@ -43,14 +43,19 @@ func (r *Reconciler) ensureService(ctx context.Context, s *scope) (ctrl.Result, 
 }
 
 // ensureDisruptionBudget refuses every voluntary eviction of a server, such
-// as a node drain's: a server's dirty data lives on its node.
+// as a node drain's: a server's dirty data lives on its node. It asks for
+// every server to stay available (minAvailable), rather than for none to
+// go (maxUnavailable: 0): the servers are pods of no workload controller,
+// and the disruption controller can only count the pods a maxUnavailable
+// is relative to through such a controller's scale, so it warned about
+// every instance ("UnmanagedPods") and reported no expected pods.
 func (r *Reconciler) ensureDisruptionBudget(ctx context.Context, s *scope) (ctrl.Result, error) {
-	zero := intstr.FromInt32(0)
+	all := intstr.FromInt32(int32(max(1, len(s.inst.Status.Servers))))
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: objectMeta(s.inst, ServiceName(s.inst)),
 		Spec: policyv1.PodDisruptionBudgetSpec{
-			MaxUnavailable: &zero,
-			Selector:       &metav1.LabelSelector{MatchLabels: serverLabels(s.inst)},
+			MinAvailable: &all,
+			Selector:     &metav1.LabelSelector{MatchLabels: serverLabels(s.inst)},
 		},
 	}
 	return ctrl.Result{}, r.createIfMissing(ctx, s, pdb)

@@ -14,6 +14,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -30,6 +32,9 @@ var _ = Describe("A persistent CacheInstance", func() {
 		inst := w.instance("shared", w.mkdirPFS("shared"))
 		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
 		expectPhase(inst, cachev1alpha1.PhaseReady, 3*time.Minute)
+
+		By("its servers refusing the evictions of a node drain")
+		expectEvictionsRefused(w, inst)
 
 		By("a first job writing through the named instance")
 		named := map[string]string{"csi.burstcache.io/instance": inst.Name}
@@ -111,6 +116,32 @@ var _ = Describe("A persistent CacheInstance", func() {
 })
 
 // restartManager deletes the manager's pods and waits until a new one is Ready.
+// expectEvictionsRefused checks that the disruption controller counts
+// every server of inst under its disruption budget, and that the eviction
+// of a server, as a node drain asks for it, is refused.
+func expectEvictionsRefused(w *world, inst *cachev1alpha1.CacheInstance) {
+	Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(inst), inst)).To(Succeed())
+	servers := int32(len(inst.Status.Servers))
+	ofServers := client.MatchingLabels{cachev1alpha1.LabelInstance: inst.Name, cachev1alpha1.LabelComponent: cachev1alpha1.ComponentServer}
+	Eventually(func(g Gomega) {
+		pdbs := &policyv1.PodDisruptionBudgetList{}
+		g.Expect(k8sClient.List(ctx, pdbs, client.InNamespace(w.ns), ofServers)).To(Succeed())
+		g.Expect(pdbs.Items).To(HaveLen(1))
+		st := pdbs.Items[0].Status
+		g.Expect(st.ObservedGeneration).To(Equal(pdbs.Items[0].Generation))
+		g.Expect(st.ExpectedPods).To(Equal(servers))
+		g.Expect(st.CurrentHealthy).To(Equal(servers))
+		g.Expect(st.DisruptionsAllowed).To(BeZero())
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+	pods := &corev1.PodList{}
+	Expect(k8sClient.List(ctx, pods, client.InNamespace(w.ns), ofServers)).To(Succeed())
+	Expect(pods.Items).To(HaveLen(int(servers)))
+	eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pods.Items[0].Name, Namespace: w.ns}}
+	err := k8sClient.SubResource("eviction").Create(ctx, &pods.Items[0], eviction)
+	Expect(apierrors.IsTooManyRequests(err)).To(BeTrue(), "evicting server pod %s: %v", pods.Items[0].Name, err)
+	Expect(eventsOf(w.ns)).NotTo(ContainSubstring("UnmanagedPods"))
+}
+
 func restartManager() {
 	GinkgoHelper()
 	sel := client.MatchingLabels{"app.kubernetes.io/component": "manager"}
