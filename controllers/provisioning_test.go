@@ -209,6 +209,11 @@ func expectServerPod(w *world, inst *cachev1alpha1.CacheInstance, pod *corev1.Po
 		"--uid=1500", "--gid=1500", "--groups=1600", "--writeback-threads=2", "--dirty-high=90"))
 	Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
 	Expect(c.ReadinessProbe.HTTPGet.Port.StrVal).To(Equal("control"))
+	// The liveness probe must not restart a server that is recovering a
+	// large index: the startup probe holds it off, for minutes.
+	Expect(c.StartupProbe).NotTo(BeNil())
+	Expect(c.StartupProbe.HTTPGet.Path).To(Equal("/healthz"))
+	Expect(c.StartupProbe.PeriodSeconds * c.StartupProbe.FailureThreshold).To(BeNumerically(">=", 600))
 	Expect(c.Resources.Requests).To(HaveKey(corev1.ResourceCPU))
 	Expect(c.Resources.Requests.Memory().Cmp(resource.MustParse("1Mi"))).To(BeNumerically(">", 0))
 	Expect(c.VolumeMounts).To(ContainElement(HaveField("MountPath", mountAt)))

@@ -5,6 +5,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -82,6 +83,10 @@ func prepareContainer(inst *cachev1alpha1.CacheInstance, o Options) corev1.Conta
 	}
 }
 
+// serverStartup is how long a server may take to start, recovery of its
+// index included, before the kubelet restarts it.
+const serverStartup = 15 * time.Minute
+
 func serverContainer(s *scope, i int, o Options) corev1.Container {
 	inst, pool := s.inst, s.pool
 	return corev1.Container{
@@ -94,6 +99,17 @@ func serverContainer(s *scope, i int, o Options) corev1.Container {
 		Ports: []corev1.ContainerPort{
 			{Name: "data", ContainerPort: DataPort, Protocol: corev1.ProtocolTCP},
 			{Name: "control", ContainerPort: ControlPort, Protocol: corev1.ProtocolTCP},
+		},
+		// A server listens once it has recovered its index, which takes
+		// longer the more extents it held. Until then only the startup
+		// probe runs, for up to serverStartup, so that the liveness probe
+		// does not restart a server in the middle of a long recovery;
+		// and the first readiness probe comes once the server listens,
+		// where it came before, failed and made Kubernetes warn about
+		// every new server, which then waited a period for the next one.
+		StartupProbe: &corev1.Probe{
+			ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("control")}},
+			InitialDelaySeconds: 1, PeriodSeconds: 1, FailureThreshold: int32(serverStartup / time.Second),
 		},
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("control")}},
