@@ -44,11 +44,11 @@ func (r *Reconciler) ensureService(ctx context.Context, s *scope) (ctrl.Result, 
 
 // ensureDisruptionBudget refuses every voluntary eviction of a server, such
 // as a node drain's: a server's dirty data lives on its node. It asks for
-// every server to stay available (minAvailable), rather than for none to
-// go (maxUnavailable: 0): the servers are pods of no workload controller,
-// and the disruption controller can only count the pods a maxUnavailable
-// is relative to through such a controller's scale, so it warned about
-// every instance ("UnmanagedPods") and reported no expected pods.
+// every server to stay available (minAvailable) rather than for none to go
+// (maxUnavailable: 0): the disruption controller counts the pods of a
+// maxUnavailable only through a workload controller's scale, which server
+// pods lack, and would warn about every instance (UnmanagedPods) and
+// report no expected pods.
 func (r *Reconciler) ensureDisruptionBudget(ctx context.Context, s *scope) (ctrl.Result, error) {
 	all := intstr.FromInt32(int32(max(1, len(s.inst.Status.Servers))))
 	pdb := &policyv1.PodDisruptionBudget{

@@ -102,11 +102,10 @@ func serverContainer(s *scope, i int, o Options) corev1.Container {
 		},
 		// A server listens once it has recovered its index, which takes
 		// longer the more extents it held. Until then only the startup
-		// probe runs, for up to serverStartup, so that the liveness probe
-		// does not restart a server in the middle of a long recovery;
-		// and the first readiness probe comes once the server listens,
-		// where it came before, failed and made Kubernetes warn about
-		// every new server, which then waited a period for the next one.
+		// probe runs, for up to serverStartup: the liveness probe must not
+		// restart a server in the middle of a long recovery, and a
+		// readiness probe made before the server listens would fail, warn
+		// about every new server, and leave it unready for a period.
 		StartupProbe: &corev1.Probe{
 			ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("control")}},
 			InitialDelaySeconds: 1, PeriodSeconds: 1, FailureThreshold: int32(serverStartup / time.Second),
