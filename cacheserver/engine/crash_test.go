@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -229,6 +230,44 @@ func TestRemovedFilesStayGoneAfterACrash(t *testing.T) {
 			}
 			if n, err := r.e.ReadAt(ctx, "f", make([]byte, 8), 0); n != 0 || err == nil {
 				t.Fatalf("read of the removed f after a crash: %d bytes, %v", n, err)
+			}
+		})
+	}
+}
+
+// TestTruncatedExtentsStayDroppedAfterACrash truncates, and trims, a file
+// whose dirty extents a sync made durable, then crashes long before a
+// periodic commit. A client trims every server before it cuts the backing
+// file, but syncs at close only the servers it wrote to: the restarted
+// engine must not find the extents past the new size again, or write-back
+// would grow the cut file back with the data cut from it.
+func TestTruncatedExtentsStayDroppedAfterACrash(t *testing.T) {
+	for name, cut := range map[string]func(e *Engine, size int64) error{
+		"truncate": func(e *Engine, size int64) error { return e.Truncate(context.Background(), "f", size) },
+		"trim":     func(e *Engine, size int64) error { return e.Trim(context.Background(), "f", size) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			fsys := vfs.NewCrashable(vfs.OS{}, 17)
+			r := newRig(t, modelES, 6, func(c *Config) {
+				crashable(t, c, fsys)
+				c.Tunables = Tunables{DirtyHigh: 100, DirtyLow: 90, WriteWindow: WriteWindow{Multiplier: -1}}
+			})
+			ctx := context.Background()
+			data := bytes.Repeat([]byte("synced, then cut. "), 3*modelES/16)[:3*modelES]
+			r.write("f", 0, data)
+			if err := r.e.Sync(ctx, "f"); err != nil {
+				t.Fatal(err)
+			}
+			size := int64(modelES + 100)
+			if err := cut(r.e, size); err != nil {
+				t.Fatal(err)
+			}
+			r.crash(fsys)
+			if err := r.e.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := r.backingFile("f"); !bytes.Equal(got, data[:size]) {
+				t.Fatalf("after a crash the backing file has %d bytes, want the %d the cut left", len(got), size)
 			}
 		})
 	}

@@ -131,6 +131,11 @@
 //     list), or a crash could make the old entry name new data.
 //  4. One committer batches index changes (group commit). Sync, with
 //     Durability Cache, waits for a commit that started after it was called.
+//  5. What a truncation or a trim dropped is committed before it returns,
+//     as what an unlink, a rename or an invalidation dropped: a client
+//     makes a file durable at close only on the servers it wrote to, and
+//     extents past the new end found again after a crash would be written
+//     back over the cut backing file.
 //
 // The write that leaves an extent dirty from end to end starts writing its
 // slot to the disk (sync_file_range(2), a hint that makes nothing durable),

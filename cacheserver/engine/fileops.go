@@ -147,6 +147,7 @@ func (e *Engine) known(path string) bool {
 
 // Truncate sets the size of path: on the backing store, then in the cache
 // (extents past size dropped, dirty ones included, the last one trimmed).
+// What it changed in the cache is committed before it returns, as Trim's.
 func (e *Engine) Truncate(ctx context.Context, path string, size int64) error {
 	if err := e.enter(); err != nil {
 		return err
@@ -170,23 +171,34 @@ func (e *Engine) Truncate(ctx context.Context, path string, size int64) error {
 	// Holding wbmu keeps write-back from writing past size between the two
 	// truncations.
 	f.wbmu.Lock()
-	defer f.wbmu.Unlock()
 	if err := e.backing.Truncate(ctx, path, size); err != nil {
+		f.wbmu.Unlock()
 		return fmt.Errorf("truncating %s: %w", path, err)
 	}
-	e.trimLocked(f, size)
+	changed := e.trimLocked(f, size)
 	e.mu.Lock()
 	// The size is known, but not whether the file has other names: the
 	// next read or write stats it (see passThrough).
 	f.backingSize, f.statted, f.exists = size, false, true
 	f.sizeGen++
 	e.mu.Unlock()
-	return nil
+	f.wbmu.Unlock()
+	if !changed {
+		return nil
+	}
+	return e.waitCommit(ctx)
 }
 
 // Trim drops what the cache holds of path past size: extents past it, dirty
 // ones included, and the tail of the last one. It waits for in-flight
 // write-back of the file. The backing file is left alone.
+//
+// What it changed is committed before it returns. A client trims every
+// server before the metadata server cuts the backing file, but makes the
+// file durable at close only on the servers it wrote to: extents past size
+// that a crash brought back from the index would be written back, growing
+// the cut file again with the data cut from it, or served from a hole that
+// the file grows over later.
 func (e *Engine) Trim(ctx context.Context, path string, size int64) error {
 	if err := e.enter(); err != nil {
 		return err
@@ -202,13 +214,26 @@ func (e *Engine) Trim(ctx context.Context, path string, size int64) error {
 		return nil
 	}
 	f.wbmu.Lock()
-	defer f.wbmu.Unlock()
-	e.trimLocked(f, size)
-	return nil
+	changed := e.trimLocked(f, size)
+	f.wbmu.Unlock()
+	if !changed {
+		return nil
+	}
+	return e.waitCommit(ctx)
 }
 
-// trimLocked trims f to size; the caller holds f.wbmu.
-func (e *Engine) trimLocked(f *file, size int64) {
+// trimLocked trims f to size, and reports whether that changed anything
+// the index records; the caller holds f.wbmu.
+func (e *Engine) trimLocked(f *file, size int64) (changed bool) {
+	e.mu.Lock()
+	changed = f.record && f.size != size
+	for _, x := range f.extents {
+		if x.idx*e.es+int64(max(x.valid, x.hi)) > size {
+			changed = true
+			break
+		}
+	}
+	e.mu.Unlock()
 	e.dropExtents(f, func(x *extent) bool { return x.idx*e.es >= size }, true)
 	e.mu.Lock()
 	x := f.extents[size/e.es]
@@ -228,6 +253,7 @@ func (e *Engine) trimLocked(f *file, size int64) {
 	if f.record {
 		e.markFileLocked(f)
 	}
+	return changed
 }
 
 // trimExtentLocked cuts x, held exclusively, to in bytes.

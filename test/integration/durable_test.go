@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // killServer kills server i of the instance with SIGKILL, waits until it
@@ -23,12 +26,32 @@ func killServer(t *testing.T, in instance, i int) {
 // on the same addresses.
 func restartServer(t *testing.T, in instance, i int, sig syscall.Signal) {
 	t.Helper()
-	victim := readState(t, in.cacheDir).Servers[i].PID
-	if err := syscall.Kill(victim, sig); err != nil {
+	if err := stopAndRestart(in, i, sig, 0); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, victim)
-	must(t, "local", "up", "--backing", in.backing, "--mount", in.mount, "--cache-dir", in.cacheDir, "--servers", "1", "--capacity", "256Mi")
+}
+
+// stopAndRestart is restartServer after delay, for a goroutine beside the
+// test's: it reports errors rather than failing the test.
+func stopAndRestart(in instance, i int, sig syscall.Signal, delay time.Duration) error {
+	time.Sleep(delay)
+	st, err := loadState(in.cacheDir)
+	if err != nil {
+		return err
+	}
+	victim := st.Servers[i].PID
+	if err := syscall.Kill(victim, sig); err != nil {
+		return err
+	}
+	if err := waitDead(victim); err != nil {
+		return err
+	}
+	out, err := exec.Command(bin, "local", "up", "--backing", in.backing, "--mount", in.mount,
+		"--cache-dir", in.cacheDir, "--servers", strconv.Itoa(len(st.Servers)), "--capacity", "256Mi").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("local up: %w\n%s", err, out)
+	}
+	return nil
 }
 
 // TestCloseAfterAServerRestart writes to a file that stays open, restarts

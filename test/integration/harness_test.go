@@ -130,15 +130,20 @@ type localState struct {
 
 func readState(t *testing.T, cacheDir string) localState {
 	t.Helper()
+	st, err := loadState(cacheDir)
+	if err != nil {
+		t.Fatalf("reading local state: %v", err)
+	}
+	return st
+}
+
+func loadState(cacheDir string) (localState, error) {
 	var st localState
 	b, err := os.ReadFile(filepath.Join(cacheDir, "local.json"))
 	if err == nil {
 		err = json.Unmarshal(b, &st)
 	}
-	if err != nil {
-		t.Fatalf("reading local state: %v", err)
-	}
-	return st
+	return st, err
 }
 
 // teardown takes an instance down if a test left it up, and as a last

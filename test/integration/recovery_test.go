@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -60,6 +61,29 @@ func killServerAfter(t *testing.T, write func(*testing.T, string, []byte)) {
 	sameFile(t, filepath.Join(in.backing, "ckpt"), data)
 }
 
+// TestTruncatedFileStaysTruncatedAfterAKill rewrites a file that an fsync
+// made durable on every server with a shorter one (O_TRUNC) and closes it,
+// then kills each server in turn: the file must read as the shorter one,
+// through the mount and in the backing directory after down, never as it
+// followed by what is left of the longer one.
+func TestTruncatedFileStaysTruncatedAfterAKill(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 3, append(holdDirty, "--server-arg=--commit-interval=1h")...)
+	path := filepath.Join(in.mount, "ckpt")
+	writeSynced(t, path, randomBytes(4<<20, 1))
+	short := randomBytes(100<<10, 2)
+	if err := os.WriteFile(path, short, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		killServer(t, in, i)
+		sameFile(t, path, short)
+	}
+	must(t, "local", "down", "--mount", in.mount)
+	sameFile(t, filepath.Join(in.backing, "ckpt"), short)
+}
+
 // upWithUnwritableResult starts servers that act as uid 1000, writes data
 // to the file "result" through the mount, where it stays dirty, and makes
 // its write-back impossible until the backing file goes back to uid 1000.
@@ -100,13 +124,20 @@ func writeSynced(t *testing.T, path string, data []byte) {
 
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
+	if err := waitDead(pid); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitDead waits up to 10 seconds for process pid to end.
+func waitDead(pid int) error {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err != nil || strings.Contains(string(stat), ") Z ") {
-			return
+			return nil
 		}
 	}
-	t.Fatalf("pid %d did not die", pid)
+	return fmt.Errorf("pid %d did not die", pid)
 }
 
 // TestFailedWriteBackKeepsDataForTheNextUp makes write-back impossible,
