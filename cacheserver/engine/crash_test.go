@@ -196,6 +196,18 @@ func TestUnsyncedWritesSurviveACrashAfterTheCommitInterval(t *testing.T) {
 	}
 }
 
+// dirtyCrashRig returns a rig for crash tests, on a crashable file system
+// drawn from seed, whose dirty data stays dirty: write-back starts only
+// when the whole cache is dirty.
+func dirtyCrashRig(t *testing.T, seed uint64) (*rig, *vfs.Crashable) {
+	fsys := vfs.NewCrashable(vfs.OS{}, seed)
+	r := newRig(t, modelES, 6, func(c *Config) {
+		crashable(t, c, fsys)
+		c.Tunables = Tunables{DirtyHigh: 100, DirtyLow: 90, WriteWindow: WriteWindow{Multiplier: -1}}
+	})
+	return r, fsys
+}
+
 // TestRemovedFilesStayGoneAfterACrash removes a file with dirty data, by
 // unlink, by drop and by rename, and crashes right after the call
 // returned, long before a periodic commit: the restarted engine must not
@@ -208,11 +220,7 @@ func TestRemovedFilesStayGoneAfterACrash(t *testing.T) {
 		"rename": func(e *Engine) error { return e.Rename(context.Background(), "f", "g") },
 	} {
 		t.Run(name, func(t *testing.T) {
-			fsys := vfs.NewCrashable(vfs.OS{}, 11)
-			r := newRig(t, modelES, 6, func(c *Config) {
-				crashable(t, c, fsys)
-				c.Tunables = Tunables{DirtyHigh: 100, DirtyLow: 90, WriteWindow: WriteWindow{Multiplier: -1}}
-			})
+			r, fsys := dirtyCrashRig(t, 11)
 			ctx := context.Background()
 			r.write("f", 0, []byte("dirty, and synced"))
 			if err := r.e.Sync(ctx, "f"); err != nil {
@@ -247,11 +255,7 @@ func TestTruncatedExtentsStayDroppedAfterACrash(t *testing.T) {
 		"trim":     func(e *Engine, size int64) error { return e.Trim(context.Background(), "f", size) },
 	} {
 		t.Run(name, func(t *testing.T) {
-			fsys := vfs.NewCrashable(vfs.OS{}, 17)
-			r := newRig(t, modelES, 6, func(c *Config) {
-				crashable(t, c, fsys)
-				c.Tunables = Tunables{DirtyHigh: 100, DirtyLow: 90, WriteWindow: WriteWindow{Multiplier: -1}}
-			})
+			r, fsys := dirtyCrashRig(t, 17)
 			ctx := context.Background()
 			data := bytes.Repeat([]byte("synced, then cut. "), 3*modelES/16)[:3*modelES]
 			r.write("f", 0, data)
