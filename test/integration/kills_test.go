@@ -175,8 +175,9 @@ func (k *killRun) check(when, dir string) {
 			k.t.Fatalf("%s: reading %s: %v", when, name, err)
 		}
 		if !bytes.Equal(got, want) {
-			k.t.Fatalf("%s: %s holds %d bytes, %d acknowledged; first difference at byte %d; operations:\n%s",
-				when, name, len(got), len(want), firstDifference(got, want), strings.Join(k.log, "\n"))
+			at := firstDifference(got, want)
+			k.t.Fatalf("%s: %s holds %d bytes, %d acknowledged; first difference at byte %d, past which it holds %s; operations:\n%s",
+				when, name, len(got), len(want), at, describeTail(got[at:]), strings.Join(k.log, "\n"))
 		}
 	}
 }
@@ -205,6 +206,18 @@ func truncateSynced(path string, size int64) error {
 		err = f.Sync()
 	}
 	return errors.Join(err, f.Close())
+}
+
+// describeTail says whether b is all zeros, for a failure's message: a
+// size that came back reads zeros, data that came back does not.
+func describeTail(b []byte) string {
+	if len(b) == 0 {
+		return "nothing"
+	}
+	if bytes.Count(b, []byte{0}) == len(b) {
+		return fmt.Sprintf("%d zero bytes", len(b))
+	}
+	return fmt.Sprintf("%d bytes, not all zero", len(b))
 }
 
 func firstDifference(a, b []byte) int {
