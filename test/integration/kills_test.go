@@ -29,9 +29,9 @@ var killSoak = flag.Bool("kill-soak", false, "run the test that kills servers at
 // the data durable.
 //
 // It runs only with -kill-soak, and is meant to run many times over
-// (-count): about one run in fifty still finds a file that a closed
-// rewrite with O_TRUNC made shorter back at an earlier, longer size after
-// a later kill.
+// (-count): about one run in forty still finds, right after a restart, a
+// file that a closed rewrite with O_TRUNC made shorter at its earlier,
+// longer size, when rewrites of it had failed while the server was down.
 func TestRandomServerKillsLoseNothingAcknowledged(t *testing.T) {
 	if !*killSoak {
 		t.Skip("runs with -kill-soak")
