@@ -46,7 +46,7 @@ func TestRandomServerKillsLoseNothingAcknowledged(t *testing.T) {
 	in := dirs(t)
 	const servers = 3
 	up(t, in, servers, append(holdDirty, "--server-arg=--commit-interval=1h")...)
-	k := &killRun{t: t, rng: rng, mount: in.mount, known: map[string][]byte{}}
+	k := &killRun{t: t, rng: rng, mount: in.mount, backing: in.backing, known: map[string][]byte{}}
 	ops, failed, heldLost := 0, 0, 0
 	for round := range 8 {
 		// A file written before the kill and closed after the restart:
@@ -108,10 +108,11 @@ func TestRandomServerKillsLoseNothingAcknowledged(t *testing.T) {
 // killRun is the state of TestRandomServerKillsLoseNothingAcknowledged:
 // the files whose contents a close or an fsync acknowledged.
 type killRun struct {
-	t     *testing.T
-	rng   *rand.Rand
-	mount string
-	known map[string][]byte
+	t       *testing.T
+	rng     *rand.Rand
+	mount   string
+	backing string
+	known   map[string][]byte
 	// log records the operations, for a failure's message.
 	log []string
 }
@@ -176,8 +177,12 @@ func (k *killRun) check(when, dir string) {
 		}
 		if !bytes.Equal(got, want) {
 			at := firstDifference(got, want)
-			k.t.Fatalf("%s: %s holds %d bytes, %d acknowledged; first difference at byte %d, past which it holds %s; operations:\n%s",
-				when, name, len(got), len(want), at, describeTail(got[at:]), strings.Join(k.log, "\n"))
+			var backingSize int64 = -1
+			if fi, err := os.Stat(filepath.Join(k.backing, name)); err == nil {
+				backingSize = fi.Size()
+			}
+			k.t.Fatalf("%s: %s holds %d bytes, %d acknowledged; first difference at byte %d, past which it holds %s; the backing file has %d bytes; operations:\n%s",
+				when, name, len(got), len(want), at, describeTail(got[at:]), backingSize, strings.Join(k.log, "\n"))
 		}
 	}
 }
