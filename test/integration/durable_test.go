@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,8 +45,7 @@ func stopAndRestart(in instance, i int, sig syscall.Signal, delay time.Duration)
 	if err := waitDead(victim); err != nil {
 		return err
 	}
-	out, err := exec.Command(bin, "local", "up", "--backing", in.backing, "--mount", in.mount,
-		"--cache-dir", in.cacheDir, "--servers", strconv.Itoa(len(st.Servers)), "--capacity", "256Mi").CombinedOutput()
+	out, err := exec.Command(bin, upArgs(in, len(st.Servers))...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("local up: %w\n%s", err, out)
 	}
@@ -203,7 +201,7 @@ func TestDownReportsDroppedWriteBack(t *testing.T) {
 	if err := syscall.Munmap(m); err != nil {
 		t.Fatal(err)
 	}
-	must(t, "local", "up", "--backing", in.backing, "--mount", in.mount, "--cache-dir", in.cacheDir, "--servers", "1", "--capacity", "256Mi")
+	must(t, upArgs(in, 1)...)
 	if r := burstcache(t, "local", "down", "--mount", in.mount); r.code != 7 || !strings.Contains(r.out, "dropped") {
 		t.Fatalf("down after the kernel dropped a failed write-back: exit %d, want 7 and why:\n%s", r.code, r.out)
 	}

@@ -113,9 +113,14 @@ func dirs(t *testing.T) instance {
 func up(t *testing.T, in instance, servers int, extra ...string) {
 	t.Helper()
 	t.Cleanup(func() { teardown(t, in) })
-	args := append([]string{"local", "up", "--backing", in.backing, "--mount", in.mount,
-		"--cache-dir", in.cacheDir, "--servers", fmt.Sprint(servers), "--capacity", "256Mi"}, extra...)
-	must(t, args...)
+	must(t, append(upArgs(in, servers), extra...)...)
+}
+
+// upArgs are the arguments of local up for the instance with servers
+// servers: also those that start its stopped servers again.
+func upArgs(in instance, servers int) []string {
+	return []string{"local", "up", "--backing", in.backing, "--mount", in.mount,
+		"--cache-dir", in.cacheDir, "--servers", fmt.Sprint(servers), "--capacity", "256Mi"}
 }
 
 // localState is the part of the local state file the tests read.

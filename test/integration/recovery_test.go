@@ -52,7 +52,7 @@ func killServerAfter(t *testing.T, write func(*testing.T, string, []byte)) {
 	if r := burstcache(t, "local", "status", "--mount", in.mount); r.code != 5 || !strings.Contains(r.out, "DOWN") {
 		t.Errorf("status with a dead server: exit %d, want 5 and a server DOWN:\n%s", r.code, r.out)
 	}
-	must(t, "local", "up", "--backing", in.backing, "--mount", in.mount, "--cache-dir", in.cacheDir, "--servers", "2", "--capacity", "256Mi")
+	must(t, upArgs(in, 2)...)
 	if pid := readState(t, in.cacheDir).Servers[0].PID; pid == victim {
 		t.Fatalf("server 0 was not restarted")
 	}
@@ -156,7 +156,7 @@ func TestFailedWriteBackKeepsDataForTheNextUp(t *testing.T) {
 		t.Errorf("still mounted after a failed down")
 	}
 	os.Chown(filepath.Join(in.backing, "result"), 1000, 1000)
-	must(t, "local", "up", "--backing", in.backing, "--mount", in.mount, "--cache-dir", in.cacheDir, "--servers", "2", "--capacity", "256Mi")
+	must(t, upArgs(in, 2)...)
 	must(t, "local", "down", "--mount", in.mount)
 	sameFile(t, filepath.Join(in.backing, "result"), data)
 }

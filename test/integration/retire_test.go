@@ -83,7 +83,7 @@ func TestDrainedServerRemovesItsCacheFiles(t *testing.T) {
 		t.Fatalf("a server stopped with dirty data lost its slab: %v", err)
 	}
 	restart := func() {
-		must(t, "local", "up", "--backing", in.backing, "--mount", in.mount, "--cache-dir", in.cacheDir, "--servers", "1", "--capacity", "256Mi")
+		must(t, upArgs(in, 1)...)
 	}
 	restart()
 	sameFile(t, filepath.Join(in.mount, "ckpt"), data)
@@ -141,7 +141,7 @@ func TestDiscardedServerRemovesItsCacheFiles(t *testing.T) {
 	if _, err := os.Stat(slabOf(in, 0)); err != nil {
 		t.Fatalf("a server stopped with dirty data before any discard lost its slab: %v", err)
 	}
-	must(t, "local", "up", "--backing", in.backing, "--mount", in.mount, "--cache-dir", in.cacheDir, "--servers", "1", "--capacity", "256Mi")
+	must(t, upArgs(in, 1)...)
 
 	st := readState(t, in.cacheDir)
 	if code, _ := post(t, in, st.Servers[0].Control, "discard"); code != http.StatusOK {
