@@ -111,15 +111,27 @@ func dialConn(ctx context.Context, addr string, secret []byte, timeout time.Dura
 	return c, nil
 }
 
-// errnoOf keeps an errno from a dial error and turns timeouts and the rest
-// into EHOSTUNREACH, so that the FUSE layer reports something sensible.
+// errnoOf turns a dial error into an errno about the connection, which the
+// FUSE layer reports for the operation, so that nothing takes it for an
+// answer about a file. A Unix socket that is missing, as while a server
+// restarts, refuses as a closed port does: passed on as ENOENT, it told
+// the kernel that the file was not there, and an open with O_CREAT then
+// created it again. Errnos of connections are kept; timeouts and the rest
+// become EHOSTUNREACH.
 func errnoOf(err error) error {
 	var e syscall.Errno
-	if ok := asErrno(err, &e); ok {
-		return fmt.Errorf("%w", e)
+	if !asErrno(err, &e) {
+		// The transport error is not wrapped: its own errno must not be
+		// taken for the operation's.
+		return fmt.Errorf("%v: %w", err, syscall.EHOSTUNREACH) //nolint:errorlint // see above
 	}
-	// The transport error is not wrapped: its own errno (ECONNRESET, say)
-	// must not be taken for the operation's.
+	switch e {
+	case syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
+		syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ETIMEDOUT:
+		return fmt.Errorf("%w", e)
+	case syscall.ENOENT:
+		return fmt.Errorf("%v: %w", err, syscall.ECONNREFUSED) //nolint:errorlint // see above
+	}
 	return fmt.Errorf("%v: %w", err, syscall.EHOSTUNREACH) //nolint:errorlint // see above
 }
 

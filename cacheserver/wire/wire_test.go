@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -191,6 +192,20 @@ func TestUnreachableServerFailsQuickly(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("failing took %v", d)
+	}
+}
+
+// TestMissingSocketIsRefused checks that a Unix socket that is not there,
+// as while a server restarts, fails as a refused connection, not with the
+// ENOENT of its path, which the FUSE layer would report as the file's.
+func TestMissingSocketIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gone.sock")
+	_, err := newClient(t, path, "").Do(context.Background(), &Call{Op: opWhoAmI})
+	if !errors.Is(err, syscall.ECONNREFUSED) || !errors.Is(err, ErrUnreachable) || errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("Do: %v, want ECONNREFUSED and not ENOENT", err)
+	}
+	if _, _, err := FetchFile(context.Background(), path, nil, ident.Process(), OpSlabFile, nil); !errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("FetchFile: %v, want ECONNREFUSED and not ENOENT", err)
 	}
 }
 
