@@ -170,33 +170,37 @@ func TestCloseToOpen(t *testing.T) {
 }
 
 func TestTruncateTrimsEveryServer(t *testing.T) {
+	data := bytes.Repeat([]byte("abc"), 2*testExtent)
 	tests := map[string]struct {
-		truncate func(*FS, string, int64) error
+		truncate func(*FS, string, int64) (namespace.Attr, error)
+		size     int64
 	}{
-		"setattr": {func(f *FS, p string, size int64) error {
-			_, err := f.SetAttr(context.Background(), p, namespaceSize(size))
-			return err
-		}},
-		"open O_TRUNC": {func(f *FS, p string, _ int64) error {
-			_, err := f.Open(context.Background(), p, os.O_WRONLY|os.O_TRUNC)
-			return err
-		}},
+		"setattr": {func(f *FS, p string, size int64) (namespace.Attr, error) {
+			return f.SetAttr(context.Background(), p, namespaceSize(size))
+		}, testExtent + 100},
+		"open O_TRUNC": {func(f *FS, p string, _ int64) (namespace.Attr, error) {
+			return f.Open(context.Background(), p, os.O_WRONLY|os.O_TRUNC)
+		}, 0},
+		// The kernel creates a name it did not find, which another mount
+		// may have made meanwhile.
+		"create O_TRUNC of a file that exists": {func(f *FS, p string, _ int64) (namespace.Attr, error) {
+			return f.Create(context.Background(), p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		}, 0},
+		"create of a file that exists": {func(f *FS, p string, _ int64) (namespace.Attr, error) {
+			return f.Create(context.Background(), p, os.O_WRONLY|os.O_CREATE, 0o644)
+		}, int64(len(data))},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			f, in := setup(t, 3)
 			ctx := context.Background()
 			create(t, f, "t")
-			data := bytes.Repeat([]byte("abc"), 2*testExtent)
 			if _, err := f.WriteAt(ctx, "t", data, 0); err != nil {
 				t.Fatal(err)
 			}
-			size := int64(testExtent + 100)
-			if name == "open O_TRUNC" {
-				size = 0
-			}
-			if err := tc.truncate(f, "t", size); err != nil {
-				t.Fatal(err)
+			size := tc.size
+			if a, err := tc.truncate(f, "t", size); err != nil || a.Size != size {
+				t.Fatalf("size answered = %d, %v; want %d", a.Size, err, size)
 			}
 			a, err := connect(t, in).GetAttr(ctx, "t")
 			if err != nil || a.Size != size {

@@ -103,14 +103,24 @@ func (f *FS) Open(ctx context.Context, p string, flags int) (namespace.Attr, err
 	return a, nil
 }
 
-// Create creates and opens a regular file.
+// Create creates and opens a regular file. A file that existed is opened
+// as Open does, O_TRUNC included: the servers may hold its data.
 func (f *FS) Create(ctx context.Context, p string, flags int, mode uint32) (namespace.Attr, error) {
-	a, err := f.attrCall(ctx, p, wire.OpCreate, pathArgs(p).Uint32(uint32(flags)).Uint32(mode))
-	if err == nil {
-		f.forget(p)
-		f.learn(p, a)
+	d, err := f.meta(ctx, p, wire.OpCreate, pathArgs(p).Uint32(uint32(flags)).Uint32(mode))
+	if err != nil {
+		return namespace.Attr{}, err
 	}
-	return a, err
+	a := d.Attr()
+	existed := d.More() && d.Bool()
+	if err := d.Err(); err != nil {
+		return namespace.Attr{}, err
+	}
+	if existed && flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		return f.truncate(ctx, p, 0)
+	}
+	f.forget(p)
+	f.learn(p, a)
+	return a, nil
 }
 
 // Unlink drops the file's cached data on every server, then removes the

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"syscall"
@@ -294,14 +295,40 @@ func (s *Server) link(ctx context.Context, req *wire.Request, resp *wire.Respons
 	return s.answerAttr(ctx, oldPath, resp, a, err)
 }
 
+// create creates and opens a regular file, and answers whether it existed.
+// Without O_EXCL an existing file is opened as open does: O_TRUNC cuts the
+// backing file, and the client, told that the file existed, trims every
+// server as after an open. The kernel sends a create for a name it did not
+// find, which another mount, or a server restart meanwhile, can have made.
 func (s *Server) create(ctx context.Context, req *wire.Request, resp *wire.Response) error {
 	p, err := readPath(req.Args)
 	if err != nil {
 		return err
 	}
 	flags, mode := int(req.Args.Uint32()), req.Args.Uint32()
-	a, err := s.cfg.NS.Create(ctx, p, flags, mode)
-	return s.answerAttr(ctx, p, resp, a, err)
+	if err := req.Args.Err(); err != nil {
+		return err
+	}
+	for {
+		a, err := s.cfg.NS.Create(ctx, p, flags|syscall.O_EXCL, mode)
+		if !errors.Is(err, syscall.EEXIST) || flags&syscall.O_EXCL != 0 {
+			if err != nil {
+				return err
+			}
+			resp.Meta.Attr(s.withCacheSize(ctx, p, a)).Bool(false)
+			return nil
+		}
+		a, err = s.openFile(ctx, p, flags)
+		if errors.Is(err, syscall.ENOENT) {
+			// Removed between the two calls: create it again.
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		resp.Meta.Attr(a).Bool(true)
+		return nil
+	}
 }
 
 // open checks the caller may open the file. O_TRUNC cuts the backing file
@@ -311,23 +338,30 @@ func (s *Server) open(ctx context.Context, req *wire.Request, resp *wire.Respons
 	if err != nil {
 		return err
 	}
-	flags := int(req.Args.Uint32())
+	a, err := s.openFile(ctx, p, int(req.Args.Uint32()))
+	if err != nil {
+		return err
+	}
+	resp.Meta.Attr(a)
+	return nil
+}
+
+// openFile checks the caller may open p with flags, and answers its
+// attributes: those of the backing file just cut for O_TRUNC, which the
+// client trims the servers to, and otherwise with the size the cache knows.
+func (s *Server) openFile(ctx context.Context, p string, flags int) (namespace.Attr, error) {
 	writing := flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0
 	if writing && s.cfg.LoadBalanced {
-		return fmt.Errorf("load-balanced instance is read-only: %w", syscall.EROFS)
+		return namespace.Attr{}, fmt.Errorf("load-balanced instance is read-only: %w", syscall.EROFS)
 	}
 	if writing && s.draining.Load() {
-		return errDraining
+		return namespace.Attr{}, errDraining
 	}
 	a, err := s.cfg.NS.Open(ctx, p, flags)
 	if err != nil || flags&syscall.O_TRUNC != 0 {
-		if err == nil {
-			resp.Meta.Attr(a)
-		}
-		return err
+		return a, err
 	}
-	resp.Meta.Attr(s.withCacheSize(ctx, p, a))
-	return nil
+	return s.withCacheSize(ctx, p, a), nil
 }
 
 // clearSetid clears the setuid bit, and setgid with group execute, as the

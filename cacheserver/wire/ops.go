@@ -67,7 +67,10 @@ const (
 	OpReadlink
 	// OpLink (old, new) answers an Attr.
 	OpLink
-	// OpCreate (path, flags u32, mode u32) answers an Attr.
+	// OpCreate (path, flags u32, mode u32) answers an Attr and whether the
+	// file existed (bool; servers older than it answer none). Without
+	// O_EXCL an existing file is opened as by OpOpen: with O_TRUNC the
+	// client then trims every server and finishes with OpTruncate.
 	OpCreate
 	// OpOpen (path, flags u32) answers an Attr.
 	OpOpen
