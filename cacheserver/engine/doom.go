@@ -17,9 +17,12 @@ import (
 // caller ends the doom with Drop once the file is gone, or Undoom when the
 // removal failed. A doom nobody ends, because the caller died, ends after
 // DoomTimeout as the backing store says: the data is dropped if the file
-// is gone there, and kept otherwise. A restart finds dooms in the index: it
-// drops the files gone from the backing store at once (dropRemovedDooms),
-// and gives the others DoomTimeout again, for the callers still under way.
+// is gone there, and kept otherwise. A file created since under the same
+// name is another file, told apart by its inode number, which the doom
+// records: the unlink removed the doomed one. A restart finds dooms in the
+// index: it drops the files gone from the backing store at once
+// (dropRemovedDooms), and gives the others DoomTimeout again, for the
+// callers still under way.
 //
 // A file with nothing the backing store lacks (no record: only clean
 // extents) is dropped at once instead. Doom reports whether it kept the
@@ -31,9 +34,18 @@ func (e *Engine) Doom(ctx context.Context, p string) (doomed bool, err error) {
 	defer e.leave()
 	e.mu.Lock()
 	f := e.files[p]
+	record := f != nil && f.record
 	e.mu.Unlock()
 	if f == nil {
 		return false, nil
+	}
+	var ino uint64
+	if record {
+		// Which file the unlink removes, for a doom that ends without its
+		// caller: a file created since under the same name is not it.
+		if fi, err := e.backing.Stat(ctx, p); err == nil {
+			ino = inoOf(fi)
+		}
 	}
 	// Holding wbmu waits for write-back of the file under way; write-back
 	// that starts later sees the doom (writeBack).
@@ -42,7 +54,7 @@ func (e *Engine) Doom(ctx context.Context, p string) (doomed bool, err error) {
 	keep := f.record && !f.dead
 	if keep {
 		if f.doomed == 0 {
-			f.doomedAt = e.cfg.Clock.Now()
+			f.doomedAt, f.doomedIno = e.cfg.Clock.Now(), ino
 			e.dooms[f] = struct{}{}
 		}
 		f.doomed++
@@ -106,6 +118,7 @@ func (e *Engine) endDoomLocked(f *file) {
 	if f.doomed > 0 {
 		return
 	}
+	f.doomedIno = 0
 	delete(e.dooms, f)
 	e.markFileLocked(f)
 	e.kickWriteBackLocked()
@@ -200,16 +213,22 @@ func (e *Engine) dropRemovedDooms() {
 	}
 }
 
-// goneFromBacking reports whether the backing file of f is gone, asking as
-// the identity of its last writer, and the error of asking otherwise.
+// goneFromBacking reports whether the backing file that the doom of f is
+// about is gone: its name is, or names another file, created since. It
+// asks as the identity of the file's last writer, and returns the error of
+// asking otherwise.
 func (e *Engine) goneFromBacking(ctx context.Context, f *file) (bool, error) {
 	e.mu.Lock()
 	if f.cred != nil {
 		ctx = ident.NewContext(ctx, *f.cred)
 	}
+	ino := f.doomedIno
 	e.mu.Unlock()
-	_, err := e.backing.Stat(ctx, f.path)
-	return errorsIsNotExist(err), err
+	fi, err := e.backing.Stat(ctx, f.path)
+	if err != nil {
+		return errorsIsNotExist(err), err
+	}
+	return ino != 0 && inoOf(fi) != ino, nil
 }
 
 // dropDoomed drops f if a doom still holds it, and reports whether it did.

@@ -385,3 +385,49 @@ func TestRestartDropsFilesTheirUnlinksRemoved(t *testing.T) {
 		t.Fatalf("backing file after the doom's timeout: %q, want the new file, %q", got, "fresh")
 	}
 }
+
+// replaceBacking puts a new file with data at the backing path p, as a job
+// that creates the file again after an unlink removed it does: it has
+// another inode than the one the unlink removed.
+func (r *rig) replaceBacking(p string, data []byte) {
+	r.t.Helper()
+	r.writeBacking(p+".new", data)
+	if err := os.Rename(filepath.Join(r.root, p+".new"), filepath.Join(r.root, p)); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// TestDoomsOfAFileCreatedAgainEndAsGone: an unlink removed the backing
+// file, its end never reached the cache (the caller died, or the cache
+// crashed first), and a job created the file again under the same name
+// before the doom was resolved. The doom is about the removed file: its
+// data must be dropped, not written back into the new one.
+func TestDoomsOfAFileCreatedAgainEndAsGone(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		name := map[bool]string{false: "timed out", true: "restarted"}[restart]
+		t.Run(name, func(t *testing.T) {
+			fsys := vfs.NewCrashable(vfs.OS{}, 37)
+			r := doomRig(t, func(c *Config) {
+				crashable(t, c, fsys)
+				c.DoomTimeout = 100 * time.Millisecond
+			})
+			r.replaceBacking("f", []byte("fresh"))
+			if restart {
+				r.cfg.DoomTimeout = time.Hour
+				r.crash(fsys)
+				if n := r.e.Stats().DoomedFiles; n != 0 {
+					t.Fatalf("%d doomed files after the restart, want the replaced one dropped", n)
+				}
+			} else {
+				// The engine's ticker ends dooms older than DoomTimeout.
+				time.Sleep(300 * time.Millisecond)
+			}
+			if err := r.flushFor(10 * time.Second); err != nil {
+				t.Fatalf("flush: %v", err)
+			}
+			if got := r.backingFile("f"); string(got) != "fresh" {
+				t.Fatalf("backing file: %q, want the new file, %q", got, "fresh")
+			}
+		})
+	}
+}

@@ -75,6 +75,9 @@ type file struct {
 	cred        *ident.Cred
 	doomed      int       // unlinks under way (Doom): no write-back, writes or size changes meanwhile
 	doomedAt    time.Time // when the first of them began, or recovery found it
+	// doomedIno is the backing file's inode when the first doom began (0:
+	// unknown): a file created since under the same name is another file.
+	doomedIno   uint64
 	dead        bool
 	misses      seqread.Streams // readers of missing extents, for prefetch
 	hits        seqread.Streams // readers of cached extents, for read-ahead

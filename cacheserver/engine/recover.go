@@ -25,7 +25,7 @@ func (e *Engine) recover() error {
 				// still end them, each with Drop or Undoom, so the doom
 				// holds for DoomTimeout from now, with its count, unless
 				// the backing file is gone (dropRemovedDooms).
-				f.doomed, f.doomedAt = int(r.Dooms), e.cfg.Clock.Now()
+				f.doomed, f.doomedAt, f.doomedIno = int(r.Dooms), e.cfg.Clock.Now(), r.DoomedIno
 				e.dooms[f] = struct{}{}
 			}
 			return nil

@@ -42,9 +42,10 @@ func decodeExtent(b []byte) (Extent, error) {
 
 // Flags of a file record, in the byte after its size.
 const (
-	fileCred   = 1 << iota // a credential follows
-	fileDoomed             // File.Dooms is 1, or its count follows
-	fileDooms              // File.Dooms follows, before any credential
+	fileCred     = 1 << iota // a credential follows
+	fileDoomed               // File.Dooms is 1, or its count follows
+	fileDooms                // File.Dooms follows, before any credential
+	fileDoomedAs             // File.DoomedIno follows the count, if any
 )
 
 func encodeFile(f *File) []byte {
@@ -56,12 +57,18 @@ func encodeFile(f *File) []byte {
 	if f.Dooms > 1 {
 		flags |= fileDooms
 	}
+	if f.Dooms > 0 && f.DoomedIno != 0 {
+		flags |= fileDoomedAs
+	}
 	if f.Cred != nil {
 		flags |= fileCred
 	}
 	b = append(b, flags)
 	if f.Dooms > 1 {
 		b = binary.BigEndian.AppendUint32(b, f.Dooms)
+	}
+	if flags&fileDoomedAs != 0 {
+		b = binary.BigEndian.AppendUint64(b, f.DoomedIno)
 	}
 	if f.Cred == nil {
 		return b
@@ -91,6 +98,13 @@ func decodeFile(b []byte) (File, error) {
 		}
 		f.Dooms = binary.BigEndian.Uint32(b)
 		b = b[4:]
+	}
+	if flags&fileDoomedAs != 0 {
+		if len(b) < 8 || flags&fileDoomed == 0 {
+			return File{}, ErrCorrupt
+		}
+		f.DoomedIno = binary.BigEndian.Uint64(b)
+		b = b[8:]
 	}
 	if flags&fileCred == 0 {
 		if len(b) != 0 {
