@@ -21,6 +21,7 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/server/servertest"
+	"github.com/burstcache/burstcache/cacheserver/wire"
 )
 
 const testExtent = 4096
@@ -313,6 +314,39 @@ func TestFailedUnlinkKeepsData(t *testing.T) {
 				t.Errorf("backing file after a failed unlink and a flush: %d bytes, %v; want the data", len(got), err)
 			}
 		})
+	}
+}
+
+// TestUnreachedUnlinkEndsItsDoom: an unlink whose removal never reached
+// the metadata server, which stopped after the servers doomed the file,
+// ends the doom at once: the file is still there. Asking the stopped
+// server whether it is would fail, and leave the doom, and the writes to
+// the file, waiting for the servers' timeout.
+func TestUnreachedUnlinkEndsItsDoom(t *testing.T) {
+	f, in := setup(t, 2)
+	ctx := context.Background()
+	create(t, f, "f")
+	if _, err := f.WriteAt(ctx, "f", bytes.Repeat([]byte("d"), 2*testExtent), 0); err != nil {
+		t.Fatal(err)
+	}
+	doomed, err := f.doom(ctx, "f")
+	if err != nil || len(doomed) != 2 {
+		t.Fatalf("doom = %v, %v; want both servers", doomed, err)
+	}
+	meta := f.layout.MetaServer("f")
+	other := 1 - meta
+	in.Stop(t, meta)
+	// The connections to the stopped server fail once each, as lost.
+	if _, err := f.GetAttr(ctx, "f"); !errors.Is(err, wire.ErrUnreachable) {
+		t.Fatalf("GetAttr through the stopped metadata server: %v, want %v", err, wire.ErrUnreachable)
+	}
+	_, err = f.meta(ctx, "f", wire.OpUnlink, pathArgs("f"))
+	if !errors.Is(err, wire.ErrUnreachable) {
+		t.Fatalf("unlink through the stopped metadata server: %v, want %v", err, wire.ErrUnreachable)
+	}
+	f.endDoom(ctx, "f", []int{other}, err)
+	if diff := cmp.Diff([]string{"doom f", "undoom f"}, dataCalls(in.Caches[other])); diff != "" {
+		t.Errorf("calls of the server that stayed (-want +got):\n%s", diff)
 	}
 }
 

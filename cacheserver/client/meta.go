@@ -201,14 +201,19 @@ func (f *FS) holdDoom(p string, doomed []int) (stop func()) {
 
 // endDoom ends the doom of p on the servers that kept data of it, after
 // its unlink returned err: the data goes with a file that is gone, and
-// stays with one that is still there, as after a refused removal. A lost
-// connection does not tell which, so a failed unlink asks the metadata
-// server whether the file is there. When nothing says, or a server misses
-// the end, the servers end the doom by themselves after a while, as the
-// backing store says then.
+// stays with one that is still there, as after a refused removal, or a
+// removal that never reached the metadata server. A lost connection does
+// not tell which, so such a failed unlink asks the metadata server whether
+// the file is there. When nothing says, or a server misses the end, the
+// servers end the doom by themselves after a while, as the backing store
+// says then; writes to the file wait for it meanwhile.
 func (f *FS) endDoom(ctx context.Context, p string, doomed []int, err error) {
 	end := wire.OpDrop
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, wire.ErrUnreachable):
+		end = wire.OpUndoom
+	default:
 		_, serr := f.attrCall(ctx, p, wire.OpGetAttr, pathArgs(p))
 		switch {
 		case errors.Is(serr, syscall.ENOENT):
