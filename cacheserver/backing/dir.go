@@ -3,6 +3,7 @@ package backing
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -132,6 +133,46 @@ func (d *Dir) Stat(ctx context.Context, p string) (fi fs.FileInfo, err error) {
 	return fi, err
 }
 
+// FileID implements Identifier, with statx(2) and, for a regular file the
+// caller may read, FS_IOC_GETVERSION.
+func (d *Dir) FileID(ctx context.Context, p string) (id FileID, err error) {
+	err = ident.DoContext(ctx, func() error {
+		f, err := d.open(ctx, p, unix.O_PATH, 0, false)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		var st unix.Statx_t
+		if err := unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_INO|unix.STATX_BTIME|unix.STATX_TYPE, &st); err != nil {
+			return &fs.PathError{Op: "statx", Path: p, Err: err}
+		}
+		id.Ino = st.Ino
+		if st.Mask&unix.STATX_BTIME != 0 {
+			id.Birth = st.Btime.Sec*1e9 + int64(st.Btime.Nsec)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return nil
+		}
+		// The generation needs a descriptor that is not O_PATH; a file
+		// the caller may not read, or a file system without generations,
+		// leaves it unknown.
+		proc := fmt.Sprintf("/proc/self/fd/%d", f.Fd())
+		r, err := unix.Open(proc, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOATIME, 0)
+		if errors.Is(err, unix.EPERM) {
+			r, err = unix.Open(proc, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		}
+		if err != nil {
+			return nil
+		}
+		defer unix.Close(r)
+		if gen, err := unix.IoctlGetUint32(r, fsIocGetVersion); err == nil {
+			id.Gen = gen
+		}
+		return nil
+	})
+	return id, err
+}
+
 // Truncate implements Store.
 func (d *Dir) Truncate(ctx context.Context, p string, size int64) error {
 	return d.with(ctx, p, unix.O_WRONLY|unix.O_CREAT, func(f *os.File) error { return f.Truncate(size) })
@@ -211,3 +252,7 @@ func ReadFull(ctx context.Context, s Store, p string, b []byte, off int64) (int,
 	}
 	return n, nil
 }
+
+// fsIocGetVersion is FS_IOC_GETVERSION, _IOR('v', 1, long), which answers
+// an int however it is declared.
+const fsIocGetVersion = 0x80087601

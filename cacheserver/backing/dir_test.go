@@ -71,3 +71,39 @@ func TestDirRunsAsTheCaller(t *testing.T) {
 		}
 	}
 }
+
+// TestFileIDTellsACreatedAgainFileApart: a file created under the name of
+// one just removed is another file, even when the file system gives it
+// the same inode number; the same file keeps its identity across writes.
+func TestFileIDTellsACreatedAgainFileApart(t *testing.T) {
+	root := t.TempDir()
+	d := NewDir(root)
+	ctx := context.Background()
+	path := filepath.Join(root, "f")
+	if err := os.WriteFile(path, []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first, err := d.FileID(ctx, "f")
+	if err != nil || first.Ino == 0 {
+		t.Fatalf("FileID = %+v, %v", first, err)
+	}
+	if _, err := d.WriteAt(ctx, "f", []byte("more"), 3); err != nil {
+		t.Fatal(err)
+	}
+	if same, err := d.FileID(ctx, "f"); err != nil || first.Other(same) {
+		t.Fatalf("FileID after a write = %+v, %v; want %+v", same, err, first)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("two"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again, err := d.FileID(ctx, "f")
+	if err != nil || !first.Other(again) {
+		t.Fatalf("FileID of the file created again = %+v, %v; want another than %+v", again, err, first)
+	}
+	if _, err := d.FileID(ctx, "gone"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("FileID of a missing file: %v, want fs.ErrNotExist", err)
+	}
+}

@@ -102,6 +102,14 @@ func (f *Faulty) Stat(ctx context.Context, p string) (fs.FileInfo, error) {
 	return f.Store.Stat(ctx, p)
 }
 
+// FileID implements Identifier, as a Stat.
+func (f *Faulty) FileID(ctx context.Context, p string) (FileID, error) {
+	if err := f.enter(OpStat); err != nil {
+		return FileID{}, err
+	}
+	return IDOf(ctx, f.Store, p)
+}
+
 // Truncate implements Store.
 func (f *Faulty) Truncate(ctx context.Context, p string, size int64) error {
 	if err := f.enter(OpTruncate); err != nil {

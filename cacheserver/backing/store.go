@@ -3,6 +3,7 @@ package backing
 import (
 	"context"
 	"io/fs"
+	"syscall"
 )
 
 // Store is a backing file system addressed by slash-separated paths relative
@@ -78,3 +79,53 @@ type RangeCopier interface {
 // CopyFunc copies bytes [off, off+n) of a file that RangeCopier.CopyRanges
 // opened into dst at dstOff, with the contract of RangeCopier.CopyRange.
 type CopyFunc func(off int64, dst int, dstOff, n int64) (int64, error)
+
+// Identifier is a Store that tells files apart better than inode numbers
+// do: a file system may give a file the number of one removed just before.
+// It is optional; a caller falls back to the inode number of Stat.
+type Identifier interface {
+	// FileID returns the identity of the file at path.
+	FileID(ctx context.Context, path string) (FileID, error)
+}
+
+// FileID identifies a file of a backing store. Birth and Gen are 0 where
+// the file system, or the caller's access, does not tell them.
+type FileID struct {
+	Ino uint64
+	// Birth is the file's creation time in Unix nanoseconds. File systems
+	// keep it to a clock tick: files created within one may share it.
+	Birth int64
+	// Gen is the inode's generation (FS_IOC_GETVERSION), which a file
+	// system that reuses inode numbers, such as ext4, changes when it does.
+	Gen uint32
+}
+
+// Other reports whether id and o are surely different files: their inode
+// numbers differ, or both know their birth times or generations and those
+// do.
+func (id FileID) Other(o FileID) bool {
+	return id.Ino != o.Ino ||
+		id.Birth != 0 && o.Birth != 0 && id.Birth != o.Birth ||
+		id.Gen != 0 && o.Gen != 0 && id.Gen != o.Gen
+}
+
+// StatID is the identity that fi, a FileInfo of a Store, gives: its inode
+// number, if it has one.
+func StatID(fi fs.FileInfo) FileID {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return FileID{Ino: st.Ino}
+	}
+	return FileID{}
+}
+
+// IDOf returns the identity of the file at path in s.
+func IDOf(ctx context.Context, s Store, path string) (FileID, error) {
+	if id, ok := s.(Identifier); ok {
+		return id.FileID(ctx, path)
+	}
+	fi, err := s.Stat(ctx, path)
+	if err != nil {
+		return FileID{}, err
+	}
+	return StatID(fi), nil
+}

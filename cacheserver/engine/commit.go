@@ -132,7 +132,8 @@ func (e *Engine) batchLocked() (index.Batch, []index.Key, []string) {
 	for p := range e.idxFile {
 		files = append(files, p)
 		if f := e.files[p]; f != nil && f.record {
-			b.Files[p] = &index.File{Size: f.size, Cred: f.cred, Dooms: uint32(f.doomed), DoomedIno: f.doomedIno}
+			b.Files[p] = &index.File{Size: f.size, Cred: f.cred, Dooms: uint32(f.doomed),
+				DoomedIno: f.doomedID.Ino, DoomedBirth: f.doomedID.Birth, DoomedGen: f.doomedID.Gen}
 		} else {
 			b.Files[p] = nil
 		}

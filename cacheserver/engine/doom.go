@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/ident"
 )
 
@@ -18,8 +19,8 @@ import (
 // removal failed. A doom nobody ends, because the caller died, ends after
 // DoomTimeout as the backing store says: the data is dropped if the file
 // is gone there, and kept otherwise. A file created since under the same
-// name is another file, told apart by its inode number, which the doom
-// records: the unlink removed the doomed one. A restart finds dooms in the
+// name is another file, told apart by the identity that the doom records
+// (backing.FileID): the unlink removed the doomed one. A restart finds dooms in the
 // index: it drops the files gone from the backing store at once
 // (dropRemovedDooms), and gives the others DoomTimeout again, for the
 // callers still under way.
@@ -39,13 +40,11 @@ func (e *Engine) Doom(ctx context.Context, p string) (doomed bool, err error) {
 	if f == nil {
 		return false, nil
 	}
-	var ino uint64
+	var id backing.FileID
 	if record {
 		// Which file the unlink removes, for a doom that ends without its
 		// caller: a file created since under the same name is not it.
-		if fi, err := e.backing.Stat(ctx, p); err == nil {
-			ino = inoOf(fi)
-		}
+		id, _ = backing.IDOf(ctx, e.backing, p)
 	}
 	// Holding wbmu waits for write-back of the file under way; write-back
 	// that starts later sees the doom (writeBack).
@@ -54,7 +53,7 @@ func (e *Engine) Doom(ctx context.Context, p string) (doomed bool, err error) {
 	keep := f.record && !f.dead
 	if keep {
 		if f.doomed == 0 {
-			f.doomedAt, f.doomedIno = e.cfg.Clock.Now(), ino
+			f.doomedAt, f.doomedID = e.cfg.Clock.Now(), id
 			e.dooms[f] = struct{}{}
 		}
 		f.doomed++
@@ -118,7 +117,7 @@ func (e *Engine) endDoomLocked(f *file) {
 	if f.doomed > 0 {
 		return
 	}
-	f.doomedIno = 0
+	f.doomedID = backing.FileID{}
 	delete(e.dooms, f)
 	e.markFileLocked(f)
 	e.kickWriteBackLocked()
@@ -222,13 +221,13 @@ func (e *Engine) goneFromBacking(ctx context.Context, f *file) (bool, error) {
 	if f.cred != nil {
 		ctx = ident.NewContext(ctx, *f.cred)
 	}
-	ino := f.doomedIno
+	doomed := f.doomedID
 	e.mu.Unlock()
-	fi, err := e.backing.Stat(ctx, f.path)
+	id, err := backing.IDOf(ctx, e.backing, f.path)
 	if err != nil {
 		return errorsIsNotExist(err), err
 	}
-	return ino != 0 && inoOf(fi) != ino, nil
+	return doomed.Ino != 0 && doomed.Other(id), nil
 }
 
 // dropDoomed drops f if a doom still holds it, and reports whether it did.

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/index"
 	"github.com/burstcache/burstcache/cacheserver/seqread"
@@ -75,9 +76,9 @@ type file struct {
 	cred        *ident.Cred
 	doomed      int       // unlinks under way (Doom): no write-back, writes or size changes meanwhile
 	doomedAt    time.Time // when the first of them began, or recovery found it
-	// doomedIno is the backing file's inode when the first doom began (0:
-	// unknown): a file created since under the same name is another file.
-	doomedIno   uint64
+	// doomedID is the backing file's identity when the first doom began
+	// (zero: unknown): a file created since under the same name is another.
+	doomedID    backing.FileID
 	dead        bool
 	misses      seqread.Streams // readers of missing extents, for prefetch
 	hits        seqread.Streams // readers of cached extents, for read-ahead

@@ -13,14 +13,6 @@ func multiLinked(fi fs.FileInfo) bool {
 	return ok && st.Nlink > 1
 }
 
-// inoOf returns the inode number of fi, or 0 if it does not say.
-func inoOf(fi fs.FileInfo) uint64 {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return st.Ino
-	}
-	return 0
-}
-
 // passThrough reports whether I/O on f goes straight to the backing file:
 // it has several names and the cache holds no data of it. Cached data is
 // keyed by path, so caching such a file would let its names disagree.

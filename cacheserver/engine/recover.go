@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/index"
 )
 
@@ -25,7 +26,8 @@ func (e *Engine) recover() error {
 				// still end them, each with Drop or Undoom, so the doom
 				// holds for DoomTimeout from now, with its count, unless
 				// the backing file is gone (dropRemovedDooms).
-				f.doomed, f.doomedAt, f.doomedIno = int(r.Dooms), e.cfg.Clock.Now(), r.DoomedIno
+				f.doomed, f.doomedAt = int(r.Dooms), e.cfg.Clock.Now()
+				f.doomedID = backing.FileID{Ino: r.DoomedIno, Birth: r.DoomedBirth, Gen: r.DoomedGen}
 				e.dooms[f] = struct{}{}
 			}
 			return nil

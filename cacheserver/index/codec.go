@@ -45,7 +45,7 @@ const (
 	fileCred     = 1 << iota // a credential follows
 	fileDoomed               // File.Dooms is 1, or its count follows
 	fileDooms                // File.Dooms follows, before any credential
-	fileDoomedAs             // File.DoomedIno follows the count, if any
+	fileDoomedAs             // File.DoomedIno, DoomedBirth and DoomedGen follow the count, if any
 )
 
 func encodeFile(f *File) []byte {
@@ -69,6 +69,8 @@ func encodeFile(f *File) []byte {
 	}
 	if flags&fileDoomedAs != 0 {
 		b = binary.BigEndian.AppendUint64(b, f.DoomedIno)
+		b = binary.BigEndian.AppendUint64(b, uint64(f.DoomedBirth))
+		b = binary.BigEndian.AppendUint32(b, f.DoomedGen)
 	}
 	if f.Cred == nil {
 		return b
@@ -100,11 +102,13 @@ func decodeFile(b []byte) (File, error) {
 		b = b[4:]
 	}
 	if flags&fileDoomedAs != 0 {
-		if len(b) < 8 || flags&fileDoomed == 0 {
+		if len(b) < 20 || flags&fileDoomed == 0 {
 			return File{}, ErrCorrupt
 		}
 		f.DoomedIno = binary.BigEndian.Uint64(b)
-		b = b[8:]
+		f.DoomedBirth = int64(binary.BigEndian.Uint64(b[8:]))
+		f.DoomedGen = binary.BigEndian.Uint32(b[16:])
+		b = b[20:]
 	}
 	if flags&fileCred == 0 {
 		if len(b) != 0 {

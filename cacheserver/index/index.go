@@ -44,10 +44,13 @@ type File struct {
 	// Dooms counts the unlinks of the file that were under way: its dirty
 	// data is neither written back nor given up until they end.
 	Dooms uint32
-	// DoomedIno is the inode number the backing file had when the first
-	// of those unlinks began (0: unknown), so that a file created since
-	// under the same name is not taken for it.
-	DoomedIno uint64
+	// DoomedIno, DoomedBirth and DoomedGen are the inode number, creation
+	// time (Unix nanoseconds) and inode generation the backing file had
+	// when the first of those unlinks began (0: unknown), so that a file
+	// created since under the same name is not taken for it.
+	DoomedIno   uint64
+	DoomedBirth int64
+	DoomedGen   uint32
 }
 
 // Meta is the geometry of the slab the index refers to.
