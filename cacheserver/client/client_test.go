@@ -249,7 +249,7 @@ func TestUnlinkDoomsDataBeforeTheName(t *testing.T) {
 // dataCalls returns the calls of c that keep or forget data.
 func dataCalls(c *servertest.MemCache) []string {
 	var calls []string
-	for _, c := range c.Calls {
+	for _, c := range c.CallLog() {
 		for _, op := range []string{"doom ", "undoom ", "drop ", "flushdrop "} {
 			if strings.HasPrefix(c, op) {
 				calls = append(calls, c)
@@ -321,7 +321,8 @@ func TestFailedUnlinkKeepsData(t *testing.T) {
 // the metadata server, which stopped after the servers doomed the file,
 // ends the doom at once: the file is still there. Asking the stopped
 // server whether it is would fail, and leave the doom, and the writes to
-// the file, waiting for the servers' timeout.
+// the file, waiting for the servers' timeout. The stopped server gets its
+// end once it is back.
 func TestUnreachedUnlinkEndsItsDoom(t *testing.T) {
 	f, in := setup(t, 2)
 	ctx := context.Background()
@@ -344,9 +345,19 @@ func TestUnreachedUnlinkEndsItsDoom(t *testing.T) {
 	if !errors.Is(err, wire.ErrUnreachable) {
 		t.Fatalf("unlink through the stopped metadata server: %v, want %v", err, wire.ErrUnreachable)
 	}
-	f.endDoom(ctx, "f", []int{other}, err)
+	f.endDoom(ctx, "f", doomed, err)
 	if diff := cmp.Diff([]string{"doom f", "undoom f"}, dataCalls(in.Caches[other])); diff != "" {
 		t.Errorf("calls of the server that stayed (-want +got):\n%s", diff)
+	}
+	// The stopped server, which keeps the doom in its index, is told once
+	// it is back.
+	in.Restart(t, meta)
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Equal(dataCalls(in.Caches[meta]), []string{"undoom f"}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("calls of the restarted server: %q, want the undoom", dataCalls(in.Caches[meta]))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

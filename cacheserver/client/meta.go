@@ -3,11 +3,13 @@ package client
 import (
 	"context"
 	"errors"
+	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/wire"
 )
@@ -224,8 +226,53 @@ func (f *FS) endDoom(ctx context.Context, p string, doomed []int, err error) {
 			return
 		}
 	}
-	if eerr := f.someServers(ctx, doomed, end, pathArgs(p)); eerr != nil {
+	var mu sync.Mutex
+	var missed []int
+	eerr := eachOf(doomed, func(i int) error {
+		_, err := f.call(context.WithoutCancel(ctx), i, end, pathArgs(p), nil, nil)
+		if end == wire.OpUndoom && errors.Is(err, wire.ErrUnreachable) {
+			mu.Lock()
+			missed = append(missed, i)
+			mu.Unlock()
+		}
+		return err
+	})
+	if eerr != nil {
 		f.log.Warn("Ending the doom of an unlinked file failed; the servers end it after a while", "path", p, "err", eerr)
+	}
+	if len(missed) > 0 {
+		go f.undoomLater(p, missed)
+	}
+}
+
+// undoomLater ends the dooms of p, a file that its unlink did not remove,
+// on servers that could not be reached to end them, once they answer
+// again, for up to doomHold: a server that restarts finds the doom in its
+// index, and the file's writes would wait for its timeout meanwhile. Only
+// an Undoom that was never sent is sent, since one that may have arrived
+// would end the doom of another unlink.
+func (f *FS) undoomLater(p string, servers []int) {
+	ctx := ident.NewContext(context.Background(), ident.Process())
+	deadline := time.Now().Add(f.doomHold)
+	wait := 100 * time.Millisecond
+	for len(servers) > 0 && time.Now().Before(deadline) {
+		select {
+		case <-f.stop:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+		var left []int
+		for _, i := range servers {
+			_, err := f.call(ctx, i, wire.OpUndoom, pathArgs(p), nil, nil)
+			switch {
+			case errors.Is(err, wire.ErrUnreachable):
+				left = append(left, i)
+			case err != nil:
+				f.log.Warn("Ending the doom of a file whose unlink failed did not work; the server ends it after a while", "path", p, "err", err)
+			}
+		}
+		servers = left
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -37,6 +38,14 @@ type memFile struct {
 // NewMemCache returns a cache over the backing directory dir.
 func NewMemCache(dir string) *MemCache {
 	return &MemCache{dir: dir, files: map[string]*memFile{}}
+}
+
+// CallLog returns a copy of Calls, which calls served meanwhile do not
+// change.
+func (m *MemCache) CallLog() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.Calls)
 }
 
 func (m *MemCache) record(op, path string) {
