@@ -89,7 +89,8 @@ type conn struct {
 }
 
 // ErrUnreachable is returned, wrapped with the errno of the failure, when
-// a server cannot be connected to.
+// a server cannot be connected to or does not complete the handshake: the
+// call was not sent.
 var ErrUnreachable = errors.New("cache server unreachable")
 
 func dialConn(ctx context.Context, addr string, secret []byte, timeout time.Duration) (*conn, error) {
@@ -103,7 +104,7 @@ func dialConn(ctx context.Context, addr string, secret []byte, timeout time.Dura
 	key, err := clientHandshake(nc, secret)
 	if err != nil {
 		_ = nc.Close()
-		return nil, fmt.Errorf("handshake with cache server %s: %w", addr, err)
+		return nil, fmt.Errorf("handshake with cache server %s: %w: %w", addr, ErrUnreachable, err)
 	}
 	_ = nc.SetDeadline(time.Time{})
 	c := &conn{nc: nc, w: newFrameWriter(nc, newSealer(key)), calls: map[uint64]*pending{}}

@@ -66,7 +66,7 @@ func FetchFile(ctx context.Context, addr string, secret []byte, cred ident.Cred,
 	_ = nc.SetDeadline(deadline)
 	key, err := clientHandshake(nc, secret)
 	if err != nil {
-		return nil, nil, fmt.Errorf("handshake with cache server %s: %w", addr, err)
+		return nil, nil, fmt.Errorf("handshake with cache server %s: %w: %w", addr, ErrUnreachable, err)
 	}
 	var e Encoder
 	e.Cred(cred)

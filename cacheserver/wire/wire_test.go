@@ -227,6 +227,31 @@ func TestSilentServerTimesOut(t *testing.T) {
 	}
 }
 
+// TestPeerDyingInTheHandshakeIsUnreachable: a server that dies before it
+// finishes the handshake, as one killed while it starts, was not sent the
+// call, which the caller may need to know (ErrUnreachable), to end what it
+// began on other servers.
+func TestPeerDyingInTheHandshakeIsUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	_, err = newClient(t, ln.Addr().String(), "").Do(context.Background(), &Call{Op: opWhoAmI})
+	if !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("Do against a peer that hangs up: %v, want %v", err, ErrUnreachable)
+	}
+}
+
 // TestCancelledCallLeavesBufferAlone abandons a call and checks that its
 // buffer is not written afterwards while the connection keeps working.
 func TestCancelledCallLeavesBufferAlone(t *testing.T) {
