@@ -15,19 +15,25 @@ import (
 	"time"
 )
 
-// TestRandomServerKillsLoseNothingAcknowledged writes, overwrites and
-// truncates files through a 3-server instance while, round after round, a
-// server is killed with SIGKILL at a random moment and started again by
-// local up, the writes going on meanwhile, and a file written before the
-// kill stays open until after the restart. Whatever a close or an fsync
-// acknowledged must read back through the mount after every restart, and
-// be in the backing directory after down. An operation that failed leaves
-// its file unknown until a later one rewrites it whole; no operation on a
-// file that exists may fail as if it did not. The servers commit only when
-// a close or an fsync asks them to, so that nothing else makes the data
-// durable.
+// TestRandomServerKillsLoseNothingAcknowledged writes, overwrites,
+// truncates, removes and renames files through a 3-server instance while,
+// round after round, a server is killed with SIGKILL at a random moment and
+// started again by local up, the operations going on meanwhile, and a file
+// written before the kill stays open until after the restart. Whatever a
+// close or an fsync acknowledged must read back through the mount after
+// every restart, and be in the backing directory after down; a name whose
+// removal (or rename away) succeeded must not come back in either. An
+// operation that failed leaves what it changed unknown until a later one
+// settles it; no operation on a file that exists may fail as if it did
+// not. The servers commit only when a close, an fsync or a change of names
+// asks them to, so that nothing else makes the data durable.
 //
-// It depends on timing as much as on its seed: soak it with -count.
+// It depends on timing as much as on its seed: soak it with -count. With
+// BURSTCACHE_KILL_NAMES set, it also removes and renames files. That is
+// for soaks only: an unlink whose outcome a kill hides (the metadata server
+// died with the removal sent, and cannot be asked) holds the file's
+// writes, flushes and renames for the servers' two-minute doom timeout,
+// which a test with a deadline takes for a hang.
 func TestRandomServerKillsLoseNothingAcknowledged(t *testing.T) {
 	requireFUSE(t)
 	seed := uint64(time.Now().UnixNano())
@@ -39,7 +45,8 @@ func TestRandomServerKillsLoseNothingAcknowledged(t *testing.T) {
 	in := dirs(t)
 	const servers = 3
 	up(t, in, servers, append(holdDirty, "--server-arg=--commit-interval=1h")...)
-	k := &killRun{t: t, rng: rng, mount: in.mount, backing: in.backing, known: map[string][]byte{}, made: map[string]bool{}}
+	k := &killRun{t: t, rng: rng, mount: in.mount, backing: in.backing, known: map[string][]byte{}, exists: map[string]bool{},
+		names: os.Getenv("BURSTCACHE_KILL_NAMES") != ""}
 	ops, failed, heldLost := 0, 0, 0
 	for round := range 8 {
 		// A file written before the kill and closed after the restart:
@@ -54,7 +61,7 @@ func TestRandomServerKillsLoseNothingAcknowledged(t *testing.T) {
 			t.Fatalf("round %d: writing %s: %v", round, held, err)
 		}
 		delete(k.known, held)
-		k.made[held] = true
+		k.exists[held] = true
 		victim := rng.IntN(servers)
 		delay := time.Duration(rng.IntN(40)) * time.Millisecond
 		restarted := make(chan error, 1)
@@ -87,8 +94,8 @@ func TestRandomServerKillsLoseNothingAcknowledged(t *testing.T) {
 	}
 	t.Logf("%d operations, %d of them failed by a kill; %d held files failed their close; %d files known at the end",
 		ops, failed, heldLost, len(k.known))
-	if len(k.known) == 0 {
-		t.Fatal("no file was known at the end: the test checked nothing")
+	if len(k.exists) == 0 {
+		t.Fatal("no file was known to exist or to be gone at the end: the test checked nothing")
 	}
 	// Writes that a failed close left behind are lost with the server that
 	// took them: the mount says so again as it stops, and down passes it
@@ -100,15 +107,19 @@ func TestRandomServerKillsLoseNothingAcknowledged(t *testing.T) {
 }
 
 // killRun is the state of TestRandomServerKillsLoseNothingAcknowledged:
-// the files whose contents a close or an fsync acknowledged.
+// the files whose contents a close or an fsync acknowledged, and which
+// names are known to exist or to be gone.
 type killRun struct {
 	t       *testing.T
 	rng     *rand.Rand
 	mount   string
 	backing string
 	known   map[string][]byte
-	// made are the files known to exist: none is ever removed.
-	made map[string]bool
+	// exists is true for a name known to exist, false for one known to be
+	// gone, and has no entry for one a failed operation left unknown.
+	exists map[string]bool
+	// names adds removals and renames to the changes.
+	names bool
 	// log records the operations, for a failure's message.
 	log []string
 }
@@ -116,7 +127,8 @@ type killRun struct {
 var killFiles = []string{"a", "b", "c", "d", "e", "f"}
 
 // step makes one random change to one file other than except and reports
-// whether it succeeded. A change that failed makes the file unknown.
+// whether it succeeded. A change that failed makes what it changed
+// unknown.
 func (k *killRun) step(except string) bool {
 	name := killFiles[k.rng.IntN(len(killFiles))]
 	if name == except {
@@ -127,14 +139,18 @@ func (k *killRun) step(except string) bool {
 	var next []byte
 	var err error
 	var what string
-	switch op := k.rng.IntN(4); {
-	case op == 0 || !known:
+	ops := 8
+	if k.names {
+		ops = 10
+	}
+	switch op := k.rng.IntN(ops); {
+	case op < 3 || !known && op < 8:
 		// Rewrite the whole file, made durable by the close or by an
 		// fsync before it.
 		next = randomBytes(k.rng.IntN(3<<20)+1, byte(k.rng.Uint32()))
 		what = fmt.Sprintf("rewrite %d bytes", len(next))
 		err = writeFile(path, next, os.O_TRUNC|os.O_CREATE, 0, k.rng.IntN(2) == 0)
-	case op == 1 || op == 2:
+	case op < 6:
 		// Overwrite a range, possibly past the end.
 		off := k.rng.IntN(len(old) + 1)
 		chunk := randomBytes(k.rng.IntN(1<<20)+1, byte(k.rng.Uint32()))
@@ -145,31 +161,96 @@ func (k *killRun) step(except string) bool {
 		copy(next[off:], chunk)
 		what = fmt.Sprintf("write %d bytes at %d", len(chunk), off)
 		err = writeFile(path, chunk, 0, int64(off), k.rng.IntN(2) == 0)
-	default:
+	case op < 8:
 		// Truncate, shorter or longer, made durable by an fsync.
 		size := k.rng.IntN(len(old) + 1<<20)
 		next = append([]byte(nil), old[:min(size, len(old))]...)
 		next = append(next, make([]byte, size-len(next))...)
 		what = fmt.Sprintf("truncate to %d", size)
 		err = truncateSynced(path, int64(size))
+	case op == 8:
+		return k.unlink(name)
+	default:
+		to := killFiles[k.rng.IntN(len(killFiles))]
+		if to == except || to == name {
+			return true
+		}
+		return k.rename(name, to)
 	}
-	k.log = append(k.log, fmt.Sprintf("%s: %s: %v", name, what, err))
-	if k.made[name] && errors.Is(err, fs.ErrNotExist) {
-		k.t.Fatalf("%s: %s failed as if the file did not exist; operations:\n%s", name, what, strings.Join(k.log, "\n"))
-	}
+	k.logged(name, what, err)
 	if err != nil {
 		delete(k.known, name)
+		if !k.exists[name] {
+			delete(k.exists, name) // an O_CREAT may have made it
+		}
 		return false
 	}
-	k.made[name] = true
+	k.exists[name] = true
 	k.known[name] = next
 	return true
 }
 
+func (k *killRun) unlink(name string) bool {
+	err := os.Remove(filepath.Join(k.mount, name))
+	k.logged(name, "unlink", err)
+	if exists, ok := k.exists[name]; ok && !exists && err == nil {
+		k.t.Fatalf("%s: unlink of a removed file succeeded; operations:\n%s", name, strings.Join(k.log, "\n"))
+	}
+	delete(k.known, name)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		delete(k.exists, name)
+		return false
+	}
+	k.exists[name] = false
+	return true
+}
+
+func (k *killRun) rename(from, to string) bool {
+	err := os.Rename(filepath.Join(k.mount, from), filepath.Join(k.mount, to))
+	k.logged(from, "rename to "+to, err)
+	if exists, ok := k.exists[from]; ok && !exists && err == nil {
+		k.t.Fatalf("%s: rename of a removed file succeeded; operations:\n%s", from, strings.Join(k.log, "\n"))
+	}
+	if err != nil {
+		delete(k.known, from)
+		delete(k.known, to)
+		if !k.exists[to] {
+			delete(k.exists, to) // from may have moved there
+		}
+		if !errors.Is(err, fs.ErrNotExist) || k.exists[from] {
+			delete(k.exists, from) // it may have moved
+		}
+		return false
+	}
+	if data, ok := k.known[from]; ok {
+		k.known[to] = data
+	} else {
+		delete(k.known, to)
+	}
+	delete(k.known, from)
+	k.exists[to], k.exists[from] = true, false
+	return true
+}
+
+// logged records an operation on name, and fails the test if it failed as
+// if a file known to exist did not.
+func (k *killRun) logged(name, what string, err error) {
+	k.t.Helper()
+	k.log = append(k.log, fmt.Sprintf("%s: %s: %v", name, what, err))
+	if k.exists[name] && errors.Is(err, fs.ErrNotExist) {
+		k.t.Fatalf("%s: %s failed as if the file did not exist; operations:\n%s", name, what, strings.Join(k.log, "\n"))
+	}
+}
+
 // check fails the test unless every known file under dir holds what was
-// acknowledged.
+// acknowledged, and no name known to be gone is there.
 func (k *killRun) check(when, dir string) {
 	k.t.Helper()
+	for name, exists := range k.exists {
+		if _, err := os.Lstat(filepath.Join(dir, name)); !exists && !errors.Is(err, fs.ErrNotExist) {
+			k.t.Fatalf("%s: %s, which was removed, is there (%v); operations:\n%s", when, name, err, strings.Join(k.log, "\n"))
+		}
+	}
 	for name, want := range k.known {
 		got, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
