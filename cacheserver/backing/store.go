@@ -109,9 +109,9 @@ func (id FileID) Other(o FileID) bool {
 		id.Gen != 0 && o.Gen != 0 && id.Gen != o.Gen
 }
 
-// StatID is the identity that fi, a FileInfo of a Store, gives: its inode
+// statID is the identity that fi, a FileInfo of a Store, gives: its inode
 // number, if it has one.
-func StatID(fi fs.FileInfo) FileID {
+func statID(fi fs.FileInfo) FileID {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return FileID{Ino: st.Ino}
 	}
@@ -127,5 +127,5 @@ func IDOf(ctx context.Context, s Store, path string) (FileID, error) {
 	if err != nil {
 		return FileID{}, err
 	}
-	return StatID(fi), nil
+	return statID(fi), nil
 }

@@ -20,9 +20,9 @@ import (
 // DoomTimeout as the backing store says: the data is dropped if the file
 // is gone there, and kept otherwise. A file created since under the same
 // name is another file, told apart by the identity that the doom records
-// (backing.FileID): the unlink removed the doomed one. A restart finds dooms in the
-// index: it drops the files gone from the backing store at once
-// (dropRemovedDooms), and gives the others DoomTimeout again, for the
+// (backing.FileID): the unlink removed the doomed one. A restart finds
+// dooms in the index: it drops the files gone from the backing store at
+// once (dropRemovedDooms), and gives the others DoomTimeout again, for the
 // callers still under way.
 //
 // A file with nothing the backing store lacks (no record: only clean
