@@ -46,6 +46,12 @@ type Options struct {
 	// must stay well under the servers' doom timeout (two minutes by
 	// default).
 	DoomHold time.Duration
+	// LostUnlinkWait is how long an unlink whose answer got lost keeps the
+	// file doomed before the servers ask the backing store whether it is
+	// gone; 0 means 15 seconds. A metadata server that stops lets the
+	// requests in flight finish for 10 seconds, so the removal may be under
+	// way for that long.
+	LostUnlinkWait time.Duration
 	// Log receives the client's warnings; nil means slog.Default().
 	Log *slog.Logger
 }
@@ -58,8 +64,8 @@ type FS struct {
 	// for the others.
 	local []*localSlab
 	log   *slog.Logger
-	// doomHold is Options.DoomHold.
-	doomHold time.Duration
+	// doomHold is Options.DoomHold, lostUnlinkWait Options.LostUnlinkWait.
+	doomHold, lostUnlinkWait time.Duration
 	// indexes are the servers' indexes in the instance: 0..N-1 when
 	// striped, the one chosen server when load-balanced.
 	indexes      []int
@@ -122,8 +128,11 @@ func New(opts Options) (*FS, error) {
 	if opts.DoomHold <= 0 {
 		opts.DoomHold = 30 * time.Second
 	}
+	if opts.LostUnlinkWait <= 0 {
+		opts.LostUnlinkWait = 15 * time.Second
+	}
 	f := &FS{
-		total: len(opts.Servers), loadBalanced: opts.LoadBalanced, log: opts.Log, doomHold: opts.DoomHold,
+		total: len(opts.Servers), loadBalanced: opts.LoadBalanced, log: opts.Log, doomHold: opts.DoomHold, lostUnlinkWait: opts.LostUnlinkWait,
 		files: map[string]*fileState{}, unsynced: map[string]map[int]uint64{}, conns: opts.Conns,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), pusherDone: make(chan struct{}),
 	}

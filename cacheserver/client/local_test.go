@@ -20,6 +20,7 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/cacheserver/engine"
 	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/posixns"
 	"github.com/burstcache/burstcache/cacheserver/server"
 	"github.com/burstcache/burstcache/cacheserver/server/servertest"
@@ -43,8 +44,9 @@ func startLocalWith(t *testing.T, backingDir string, wrap func(server.Cache) ser
 
 // localServer says what server startLocalServer starts.
 type localServer struct {
-	// wrap, if set, wraps the server's cache.
-	wrap func(server.Cache) server.Cache
+	// wrap, if set, wraps the server's cache, and wrapNS its namespace.
+	wrap   func(server.Cache) server.Cache
+	wrapNS func(namespace.FS) namespace.FS
 	// index and servers place the server in its instance.
 	index, servers int
 	loadBalanced   bool
@@ -68,7 +70,11 @@ func startLocalServer(t *testing.T, backingDir string, o localServer) (string, *
 	if o.wrap != nil {
 		cache = o.wrap(cache)
 	}
-	s, err := server.New(server.Config{Cache: cache, NS: ns, Cred: ident.Process(), LoadBalanced: o.loadBalanced,
+	var sns namespace.FS = ns
+	if o.wrapNS != nil {
+		sns = o.wrapNS(ns)
+	}
+	s, err := server.New(server.Config{Cache: cache, NS: sns, Cred: ident.Process(), LoadBalanced: o.loadBalanced,
 		Info: control.ServerInfo{Instance: "t", Index: o.index, Servers: o.servers, ExtentSize: localExtent}, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

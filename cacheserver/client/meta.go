@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -140,15 +142,13 @@ func (f *FS) Unlink(ctx context.Context, p string) error {
 		defer close(checked)
 		a, err = f.attrCall(ctx, p, wire.OpMayUnlink, pathArgs(p))
 	}()
-	doomed, derr := f.doom(ctx, p)
+	ds, derr := f.doom(ctx, p)
 	<-checked
 	if derr != nil {
 		return derr
 	}
 	if err != nil || (a.IsRegular() && a.Nlink > 1) {
-		if len(doomed) > 0 {
-			_ = f.someServers(ctx, doomed, wire.OpUndoom, pathArgs(p))
-		}
+		f.endDooms(ctx, p, ds, wire.UnlinkNotRemoved)
 		if err != nil {
 			return err
 		}
@@ -156,17 +156,61 @@ func (f *FS) Unlink(ctx context.Context, p string) error {
 		if err := f.flushAndDrop(ctx, p); err != nil {
 			return err
 		}
-		doomed = nil
+		ds = nil
 	}
 	f.forget(p)
 	f.settled(p)
-	stop := f.holdDoom(p, doomed)
+	stop := f.holdDoom(p, ds)
 	_, err = f.meta(ctx, p, wire.OpUnlink, pathArgs(p))
-	stop()
-	if len(doomed) > 0 {
-		f.endDoom(ctx, p, doomed, err)
-	}
+	f.endUnlink(ctx, p, ds, err, stop)
 	return err
+}
+
+// endUnlink ends the dooms of p, which held it for an unlink whose removal
+// returned err, and calls stop once it no longer holds them.
+func (f *FS) endUnlink(ctx context.Context, p string, ds dooms, err error, stop func()) {
+	switch {
+	case len(ds) == 0:
+		stop()
+	case err == nil:
+		stop()
+		f.endDooms(ctx, p, ds, wire.UnlinkRemoved)
+	case errors.Is(err, wire.ErrUnreachable):
+		// The removal was never asked for.
+		stop()
+		f.endDooms(ctx, p, ds, wire.UnlinkNotRemoved)
+	case wire.Answered(err):
+		// The metadata server is done with the removal, which may have
+		// removed the file before it failed, or found it gone: the backing
+		// store says.
+		stop()
+		f.endDooms(ctx, p, ds, wire.UnlinkMaybeRemoved)
+	default:
+		// The answer got lost, and the removal may still be under way on
+		// a metadata server that is stopping: were the servers to find the
+		// file still there and write it back, the removal would leave a
+		// file that write-back brings back. The backing store says once
+		// that is over; writes to the file wait meanwhile.
+		go func() {
+			select {
+			case <-f.stop:
+				// The servers end the doom by themselves after a while.
+				stop()
+			case <-time.After(f.lostUnlinkWait):
+				stop()
+				f.endDooms(context.WithoutCancel(ctx), p, ds, wire.UnlinkMaybeRemoved)
+			}
+		}()
+	}
+}
+
+// dooms are the dooms that an unlink's servers kept, each named by what
+// the server answered, by server index.
+type dooms map[int][]byte
+
+// servers returns the indexes of the servers in ds.
+func (ds dooms) servers() []int {
+	return slices.Sorted(maps.Keys(ds))
 }
 
 // holdDoom tells the servers that keep p doomed, every doomHold until stop
@@ -175,8 +219,8 @@ func (f *FS) Unlink(ctx context.Context, p string) error {
 // doom: it would find the file still there and write it back, and the late
 // removal would leave a file that write-back brings back. A client that
 // dies stops holding, and the servers end the doom by themselves.
-func (f *FS) holdDoom(p string, doomed []int) (stop func()) {
-	if len(doomed) == 0 {
+func (f *FS) holdDoom(p string, ds dooms) (stop func()) {
+	if len(ds) == 0 {
 		return func() {}
 	}
 	done, ended := make(chan struct{}), make(chan struct{})
@@ -189,7 +233,7 @@ func (f *FS) holdDoom(p string, doomed []int) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				if err := f.someServers(context.Background(), doomed, wire.OpHoldDoom, pathArgs(p)); err != nil {
+				if err := f.someServers(context.Background(), ds.servers(), wire.OpHoldDoom, pathArgs(p)); err != nil {
 					f.log.Warn("Holding the doom of a file whose unlink is under way failed", "path", p, "err", err)
 				}
 			}
@@ -201,108 +245,101 @@ func (f *FS) holdDoom(p string, doomed []int) (stop func()) {
 	}
 }
 
-// endDoom ends the doom of p on the servers that kept data of it, after
-// its unlink returned err: the data goes with a file that is gone, and
-// stays with one that is still there, as after a refused removal, or a
-// removal that never reached the metadata server. A lost connection does
-// not tell which, so such a failed unlink asks the metadata server whether
-// the file is there. When nothing says, or a server misses the end, the
-// servers end the doom by themselves after a while, as the backing store
-// says then; writes to the file wait for it meanwhile.
-func (f *FS) endDoom(ctx context.Context, p string, doomed []int, err error) {
-	end := wire.OpDrop
-	switch {
-	case err == nil:
-	case errors.Is(err, wire.ErrUnreachable):
-		end = wire.OpUndoom
-	default:
-		_, serr := f.attrCall(ctx, p, wire.OpGetAttr, pathArgs(p))
-		switch {
-		case errors.Is(serr, syscall.ENOENT):
-		case serr == nil:
-			end = wire.OpUndoom
-		default:
-			f.log.Warn("Cannot tell whether a file whose unlink failed is gone; the servers keep its data until they can", "path", p, "err", serr)
-			return
-		}
+// endDooms ends the dooms of p that its unlink's servers kept, as the
+// unlink ended (how): the data goes with a file that is gone, and stays
+// with one that is still there. Each server ends its own doom only, so an
+// end that comes late (another unlink of the file ended its doom first,
+// and a job created the file again) touches nothing else. A server that
+// cannot be reached gets its end once it answers again (endDoomsLater).
+// One that misses it otherwise ends the doom by itself after a while, as
+// the backing store says then; writes to the file wait for it meanwhile.
+func (f *FS) endDooms(ctx context.Context, p string, ds dooms, how uint32) {
+	if len(ds) == 0 {
+		return
 	}
 	var mu sync.Mutex
-	var missed []int
-	eerr := eachOf(doomed, func(i int) error {
-		_, err := f.call(context.WithoutCancel(ctx), i, end, pathArgs(p), nil, nil)
-		if end == wire.OpUndoom && errors.Is(err, wire.ErrUnreachable) {
+	missed := dooms{}
+	err := eachOf(ds.servers(), func(i int) error {
+		_, err := f.call(context.WithoutCancel(ctx), i, wire.OpEndDoom, endDoomArgs(p, how, ds[i]), nil, nil)
+		if errors.Is(err, wire.ErrUnreachable) {
 			mu.Lock()
-			missed = append(missed, i)
+			missed[i] = ds[i]
 			mu.Unlock()
 		}
 		return err
 	})
-	if eerr != nil {
-		f.log.Warn("Ending the doom of an unlinked file failed; the servers end it after a while", "path", p, "err", eerr)
+	if err != nil {
+		f.log.Warn("Ending the doom of an unlinked file failed; the servers end it after a while", "path", p, "err", err)
 	}
 	if len(missed) > 0 {
-		go f.undoomLater(p, missed)
+		go f.endDoomsLater(p, missed, how)
 	}
 }
 
-// undoomLater ends the dooms of p, a file that its unlink did not remove,
-// on servers that could not be reached to end them, once they answer
-// again, for up to doomHold: a server that restarts finds the doom in its
-// index, and the file's writes would wait for its timeout meanwhile. Only
-// an Undoom that was never sent is sent, since one that may have arrived
-// would end the doom of another unlink.
-func (f *FS) undoomLater(p string, servers []int) {
+func endDoomArgs(p string, how uint32, doom []byte) *wire.Encoder {
+	return pathArgs(p).Uint32(how).Blob(doom)
+}
+
+// endDoomsLater ends the dooms of p on servers that could not be reached
+// to end them, once they answer again, for up to doomHold: a server that
+// restarts finds the doom in its index, and the file's writes would wait
+// for its timeout meanwhile. Only an end that was never sent is sent:
+// one that may have arrived could end the file's doom of another unlink.
+func (f *FS) endDoomsLater(p string, ds dooms, how uint32) {
 	ctx := ident.NewContext(context.Background(), ident.Process())
 	deadline := time.Now().Add(f.doomHold)
 	wait := 100 * time.Millisecond
-	for len(servers) > 0 && time.Now().Before(deadline) {
+	for len(ds) > 0 && time.Now().Before(deadline) {
 		select {
 		case <-f.stop:
 			return
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 2*time.Second)
-		var left []int
-		for _, i := range servers {
-			_, err := f.call(ctx, i, wire.OpUndoom, pathArgs(p), nil, nil)
-			switch {
-			case errors.Is(err, wire.ErrUnreachable):
-				left = append(left, i)
-			case err != nil:
-				f.log.Warn("Ending the doom of a file whose unlink failed did not work; the server ends it after a while", "path", p, "err", err)
+		for _, i := range ds.servers() {
+			_, err := f.call(ctx, i, wire.OpEndDoom, endDoomArgs(p, how, ds[i]), nil, nil)
+			if errors.Is(err, wire.ErrUnreachable) {
+				continue
 			}
+			if err != nil {
+				f.log.Warn("Ending the doom of an unlinked file failed; the server ends it after a while", "path", p, "err", err)
+			}
+			delete(ds, i)
 		}
-		servers = left
 	}
 }
 
 // doom begins an unlink of the regular file p on every server (OpDoom):
 // they keep what they hold of it, unwritten, until the unlink ends, so
 // that a failed unlink loses nothing and a server that crashes meanwhile
-// does not write the file back. It returns the servers that kept anything.
-func (f *FS) doom(ctx context.Context, p string) ([]int, error) {
+// does not write the file back. It returns the dooms the servers kept.
+func (f *FS) doom(ctx context.Context, p string) (dooms, error) {
 	ctx = context.WithoutCancel(ctx)
-	kept := make([]bool, len(f.servers))
+	var mu sync.Mutex
+	ds := dooms{}
 	err := eachOf(f.every(), func(i int) error {
 		rep, err := f.call(ctx, i, wire.OpDoom, pathArgs(p), nil, nil)
 		if err != nil {
 			return err
 		}
 		d := wire.NewDecoder(rep.Meta)
-		kept[i] = d.Bool()
-		return d.Err()
-	})
-	var doomed []int
-	for i, k := range kept {
-		if k {
-			doomed = append(doomed, i)
+		kept, name := d.Bool(), d.Blob()
+		if err := d.Err(); err != nil {
+			return err
 		}
-	}
-	if err != nil && len(doomed) > 0 {
+		if kept {
+			mu.Lock()
+			ds[i] = name
+			mu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
 		// The unlink does not happen: end the dooms that began.
-		_ = f.someServers(ctx, doomed, wire.OpUndoom, pathArgs(p))
+		f.endDooms(ctx, p, ds, wire.UnlinkNotRemoved)
+		return nil, err
 	}
-	return doomed, err
+	return ds, nil
 }
 
 // Rename writes back and drops the cached data of both names on every

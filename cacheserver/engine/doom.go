@@ -15,22 +15,23 @@ import (
 // (a crash in between would find the data again, and write-back would bring
 // the removed file back). A doomed file keeps its data but none of it is
 // written back, durably so: the doom is committed before Doom returns. The
-// caller ends the doom with Drop once the file is gone, or Undoom when the
-// removal failed. A doom nobody ends, because the caller died, ends after
-// DoomTimeout as the backing store says: the data is dropped if the file
-// is gone there, and kept otherwise. A file created since under the same
-// name is another file, told apart by the identity that the doom records
-// (backing.FileID): the unlink removed the doomed one. A restart finds
-// dooms in the index: it drops the files gone from the backing store at
-// once (dropRemovedDooms), and gives the others DoomTimeout again, for the
-// callers still under way.
+// caller ends the doom with EndDoom, saying how its removal ended. A doom
+// nobody ends, because the caller died, ends after DoomTimeout as the
+// backing store says: the data is dropped if the file is gone there, and
+// kept otherwise. A file created since under the same name is another file,
+// told apart by the identity that the doom records (backing.FileID): the
+// unlink removed the doomed one. A restart finds dooms in the index: it
+// drops the files gone from the backing store at once (dropRemovedDooms),
+// and gives the others DoomTimeout again, for the callers still under way.
 //
 // A file with nothing the backing store lacks (no record: only clean
 // extents) is dropped at once instead. Doom reports whether it kept the
-// file doomed, for the caller to end the doom.
-func (e *Engine) Doom(ctx context.Context, p string) (doomed bool, err error) {
+// file doomed, and the identity that names the doom for EndDoom: that of
+// the backing file when the first of the unlinks under way doomed it (zero
+// when the backing store did not tell it).
+func (e *Engine) Doom(ctx context.Context, p string) (doomed bool, id backing.FileID, err error) {
 	if err := e.enter(); err != nil {
-		return false, err
+		return false, id, err
 	}
 	defer e.leave()
 	e.mu.Lock()
@@ -38,9 +39,8 @@ func (e *Engine) Doom(ctx context.Context, p string) (doomed bool, err error) {
 	record := f != nil && f.record
 	e.mu.Unlock()
 	if f == nil {
-		return false, nil
+		return false, id, nil
 	}
-	var id backing.FileID
 	if record {
 		// Which file the unlink removes, for a doom that ends without its
 		// caller: a file created since under the same name is not it.
@@ -57,27 +57,70 @@ func (e *Engine) Doom(ctx context.Context, p string) (doomed bool, err error) {
 			e.dooms[f] = struct{}{}
 		}
 		f.doomed++
+		id = f.doomedID
 		e.markFileLocked(f)
 	}
 	e.mu.Unlock()
 	if !keep {
 		e.dropLocked(f)
+		id = backing.FileID{}
 	}
 	f.wbmu.Unlock()
 	// Durable step: the doom, or the drop. A crash before it leaves the
 	// file as it was, which the unlink has not touched yet.
-	return keep, e.waitCommit(ctx)
+	return keep, id, e.waitCommit(ctx)
 }
 
-// Undoom ends a doom of path whose unlink failed: write-back resumes once
-// no other unlink holds it doomed.
-func (e *Engine) Undoom(ctx context.Context, p string) error {
+// Unlinked says how the removal of a doomed file from the backing store
+// ended, for EndDoom.
+type Unlinked int
+
+const (
+	// Removed means the backing file is gone, and its data goes with it.
+	Removed Unlinked = iota
+	// NotRemoved means the removal failed, or was never asked for: the
+	// data stays, and is written back once no other unlink holds the file.
+	NotRemoved
+	// MaybeRemoved means the caller cannot tell (the removal failed after
+	// trying, or its answer got lost): the backing store says, as when a
+	// doom times out.
+	MaybeRemoved
+)
+
+// EndDoom ends the doom of path that Doom began and answered id for, as
+// its unlink ended (how). It acts on that doom only: a file whose doom
+// ended meanwhile (another unlink of it dropped it, and a file created
+// since may hold new data at the path) or that holds another file's doom
+// is left as it is. A MaybeRemoved that the backing store cannot answer
+// for keeps the doom, which ends after DoomTimeout, and returns the error.
+func (e *Engine) EndDoom(ctx context.Context, p string, id backing.FileID, how Unlinked) error {
 	if err := e.enter(); err != nil {
 		return err
 	}
 	defer e.leave()
 	e.mu.Lock()
-	if f := e.files[p]; f != nil && f.doomed > 0 {
+	f := e.files[p]
+	ours := f != nil && f.doomed > 0 && !f.dead && f.doomedID == id
+	e.mu.Unlock()
+	if !ours {
+		return nil
+	}
+	gone := how == Removed
+	if how == MaybeRemoved {
+		var err error
+		gone, err = e.goneFromBacking(ctx, f, id)
+		if err != nil && !gone {
+			return fmt.Errorf("cannot tell whether %s is gone from the backing store; it stays doomed: %w", p, err)
+		}
+	}
+	if gone {
+		// Committed with the next commit: a crash before it finds the
+		// doom again, and the file still gone, which the restart drops.
+		e.dropDoomed(f, id)
+		return nil
+	}
+	e.mu.Lock()
+	if f.doomed > 0 && !f.dead && f.doomedID == id {
 		f.doomed--
 		e.markFileLocked(f)
 		e.endDoomLocked(f)
@@ -126,11 +169,11 @@ func (e *Engine) endDoomLocked(f *file) {
 
 // awaitUnlink waits while an unlink holds path doomed, before a write or
 // a change of size of path. Between the removal of the backing file and
-// the Drop that ends the doom, another client may create the file again
-// and write to it: those writes must go to a new file, not into the doomed
-// one, whose data the Drop forgets. So a change that finds path doomed
-// waits for the doom to end, and then goes to the file that is there: a
-// new one after a Drop, the old one after an Undoom. A doom lasts the
+// the EndDoom that drops the file, another client may create the file
+// again and write to it: those writes must go to a new file, not into the
+// doomed one, whose data the drop forgets. So a change that finds path
+// doomed waits for the doom to end, and then goes to the file that is
+// there: a new one after a drop, the old one when it stays. A doom lasts the
 // round trips of an unlink, or DoomTimeout when its client died.
 func (e *Engine) awaitUnlink(ctx context.Context, path string) error {
 	e.mu.Lock()
@@ -162,16 +205,19 @@ func (e *Engine) oldDoomsLocked() []*file {
 // says: a file gone there is dropped, one still there (or that cannot be
 // looked at) keeps its data and is written back.
 func (e *Engine) resolveDoom(f *file) {
-	gone, err := e.goneFromBacking(context.Background(), f)
+	e.mu.Lock()
+	id := f.doomedID
+	e.mu.Unlock()
+	gone, err := e.goneFromBacking(context.Background(), f, id)
 	if gone {
-		if e.dropDoomed(f) {
+		if e.dropDoomed(f, id) {
 			e.log.Warn("Dropped the data of a file whose unlink did not end: it is gone from the backing store", "path", f.path)
 		}
 		return
 	}
 	f.wbmu.Lock()
 	e.mu.Lock()
-	still := f.doomed > 0 && !f.dead
+	still := f.doomed > 0 && !f.dead && f.doomedID == id
 	if still {
 		f.doomed = 0
 		e.endDoomLocked(f)
@@ -189,8 +235,8 @@ const doomCheckTimeout = 10 * time.Second
 
 // dropRemovedDooms drops, before Open returns, the files that the restart
 // found doomed and whose backing files are gone. Their unlinks removed
-// them: the Drop that ends the doom came before the crash, which did not
-// wait for its commit (see Drop), or is still to come. Waiting for
+// them: the EndDoom that dropped the file came before the crash, which did
+// not wait for its commit, or is still to come. Waiting for
 // DoomTimeout instead, as for a file still there, would let a file that a
 // job creates at the path meanwhile have the old data written back into
 // it, since the timeout would find a file there and keep the data. A file
@@ -206,22 +252,24 @@ func (e *Engine) dropRemovedDooms() {
 	ctx, cancel := context.WithTimeout(context.Background(), doomCheckTimeout)
 	defer cancel()
 	for _, f := range doomed {
-		if gone, _ := e.goneFromBacking(ctx, f); gone && e.dropDoomed(f) {
+		e.mu.Lock()
+		id := f.doomedID
+		e.mu.Unlock()
+		if gone, _ := e.goneFromBacking(ctx, f, id); gone && e.dropDoomed(f, id) {
 			e.log.Info("Dropped the data of a file that an unlink removed before the restart", "path", f.path)
 		}
 	}
 }
 
 // goneFromBacking reports whether the backing file that the doom of f is
-// about is gone: its name is, or names another file, created since. It
-// asks as the identity of the file's last writer, and returns the error of
-// asking otherwise.
-func (e *Engine) goneFromBacking(ctx context.Context, f *file) (bool, error) {
+// about, with the identity doomed, is gone: its name is, or names another
+// file, created since. It asks as the identity of the file's last writer,
+// and returns the error of asking otherwise.
+func (e *Engine) goneFromBacking(ctx context.Context, f *file, doomed backing.FileID) (bool, error) {
 	e.mu.Lock()
 	if f.cred != nil {
 		ctx = ident.NewContext(ctx, *f.cred)
 	}
-	doomed := f.doomedID
 	e.mu.Unlock()
 	id, err := backing.IDOf(ctx, e.backing, f.path)
 	if err != nil {
@@ -230,14 +278,14 @@ func (e *Engine) goneFromBacking(ctx context.Context, f *file) (bool, error) {
 	return doomed.Ino != 0 && doomed.Other(id), nil
 }
 
-// dropDoomed drops f if a doom still holds it, and reports whether it did.
-// The drop is committed with the next commit: a crash before it finds the
-// doom again, and the file still gone.
-func (e *Engine) dropDoomed(f *file) bool {
+// dropDoomed drops f if the doom of the file with identity id still holds
+// it, and reports whether it did. The drop is committed with the next
+// commit: a crash before it finds the doom again, and the file still gone.
+func (e *Engine) dropDoomed(f *file, id backing.FileID) bool {
 	f.wbmu.Lock()
 	defer f.wbmu.Unlock()
 	e.mu.Lock()
-	still := f.doomed > 0 && !f.dead
+	still := f.doomed > 0 && !f.dead && f.doomedID == id
 	e.mu.Unlock()
 	if still {
 		e.dropLocked(f)

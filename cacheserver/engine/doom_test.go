@@ -5,9 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/vfs"
 )
 
@@ -22,10 +24,33 @@ func doomRig(t *testing.T, mod func(*Config)) *rig {
 	if err := r.e.Sync(ctx, "f"); err != nil {
 		t.Fatal(err)
 	}
-	if doomed, err := r.e.Doom(ctx, "f"); err != nil || !doomed {
+	if doomed, err := r.doom("f"); err != nil || !doomed {
 		t.Fatalf("Doom = %v, %v; want the dirty file doomed", doomed, err)
 	}
 	return r
+}
+
+// doom dooms p, as an unlink does, and keeps the identity that names the
+// doom for endDoom.
+func (r *rig) doom(p string) (bool, error) {
+	doomed, id, err := r.e.Doom(context.Background(), p)
+	if doomed {
+		if r.dooms == nil {
+			r.dooms = map[string]backing.FileID{}
+		}
+		r.dooms[p] = id
+	}
+	return doomed, err
+}
+
+// endDoom ends the doom that doom began on p, as an unlink that ended how.
+func (r *rig) endDoom(ctx context.Context, p string, how Unlinked) error {
+	return r.e.EndDoom(ctx, p, r.dooms[p], how)
+}
+
+// ender returns endDoom with how, for whileDoomed.
+func (r *rig) ender(how Unlinked) func(context.Context, string) error {
+	return func(ctx context.Context, p string) error { return r.endDoom(ctx, p, how) }
 }
 
 // flushFor flushes for at most d and returns the error.
@@ -77,7 +102,7 @@ func TestDoomedDataWaitsForTheUnlink(t *testing.T) {
 	if got := r.readAll("f"); string(got) != "new data" {
 		t.Fatalf("read of a doomed file: %q", got)
 	}
-	if err := r.e.Undoom(context.Background(), "f"); err != nil {
+	if err := r.endDoom(context.Background(), "f", NotRemoved); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.flushFor(10 * time.Second); err != nil {
@@ -96,7 +121,7 @@ func TestDoomedDataWaitsForTheUnlink(t *testing.T) {
 func TestDoomedThenDroppedStaysGone(t *testing.T) {
 	r := doomRig(t, nil)
 	r.removeBacking("f")
-	if err := r.e.Drop(context.Background(), "f"); err != nil {
+	if err := r.endDoom(context.Background(), "f", Removed); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.flushFor(10 * time.Second); err != nil {
@@ -144,7 +169,7 @@ func TestChangesWaitForTheUnlink(t *testing.T) {
 		err := r.whileDoomed(func(ctx context.Context) error {
 			_, err := r.e.WriteAt(ctx, "f", []byte("second"), 0)
 			return err
-		}, r.e.Drop)
+		}, r.ender(Removed))
 		if err != nil {
 			t.Fatalf("write to the new file: %v", err)
 		}
@@ -159,7 +184,7 @@ func TestChangesWaitForTheUnlink(t *testing.T) {
 		r := doomRig(t, nil)
 		r.removeBacking("f")
 		r.writeBacking("f", nil)
-		err := r.whileDoomed(func(ctx context.Context) error { return r.e.ExtendSize(ctx, "f", 4096) }, r.e.Drop)
+		err := r.whileDoomed(func(ctx context.Context) error { return r.e.ExtendSize(ctx, "f", 4096) }, r.ender(Removed))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +197,7 @@ func TestChangesWaitForTheUnlink(t *testing.T) {
 		err := r.whileDoomed(func(ctx context.Context) error {
 			_, err := r.e.WriteAt(ctx, "f", []byte("NEW"), 0)
 			return err
-		}, r.e.Undoom)
+		}, r.ender(NotRemoved))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +215,7 @@ func TestChangesWaitForTheUnlink(t *testing.T) {
 		if _, err := r.e.WriteAt(wctx, "f", []byte("late"), 0); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("write to a doomed file past its deadline: %v", err)
 		}
-		if err := r.e.Undoom(ctx, "f"); err != nil {
+		if err := r.endDoom(ctx, "f", NotRemoved); err != nil {
 			t.Fatal(err)
 		}
 		if err := r.flushFor(10 * time.Second); err != nil {
@@ -208,7 +233,7 @@ func TestCleanFilesAreDroppedNotDoomed(t *testing.T) {
 	r := newRig(t, modelES, 6, nil)
 	r.writeBacking("c", []byte("clean"))
 	r.readAll("c")
-	doomed, err := r.e.Doom(context.Background(), "c")
+	doomed, _, err := r.e.Doom(context.Background(), "c")
 	if err != nil || doomed {
 		t.Fatalf("Doom of a clean file = %v, %v; want it dropped", doomed, err)
 	}
@@ -270,7 +295,7 @@ func doomedTwice(t *testing.T, seed uint64) (*rig, *vfs.Crashable) {
 		crashable(t, c, fsys)
 		c.DoomTimeout = time.Hour
 	})
-	if doomed, err := r.e.Doom(context.Background(), "f"); err != nil || !doomed {
+	if doomed, err := r.doom("f"); err != nil || !doomed {
 		t.Fatalf("second Doom = %v, %v; want the file doomed", doomed, err)
 	}
 	return r, fsys
@@ -285,7 +310,7 @@ func TestDoomCountsSurviveACrash(t *testing.T) {
 	r, fsys := doomedTwice(t, 23)
 	ctx := context.Background()
 	r.crash(fsys)
-	if err := r.e.Undoom(ctx, "f"); err != nil {
+	if err := r.endDoom(ctx, "f", NotRemoved); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.flushFor(200 * time.Millisecond); !errors.Is(err, ErrDirtyLeft) {
@@ -295,7 +320,7 @@ func TestDoomCountsSurviveACrash(t *testing.T) {
 		t.Fatalf("backing file while the other unlink holds the doom: %q, want it untouched", got)
 	}
 	r.removeBacking("f")
-	if err := r.e.Drop(ctx, "f"); err != nil {
+	if err := r.endDoom(ctx, "f", Removed); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.flushFor(10 * time.Second); err != nil {
@@ -313,11 +338,11 @@ func TestDoomCountsSurviveACrash(t *testing.T) {
 func TestEndedDoomsStayEndedAfterACrash(t *testing.T) {
 	r, fsys := doomedTwice(t, 29)
 	ctx := context.Background()
-	if err := r.e.Undoom(ctx, "f"); err != nil {
+	if err := r.endDoom(ctx, "f", NotRemoved); err != nil {
 		t.Fatal(err)
 	}
 	r.crash(fsys)
-	if err := r.e.Undoom(ctx, "f"); err != nil {
+	if err := r.endDoom(ctx, "f", NotRemoved); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.flushFor(10 * time.Second); err != nil {
@@ -438,5 +463,106 @@ func TestDoomsOfAFileCreatedAgainEndAsGone(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestUnlinksThatCannotTellAskTheBackingStore: an unlink whose removal's
+// answer got lost ends its doom as MaybeRemoved, and the backing store
+// decides at once, as a timeout would, by the identity of the doomed file:
+// a file that a job created again under the name meanwhile gets none of
+// the old data. A backing store that does not answer keeps the doom.
+func TestUnlinksThatCannotTellAskTheBackingStore(t *testing.T) {
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		change func(r *rig)
+		want   string
+	}{
+		"still there":             {change: func(*rig) {}, want: "new data"},
+		"removed":                 {change: func(r *rig) { r.removeBacking("f") }},
+		"removed then created":    {change: func(r *rig) { r.removeBacking("f"); r.writeBacking("f", []byte("fresh")) }, want: "fresh"},
+		"renamed over by another": {change: func(r *rig) { r.replaceBacking("f", []byte("fresh")) }, want: "fresh"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := doomRig(t, func(c *Config) { c.DoomTimeout = time.Hour })
+			tc.change(r)
+			if err := r.endDoom(ctx, "f", MaybeRemoved); err != nil {
+				t.Fatal(err)
+			}
+			if n := r.e.Stats().DoomedFiles; n != 0 {
+				t.Fatalf("%d doomed files after the end of the doom, want 0", n)
+			}
+			if err := r.flushFor(10 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if got := r.backingFile("f"); string(got) != tc.want {
+				t.Fatalf("backing file: %q, want %q", got, tc.want)
+			}
+		})
+	}
+	t.Run("backing store failing", func(t *testing.T) {
+		r := doomRig(t, func(c *Config) { c.DoomTimeout = time.Hour })
+		r.faulty.SetError(backing.OpStat, syscall.EIO)
+		if err := r.endDoom(ctx, "f", MaybeRemoved); !errors.Is(err, syscall.EIO) {
+			t.Fatalf("EndDoom with the backing store failing: %v, want EIO", err)
+		}
+		if n := r.e.Stats().DoomedFiles; n != 1 {
+			t.Fatalf("%d doomed files, want the doom kept while nothing can tell", n)
+		}
+		r.faulty.SetError(backing.OpStat, nil)
+		if err := r.endDoom(ctx, "f", MaybeRemoved); err != nil {
+			t.Fatal(err)
+		}
+		r.awaitDoomEnd(false)
+	})
+}
+
+// TestEndDoomEndsItsOwnDoomOnly: two unlinks of one file are under way.
+// The first to end drops the file; a job creates it again and writes; the
+// other unlink's end, late, must leave the new file's data alone, and so
+// must the late end of an unlink whose doom another unlink of the new file
+// holds meanwhile.
+func TestEndDoomEndsItsOwnDoomOnly(t *testing.T) {
+	ctx := context.Background()
+	for name, how := range map[string]Unlinked{"removed": Removed, "not removed": NotRemoved, "cannot tell": MaybeRemoved} {
+		t.Run(name, func(t *testing.T) {
+			r := doomRig(t, func(c *Config) { c.DoomTimeout = time.Hour })
+			late := r.dooms["f"]
+			if doomed, err := r.doom("f"); err != nil || !doomed {
+				t.Fatalf("second Doom = %v, %v", doomed, err)
+			}
+			r.removeBacking("f")
+			if err := r.endDoom(ctx, "f", Removed); err != nil {
+				t.Fatal(err)
+			}
+			r.writeBacking("f", nil)
+			r.write("f", 0, []byte("second"))
+			if err := r.e.EndDoom(ctx, "f", late, how); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.flushFor(10 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if got := r.backingFile("f"); string(got) != "second" {
+				t.Fatalf("backing file: %q, want the new file's data", got)
+			}
+			// The new file is being unlinked in turn: the late end of the
+			// old unlink must not end that doom.
+			r.write("f", 0, []byte("SECOND"))
+			if doomed, err := r.doom("f"); err != nil || !doomed {
+				t.Fatalf("Doom of the new file = %v, %v", doomed, err)
+			}
+			if r.dooms["f"] == late {
+				t.Fatalf("the new file's doom is named %+v, as the old one's", late)
+			}
+			if err := r.e.EndDoom(ctx, "f", late, how); err != nil {
+				t.Fatal(err)
+			}
+			if n := r.e.Stats().DoomedFiles; n != 1 {
+				t.Fatalf("%d doomed files after the late end of another doom, want the new file's doom kept", n)
+			}
+			if got := r.backingFile("f"); string(got) != "second" {
+				t.Fatalf("backing file while the new file is doomed: %q, want it untouched", got)
+			}
+		})
 	}
 }

@@ -20,6 +20,9 @@ type rig struct {
 	root   string // backing directory
 	faulty *backing.Faulty
 	e      *Engine
+	// dooms holds the identity that Doom answered for each path it kept
+	// doomed (see doom).
+	dooms map[string]backing.FileID
 }
 
 // newRig opens an engine of slots extents of es bytes; mod adjusts the

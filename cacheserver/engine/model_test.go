@@ -241,7 +241,7 @@ func (m *modelRun) doomedUnlink(ctx context.Context) {
 	if f, err := os.OpenFile(bp, os.O_WRONLY|os.O_CREATE, 0o644); err == nil {
 		f.Close()
 	}
-	doomed, err := m.r.e.Doom(ctx, p)
+	doomed, id, err := m.r.e.Doom(ctx, p)
 	m.do(fmt.Sprintf("doom %s (kept %v)", p, doomed), err)
 	crashAt, removes := m.rng.IntN(8), m.rng.IntN(2) == 0
 	if crashAt == 0 {
@@ -257,11 +257,12 @@ func (m *modelRun) doomedUnlink(ctx context.Context) {
 	if crashAt == 1 {
 		m.crashRestart(ctx)
 	}
-	if removes {
-		m.do("drop "+p, m.r.e.Drop(ctx, p))
-	} else {
-		m.do("undoom "+p, m.r.e.Undoom(ctx, p))
+	// The unlink tells how its removal ended, or that it cannot tell.
+	how := map[bool]Unlinked{true: Removed, false: NotRemoved}[removes]
+	if m.rng.IntN(3) == 0 {
+		how = MaybeRemoved
 	}
+	m.do(fmt.Sprintf("end doom %s (%d)", p, how), m.r.e.EndDoom(ctx, p, id, how))
 }
 
 func (m *modelRun) rename(ctx context.Context) {

@@ -23,7 +23,7 @@ func (e *Engine) recover() error {
 			e.nfile++
 			if r.Dooms > 0 {
 				// Unlinks were under way: the clients that began them may
-				// still end them, each with Drop or Undoom, so the doom
+				// still end them, each with EndDoom, so the doom
 				// holds for DoomTimeout from now, with its count, unless
 				// the backing file is gone (dropRemovedDooms).
 				f.doomed, f.doomedAt = int(r.Dooms), e.cfg.Clock.Now()

@@ -171,6 +171,38 @@ func (e *Engine) EvictPath(ctx context.Context, pathOrDir string) error {
 	return e.waitCommit(ctx)
 }
 
+// ForgetRemoved forgets what the cache saw of the backing file p, which an
+// unlink just removed: its clean extents and its size there. Dirty data
+// stays: it is the doomed file's, which the unlink's EndDoom ends, or that
+// of a file created at p since, which must not be lost.
+func (e *Engine) ForgetRemoved(ctx context.Context, p string) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	e.mu.Lock()
+	f := e.files[p]
+	e.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	f.wbmu.Lock()
+	e.mu.Lock()
+	had := len(f.extents)
+	e.mu.Unlock()
+	left := e.dropExtents(f, func(*extent) bool { return true }, false)
+	e.mu.Lock()
+	f.statted = false
+	e.mu.Unlock()
+	f.wbmu.Unlock()
+	if left == had {
+		return nil
+	}
+	// Durable step: the index without the dropped extents. A crash before
+	// it finds them again, and would serve them to a file created at p.
+	return e.waitCommit(ctx)
+}
+
 // InvalidatePath drops the clean extents of a path or tree, and forgets the
 // backing sizes seen, so that reads see changes made to the backing store
 // behind the cache's back. Dirty extents stay.

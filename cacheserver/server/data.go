@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"syscall"
 
+	"github.com/burstcache/burstcache/cacheserver/backing"
+	"github.com/burstcache/burstcache/cacheserver/engine"
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/wire"
 )
@@ -23,7 +25,7 @@ var dataHandlers = map[wire.Op]handlerFunc{
 	wire.OpDrop:         forgetting(pathOnly((Cache).Drop)),
 	wire.OpFlushAndDrop: forgetting(settling(flushAndDropAny)),
 	wire.OpDoom:         (*Server).doom,
-	wire.OpUndoom:       pathOnly((Cache).Undoom),
+	wire.OpEndDoom:      (*Server).endDoom,
 	wire.OpHoldDoom:     pathOnly((Cache).HoldDoom),
 	wire.OpSync:         settling((Cache).Sync),
 	wire.OpStatFS:       (*Server).statFS,
@@ -53,21 +55,46 @@ func readPath(d *wire.Decoder) (string, error) {
 }
 
 // doom begins an unlink of a path; a file it did not keep it forgot, as
-// OpDrop does.
+// OpDrop does. It answers the identity that names the doom, for the
+// client to give back with OpEndDoom.
 func (s *Server) doom(ctx context.Context, req *wire.Request, resp *wire.Response) error {
 	p, err := readPath(req.Args)
 	if err != nil {
 		return err
 	}
-	doomed, err := s.cfg.Cache.Doom(ctx, p)
+	doomed, id, err := s.cfg.Cache.Doom(ctx, p)
 	if err != nil {
 		return err
 	}
 	if !doomed {
 		s.sizes.forget(p)
 	}
-	resp.Meta.Bool(doomed)
+	resp.Meta.Bool(doomed).Blob((&wire.Encoder{}).Uint64(id.Ino).Int64(id.Birth).Uint32(id.Gen).Bytes())
 	return nil
+}
+
+// unlinkEnds are the engine's names of how an unlink ended.
+var unlinkEnds = map[uint32]engine.Unlinked{
+	wire.UnlinkRemoved: engine.Removed, wire.UnlinkNotRemoved: engine.NotRemoved, wire.UnlinkMaybeRemoved: engine.MaybeRemoved,
+}
+
+// endDoom ends the doom that doom answered for, as the client's unlink
+// ended.
+func (s *Server) endDoom(ctx context.Context, req *wire.Request, _ *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	end, known := unlinkEnds[req.Args.Uint32()]
+	d := wire.NewDecoder(req.Args.Blob())
+	id := backing.FileID{Ino: d.Uint64(), Birth: d.Int64(), Gen: d.Uint32()}
+	if err := errors.Join(req.Args.Err(), d.Err()); err != nil {
+		return err
+	}
+	if !known {
+		return fmt.Errorf("ending a doom of %s: unknown end of an unlink: %w", p, syscall.EINVAL)
+	}
+	return s.cfg.Cache.EndDoom(ctx, p, id, end)
 }
 
 func pathOnly(fn func(Cache, context.Context, string) error) handlerFunc {

@@ -237,7 +237,10 @@ func (s *Server) unlink(ctx context.Context, req *wire.Request, _ *wire.Response
 		return err
 	}
 	s.hidden.forget(p)
-	return s.cfg.Cache.Drop(ctx, p)
+	// What the cache saw of the removed file is stale, but dirty data
+	// stays: a doomed file's waits for the client to end its doom, and a
+	// file that another client created at p meanwhile may hold some.
+	return s.cfg.Cache.ForgetRemoved(ctx, p)
 }
 
 func (s *Server) rename(ctx context.Context, req *wire.Request, _ *wire.Response) error {

@@ -13,7 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/control"
+	"github.com/burstcache/burstcache/cacheserver/engine"
 	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/wire"
@@ -37,11 +39,17 @@ type Cache interface {
 	Sync(ctx context.Context, path string) error
 	Drop(ctx context.Context, path string) error
 	// Doom begins an unlink of path: what the cache holds of it is kept,
-	// durably, but not written back until Drop or Undoom ends the doom. It
-	// reports whether it kept anything; a file with nothing the backing
-	// store lacks is dropped instead.
-	Doom(ctx context.Context, path string) (bool, error)
-	Undoom(ctx context.Context, path string) error
+	// durably, but not written back until EndDoom ends the doom. It
+	// reports whether it kept anything, and the identity that names the
+	// doom; a file with nothing the backing store lacks is dropped instead.
+	Doom(ctx context.Context, path string) (bool, backing.FileID, error)
+	// EndDoom ends the doom of path that Doom answered id for, as its
+	// unlink ended, and leaves any other alone.
+	EndDoom(ctx context.Context, path string, id backing.FileID, how engine.Unlinked) error
+	// ForgetRemoved forgets the clean data of path, which an unlink just
+	// removed from the backing store, and the size seen there; dirty data
+	// stays.
+	ForgetRemoved(ctx context.Context, path string) error
 	// HoldDoom restarts the timeout of a doom of path, whose unlink is
 	// still under way.
 	HoldDoom(ctx context.Context, path string) error
@@ -253,7 +261,7 @@ var mutating = map[wire.Op]bool{
 	wire.OpRmdir: true, wire.OpUnlink: true, wire.OpRename: true, wire.OpSymlink: true,
 	wire.OpLink: true, wire.OpCreate: true, wire.OpSetxattr: true, wire.OpRemovexattr: true,
 	wire.OpClearSetid: true, wire.OpMayUnlink: true, wire.OpTruncateOpen: true, wire.OpWritePiped: true,
-	wire.OpDoom: true, wire.OpUndoom: true, wire.OpHoldDoom: true, wire.OpNoteHidden: true,
+	wire.OpDoom: true, wire.OpEndDoom: true, wire.OpHoldDoom: true, wire.OpNoteHidden: true,
 }
 
 func init() {

@@ -88,6 +88,14 @@ type conn struct {
 	lost   atomic.Bool // err is set
 }
 
+// Answered reports whether err is a server's answer to a request, an errno
+// it returned, rather than a failure to send the request or to get the
+// answer: a server that answered is done with the request.
+func Answered(err error) bool {
+	var e syscall.Errno
+	return errors.As(err, &e) && err == e //nolint:errorlint // a transport error wraps an errno too
+}
+
 // ErrUnreachable is returned, wrapped with the errno of the failure, when
 // a server cannot be connected to or does not complete the handshake: the
 // call was not sent.

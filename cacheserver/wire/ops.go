@@ -157,12 +157,14 @@ const (
 	OpWritePiped
 	// OpDoom (path) begins an unlink of path: the server keeps what it
 	// holds of the file, durably, but writes none of it back, and answers
-	// whether it kept anything (bool); a file with nothing to keep it
-	// forgets, as OpDrop does. The client ends the doom with OpDrop once
-	// the backing file is gone, or OpUndoom when its removal failed.
+	// whether it kept anything (bool) and a blob that names the doom; a
+	// file with nothing to keep it forgets, as OpDrop does. The client ends
+	// the doom with OpEndDoom.
 	OpDoom
-	// OpUndoom (path) ends a doom of path whose unlink failed.
-	OpUndoom
+	// OpEndDoom (path, how u32, doom blob) ends the doom that OpDoom
+	// answered doom for, as its unlink ended (how: Unlink*). A doom that
+	// ended meanwhile, or that is another file's, is left alone.
+	OpEndDoom
 	// OpHoldDoom (path) says that the unlink that doomed path is still
 	// under way: the server restarts the doom's timeout. The client sends
 	// it at intervals for as long as the backing store takes to remove the
@@ -174,6 +176,17 @@ const (
 	// the record when it does; the teardown of the instance removes the
 	// names left, those of mounts that died with the file open.
 	OpNoteHidden
+)
+
+// How an unlink ended, for OpEndDoom.
+const (
+	// UnlinkRemoved means the backing file is gone, and its data with it.
+	UnlinkRemoved uint32 = iota
+	// UnlinkNotRemoved means the removal failed, or was never asked for.
+	UnlinkNotRemoved
+	// UnlinkMaybeRemoved means the client cannot tell: the server asks the
+	// backing store.
+	UnlinkMaybeRemoved
 )
 
 // Attr appends a.

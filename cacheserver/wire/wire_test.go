@@ -408,3 +408,20 @@ func TestLinkCallsStayOnTheirConnection(t *testing.T) {
 		t.Fatal("the new connection has the old link")
 	}
 }
+
+// TestAnsweredTellsAnswersFromFailures: an errno the server answered means
+// it is done with the request; a lost connection, which carries an errno
+// too, or a server not reached, does not say whether it did anything.
+func TestAnsweredTellsAnswersFromFailures(t *testing.T) {
+	cl := newClient(t, startServer(t, "s3cret"), "s3cret")
+	_, err := cl.Do(context.Background(), &Call{Op: opFail, Args: (&Encoder{}).Uint32(uint32(syscall.EACCES)).Bytes()})
+	if !Answered(err) {
+		t.Errorf("Answered(%v) = false for the server's errno", err)
+	}
+	_, unreached := newClient(t, filepath.Join(t.TempDir(), "gone.sock"), "").Do(context.Background(), &Call{Op: opWhoAmI})
+	for _, err := range []error{nil, ErrConnLost, fmt.Errorf("op 3: %w", ErrConnLost), unreached} {
+		if Answered(err) {
+			t.Errorf("Answered(%v) = true, want false", err)
+		}
+	}
+}

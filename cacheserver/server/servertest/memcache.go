@@ -11,8 +11,11 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
+	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/control"
+	"github.com/burstcache/burstcache/cacheserver/engine"
 )
 
 // MemCache is an in-memory cache engine over a backing directory: bytes
@@ -199,21 +202,49 @@ func (m *MemCache) Drop(_ context.Context, path string) error {
 }
 
 // Doom records the call and keeps path, reporting whether it holds any of
-// it; it forgets a path it holds nothing of. It holds nothing back from a
-// Flush: this cache writes back only when asked to.
-func (m *MemCache) Doom(_ context.Context, path string) (bool, error) {
+// it, and names the doom by the backing file's inode number; it forgets a
+// path it holds nothing of. It holds nothing back from a Flush: this cache
+// writes back only when asked to.
+func (m *MemCache) Doom(_ context.Context, path string) (bool, backing.FileID, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.record("doom", path)
 	_, held := m.files[path]
-	return held, nil
+	return held, m.backingID(path), nil
 }
 
-// Undoom records the call.
-func (m *MemCache) Undoom(_ context.Context, path string) error {
+// EndDoom records the end of a doom as "drop" when the file goes, and
+// "undoom" when it stays, which it asks the backing directory when the
+// caller cannot tell. Unlike the engine, it keeps no doom to end: the
+// identity only tells whether the backing file is the doomed one.
+func (m *MemCache) EndDoom(_ context.Context, path string, id backing.FileID, how engine.Unlinked) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	gone := how == engine.Removed || how == engine.MaybeRemoved && m.backingID(path) != id
+	if gone {
+		m.record("drop", path)
+		delete(m.files, path)
+		return nil
+	}
 	m.record("undoom", path)
+	return nil
+}
+
+// backingID returns the inode number of the backing file path, or none.
+func (m *MemCache) backingID(path string) backing.FileID {
+	var st syscall.Stat_t
+	if syscall.Stat(filepath.Join(m.dir, path), &st) != nil {
+		return backing.FileID{}
+	}
+	return backing.FileID{Ino: st.Ino}
+}
+
+// ForgetRemoved records the call; everything this cache holds is dirty,
+// and stays.
+func (m *MemCache) ForgetRemoved(_ context.Context, path string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.record("forgetremoved", path)
 	return nil
 }
 
