@@ -15,9 +15,7 @@ func (e *Engine) Unlink(ctx context.Context, p string) error {
 		return err
 	}
 	defer e.leave()
-	e.mu.Lock()
-	f := e.files[p]
-	e.mu.Unlock()
+	f := e.lookup(p)
 	if f == nil {
 		return e.backing.Remove(ctx, p)
 	}
@@ -40,6 +38,13 @@ func (e *Engine) Unlink(ctx context.Context, p string) error {
 	return e.waitCommit(ctx)
 }
 
+// lookup returns the file at p, nil if the cache holds none.
+func (e *Engine) lookup(p string) *file {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.files[p]
+}
+
 // Drop forgets every extent of path, dirty ones included (the file is gone),
 // and its file record. It waits for in-flight write-back of the file.
 func (e *Engine) Drop(ctx context.Context, p string) error {
@@ -47,9 +52,7 @@ func (e *Engine) Drop(ctx context.Context, p string) error {
 		return err
 	}
 	defer e.leave()
-	e.mu.Lock()
-	f := e.files[p]
-	e.mu.Unlock()
+	f := e.lookup(p)
 	if f == nil {
 		return nil
 	}
@@ -180,9 +183,7 @@ func (e *Engine) ForgetRemoved(ctx context.Context, p string) error {
 		return err
 	}
 	defer e.leave()
-	e.mu.Lock()
-	f := e.files[p]
-	e.mu.Unlock()
+	f := e.lookup(p)
 	if f == nil {
 		return nil
 	}
