@@ -31,9 +31,10 @@ import (
 // It depends on timing as much as on its seed: soak it with -count. With
 // BURSTCACHE_KILL_NAMES set, it also removes and renames files. That is
 // for soaks only: an unlink whose outcome a kill hides (the metadata server
-// died with the removal sent, and cannot be asked) holds the file's
-// writes, flushes and renames for the servers' two-minute doom timeout,
-// which a test with a deadline takes for a hang.
+// died with the removal sent) holds the file's writes, flushes and renames
+// for 15 seconds, and one whose doom a kill of another server keeps past
+// its end holds them for that server's two-minute doom timeout (one run in
+// a hundred or so).
 func TestRandomServerKillsLoseNothingAcknowledged(t *testing.T) {
 	requireFUSE(t)
 	seed := uint64(time.Now().UnixNano())
