@@ -326,9 +326,9 @@ func TestUnreachedUnlinkEndsItsDoom(t *testing.T) {
 	if _, err := f.WriteAt(ctx, "f", bytes.Repeat([]byte("d"), 2*testExtent), 0); err != nil {
 		t.Fatal(err)
 	}
-	ds, err := f.doom(ctx, "f")
-	if err != nil || len(ds) != 2 {
-		t.Fatalf("doom = %v, %v; want both servers", ds, err)
+	u := unlink{path: "f", id: 1}
+	if err := f.doom(ctx, &u); err != nil || len(u.servers) != 2 {
+		t.Fatalf("doom = %v, %v; want both servers", u.servers, err)
 	}
 	meta := f.layout.MetaServer("f")
 	other := 1 - meta
@@ -337,11 +337,11 @@ func TestUnreachedUnlinkEndsItsDoom(t *testing.T) {
 	if _, err := f.GetAttr(ctx, "f"); !errors.Is(err, wire.ErrUnreachable) {
 		t.Fatalf("GetAttr through the stopped metadata server: %v, want %v", err, wire.ErrUnreachable)
 	}
-	_, err = f.meta(ctx, "f", wire.OpUnlink, pathArgs("f"))
+	_, err := f.meta(ctx, "f", wire.OpUnlink, pathArgs("f"))
 	if !errors.Is(err, wire.ErrUnreachable) {
 		t.Fatalf("unlink through the stopped metadata server: %v, want %v", err, wire.ErrUnreachable)
 	}
-	f.endUnlink(ctx, "f", ds, err, func() {})
+	f.endUnlink(ctx, u, err, func() {})
 	if diff := cmp.Diff([]string{"doom f", "undoom f"}, dataCalls(in.Caches[other])); diff != "" {
 		t.Errorf("calls of the server that stayed (-want +got):\n%s", diff)
 	}

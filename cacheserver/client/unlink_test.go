@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -58,9 +59,9 @@ func TestLostUnlinkAnswersSpareAFileCreatedAgain(t *testing.T) {
 	if _, err := a.WriteAt(ctx, "f", bytes.Repeat([]byte("o"), 2*localExtent), 0); err != nil {
 		t.Fatal(err)
 	}
-	ds, err := a.doom(ctx, "f")
-	if err != nil || len(ds) != 1 {
-		t.Fatalf("doom = %v, %v; want the file doomed", ds, err)
+	u := unlink{path: "f", id: 1}
+	if err := a.doom(ctx, &u); err != nil || len(u.servers) != 1 {
+		t.Fatalf("doom = %v, %v; want the file doomed", u.servers, err)
 	}
 	// The metadata server removes the file; the answer does not come.
 	if err := os.Remove(filepath.Join(backingDir, "f")); err != nil {
@@ -76,7 +77,7 @@ func TestLostUnlinkAnswersSpareAFileCreatedAgain(t *testing.T) {
 	}()
 	var stopped atomic.Bool
 	start := time.Now()
-	a.endUnlink(ctx, "f", ds, wire.ErrConnLost, func() { stopped.Store(true) })
+	a.endUnlink(ctx, u, wire.ErrConnLost, func() { stopped.Store(true) })
 	select {
 	case err := <-wrote:
 		t.Fatalf("the new file's write returned (%v) while the lost unlink may still be under way", err)
@@ -152,5 +153,58 @@ func TestUnlinkSparesWritesOfAFileCreatedAgain(t *testing.T) {
 	}
 	if got, err := os.ReadFile(filepath.Join(backingDir, "f")); err != nil || string(got) != "new" {
 		t.Fatalf("backing file: %q, %v; want the new file's %q", got, err, "new")
+	}
+}
+
+// lostDoom is a cache whose dooms take effect but hold their answer until
+// the test releases it.
+type lostDoom struct {
+	server.Cache
+	doomed, release chan struct{}
+}
+
+func (c lostDoom) Doom(ctx context.Context, p string, unlink uint64) (bool, error) {
+	kept, err := c.Cache.Doom(ctx, p, unlink)
+	c.doomed <- struct{}{}
+	<-c.release
+	return kept, err
+}
+
+// TestDoomsWhoseAnswerGotLostEnd: a server doomed a file for an unlink,
+// and the connection broke before its answer came. The unlink fails, and
+// the file stays; so must its data, written back as before. The mount ends
+// the doom it does not know began: otherwise the server would keep the
+// file's data unwritten, and the writes to it waiting, for its doom
+// timeout (two minutes).
+func TestDoomsWhoseAnswerGotLostEnd(t *testing.T) {
+	ctx := context.Background()
+	backingDir := t.TempDir()
+	var cache server.Cache
+	lost := lostDoom{doomed: make(chan struct{}), release: make(chan struct{})}
+	addr, _ := startLocalServer(t, backingDir, localServer{servers: 1,
+		wrap: func(c server.Cache) server.Cache { cache = c; lost.Cache = c; return lost }})
+	f := mountOf(t, addr, 0)
+	if _, err := f.Create(ctx, "f", syscall.O_RDWR, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("d"), 2*localExtent)
+	if _, err := f.WriteAt(ctx, "f", data, 0); err != nil {
+		t.Fatal(err)
+	}
+	unlinked := make(chan error, 1)
+	go func() { unlinked <- f.Unlink(ctx, "f") }()
+	<-lost.doomed
+	f.servers[0].Close()
+	close(lost.release)
+	if err := <-unlinked; !errors.Is(err, wire.ErrConnLost) {
+		t.Fatalf("Unlink whose doom's answer got lost: %v, want %v", err, wire.ErrConnLost)
+	}
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := cache.Flush(fctx); err != nil {
+		t.Fatalf("flush after the failed unlink: %v (the doom still holds the data)", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(backingDir, "f")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("backing file after the failed unlink: %d bytes, %v; want %d", len(got), err, len(data))
 	}
 }

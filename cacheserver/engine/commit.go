@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/index"
@@ -133,7 +134,7 @@ func (e *Engine) batchLocked() (index.Batch, []index.Key, []string) {
 		files = append(files, p)
 		if f := e.files[p]; f != nil && f.record {
 			b.Files[p] = &index.File{Size: f.size, Cred: f.cred, Dooms: uint32(f.doomed),
-				DoomedIno: f.doomedID.Ino, DoomedBirth: f.doomedID.Birth, DoomedGen: f.doomedID.Gen}
+				DoomedIno: f.doomedID.Ino, DoomedBirth: f.doomedID.Birth, DoomedGen: f.doomedID.Gen, Unlinks: slices.Clone(f.unlinks)}
 		} else {
 			b.Files[p] = nil
 		}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
@@ -24,14 +25,18 @@ import (
 // drops the files gone from the backing store at once (dropRemovedDooms),
 // and gives the others DoomTimeout again, for the callers still under way.
 //
+// Each unlink names its doom with an id of its own (unlink, not 0), which
+// EndDoom takes: a caller that does not know whether its Doom or EndDoom
+// arrived (the answer got lost) can send the EndDoom again, and it ends
+// that unlink's doom once, whatever other unlinks of the file do. A Doom
+// with an id that already holds the file changes nothing.
+//
 // A file with nothing the backing store lacks (no record: only clean
 // extents) is dropped at once instead. Doom reports whether it kept the
-// file doomed, and the identity that names the doom for EndDoom: that of
-// the backing file when the first of the unlinks under way doomed it (zero
-// when the backing store did not tell it).
-func (e *Engine) Doom(ctx context.Context, p string) (doomed bool, id backing.FileID, err error) {
+// file doomed.
+func (e *Engine) Doom(ctx context.Context, p string, unlink uint64) (doomed bool, err error) {
 	if err := e.enter(); err != nil {
-		return false, id, err
+		return false, err
 	}
 	defer e.leave()
 	e.mu.Lock()
@@ -39,8 +44,9 @@ func (e *Engine) Doom(ctx context.Context, p string) (doomed bool, id backing.Fi
 	record := f != nil && f.record
 	e.mu.Unlock()
 	if f == nil {
-		return false, id, nil
+		return false, nil
 	}
+	var id backing.FileID
 	if record {
 		// Which file the unlink removes, for a doom that ends without its
 		// caller: a file created since under the same name is not it.
@@ -51,24 +57,25 @@ func (e *Engine) Doom(ctx context.Context, p string) (doomed bool, id backing.Fi
 	f.wbmu.Lock()
 	e.mu.Lock()
 	keep := f.record && !f.dead
-	if keep {
+	if keep && (unlink == 0 || !slices.Contains(f.unlinks, unlink)) {
 		if f.doomed == 0 {
 			f.doomedAt, f.doomedID = e.cfg.Clock.Now(), id
 			e.dooms[f] = struct{}{}
 		}
 		f.doomed++
-		id = f.doomedID
+		if unlink != 0 {
+			f.unlinks = append(f.unlinks, unlink)
+		}
 		e.markFileLocked(f)
 	}
 	e.mu.Unlock()
 	if !keep {
 		e.dropLocked(f)
-		id = backing.FileID{}
 	}
 	f.wbmu.Unlock()
 	// Durable step: the doom, or the drop. A crash before it leaves the
 	// file as it was, which the unlink has not touched yet.
-	return keep, id, e.waitCommit(ctx)
+	return keep, e.waitCommit(ctx)
 }
 
 // Unlinked says how the removal of a doomed file from the backing store
@@ -87,20 +94,26 @@ const (
 	MaybeRemoved
 )
 
-// EndDoom ends the doom of path that Doom began and answered id for, as
-// its unlink ended (how). It acts on that doom only: a file whose doom
-// ended meanwhile (another unlink of it dropped it, and a file created
-// since may hold new data at the path) or that holds another file's doom
-// is left as it is. A MaybeRemoved that the backing store cannot answer
-// for keeps the doom, which ends after DoomTimeout, and returns the error.
-func (e *Engine) EndDoom(ctx context.Context, p string, id backing.FileID, how Unlinked) error {
+// EndDoom ends the doom of path that the unlink with id unlink began with
+// Doom, as its removal ended (how). It acts on that doom only, and once: a
+// file whose doom ended meanwhile (another unlink of it dropped it, and a
+// file created since may hold new data at the path) or that this unlink
+// does not hold is left as it is. A MaybeRemoved that the backing store
+// cannot answer for keeps the doom, which ends after DoomTimeout, and
+// returns the error.
+func (e *Engine) EndDoom(ctx context.Context, p string, unlink uint64, how Unlinked) error {
 	if err := e.enter(); err != nil {
 		return err
 	}
 	defer e.leave()
 	e.mu.Lock()
 	f := e.files[p]
-	ours := f != nil && f.doomed > 0 && !f.dead && f.doomedID == id
+	held := func() bool { return f.doomed > 0 && !f.dead && unlink != 0 && slices.Contains(f.unlinks, unlink) }
+	ours := f != nil && held()
+	var id backing.FileID
+	if ours {
+		id = f.doomedID
+	}
 	e.mu.Unlock()
 	if !ours {
 		return nil
@@ -116,20 +129,21 @@ func (e *Engine) EndDoom(ctx context.Context, p string, id backing.FileID, how U
 	if gone {
 		// Committed with the next commit: a crash before it finds the
 		// doom again, and the file still gone, which the restart drops.
-		e.dropDoomed(f, id)
+		e.dropDoomed(f, held)
 		return nil
 	}
 	e.mu.Lock()
-	if f.doomed > 0 && !f.dead && f.doomedID == id {
+	if held() {
 		f.doomed--
+		f.unlinks = slices.DeleteFunc(f.unlinks, func(u uint64) bool { return u == unlink })
 		e.markFileLocked(f)
 		e.endDoomLocked(f)
 	}
 	e.mu.Unlock()
 	// Durable step: the end of the doom, or one unlink fewer holding it. A
-	// crash before it finds the unlink's doom again, with nobody left to end
-	// it: the file's write-back (and flushes and renames of it) would wait
-	// for DoomTimeout.
+	// crash before it finds the unlink's doom again: the file's
+	// write-back (and flushes and renames of it) waits until the caller
+	// sends its end again, or for DoomTimeout.
 	return e.waitCommit(ctx)
 }
 
@@ -160,7 +174,7 @@ func (e *Engine) endDoomLocked(f *file) {
 	if f.doomed > 0 {
 		return
 	}
-	f.doomedID = backing.FileID{}
+	f.doomedID, f.unlinks = backing.FileID{}, nil
 	delete(e.dooms, f)
 	e.markFileLocked(f)
 	e.kickWriteBackLocked()
@@ -210,14 +224,14 @@ func (e *Engine) resolveDoom(f *file) {
 	e.mu.Unlock()
 	gone, err := e.goneFromBacking(context.Background(), f, id)
 	if gone {
-		if e.dropDoomed(f, id) {
+		if e.dropDoomed(f, e.doomOf(f, id)) {
 			e.log.Warn("Dropped the data of a file whose unlink did not end: it is gone from the backing store", "path", f.path)
 		}
 		return
 	}
 	f.wbmu.Lock()
 	e.mu.Lock()
-	still := f.doomed > 0 && !f.dead && f.doomedID == id
+	still := e.doomOf(f, id)()
 	if still {
 		f.doomed = 0
 		e.endDoomLocked(f)
@@ -255,7 +269,7 @@ func (e *Engine) dropRemovedDooms() {
 		e.mu.Lock()
 		id := f.doomedID
 		e.mu.Unlock()
-		if gone, _ := e.goneFromBacking(ctx, f, id); gone && e.dropDoomed(f, id) {
+		if gone, _ := e.goneFromBacking(ctx, f, id); gone && e.dropDoomed(f, e.doomOf(f, id)) {
 			e.log.Info("Dropped the data of a file that an unlink removed before the restart", "path", f.path)
 		}
 	}
@@ -278,14 +292,21 @@ func (e *Engine) goneFromBacking(ctx context.Context, f *file, doomed backing.Fi
 	return doomed.Ino != 0 && doomed.Other(id), nil
 }
 
-// dropDoomed drops f if the doom of the file with identity id still holds
-// it, and reports whether it did. The drop is committed with the next
-// commit: a crash before it finds the doom again, and the file still gone.
-func (e *Engine) dropDoomed(f *file, id backing.FileID) bool {
+// doomOf returns whether the doom of the backing file with identity id
+// still holds f, for dropDoomed.
+func (e *Engine) doomOf(f *file, id backing.FileID) func() bool {
+	return func() bool { return f.doomed > 0 && !f.dead && f.doomedID == id }
+}
+
+// dropDoomed drops f if the doom it was judged under still holds it (held,
+// which runs under e.mu), and reports whether it did. The drop is committed
+// with the next commit: a crash before it finds the doom again, and the
+// file still gone.
+func (e *Engine) dropDoomed(f *file, held func() bool) bool {
 	f.wbmu.Lock()
 	defer f.wbmu.Unlock()
 	e.mu.Lock()
-	still := f.doomed > 0 && !f.dead && f.doomedID == id
+	still := held()
 	e.mu.Unlock()
 	if still {
 		e.dropLocked(f)

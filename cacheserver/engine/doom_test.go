@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -30,16 +31,18 @@ func doomRig(t *testing.T, mod func(*Config)) *rig {
 	return r
 }
 
-// doom dooms p, as an unlink does, and keeps the identity that names the
-// doom for endDoom.
+// unlinkIDs numbers the unlinks of the tests.
+var unlinkIDs atomic.Uint64
+
+// doom dooms p, as an unlink with an id of its own does, and keeps the id
+// for endDoom.
 func (r *rig) doom(p string) (bool, error) {
-	doomed, id, err := r.e.Doom(context.Background(), p)
-	if doomed {
-		if r.dooms == nil {
-			r.dooms = map[string]backing.FileID{}
-		}
-		r.dooms[p] = id
+	id := unlinkIDs.Add(1)
+	doomed, err := r.e.Doom(context.Background(), p, id)
+	if r.dooms == nil {
+		r.dooms = map[string]uint64{}
 	}
+	r.dooms[p] = id
 	return doomed, err
 }
 
@@ -233,7 +236,7 @@ func TestCleanFilesAreDroppedNotDoomed(t *testing.T) {
 	r := newRig(t, modelES, 6, nil)
 	r.writeBacking("c", []byte("clean"))
 	r.readAll("c")
-	doomed, _, err := r.e.Doom(context.Background(), "c")
+	doomed, err := r.doom("c")
 	if err != nil || doomed {
 		t.Fatalf("Doom of a clean file = %v, %v; want it dropped", doomed, err)
 	}
@@ -287,18 +290,20 @@ func TestDoomsSurviveACrash(t *testing.T) {
 }
 
 // doomedTwice is doomRig's file doomed by a second unlink too, on a file
-// system that can crash, with doom timeouts an hour away.
-func doomedTwice(t *testing.T, seed uint64) (*rig, *vfs.Crashable) {
+// system that can crash, with doom timeouts an hour away. It returns the
+// ids of both unlinks.
+func doomedTwice(t *testing.T, seed uint64) (r *rig, fsys *vfs.Crashable, first, second uint64) {
 	t.Helper()
-	fsys := vfs.NewCrashable(vfs.OS{}, seed)
-	r := doomRig(t, func(c *Config) {
+	fsys = vfs.NewCrashable(vfs.OS{}, seed)
+	r = doomRig(t, func(c *Config) {
 		crashable(t, c, fsys)
 		c.DoomTimeout = time.Hour
 	})
+	first = r.dooms["f"]
 	if doomed, err := r.doom("f"); err != nil || !doomed {
 		t.Fatalf("second Doom = %v, %v; want the file doomed", doomed, err)
 	}
-	return r, fsys
+	return r, fsys, first, r.dooms["f"]
 }
 
 // TestDoomCountsSurviveACrash: two unlinks of one file are under way (two
@@ -307,10 +312,10 @@ func doomedTwice(t *testing.T, seed uint64) (*rig, *vfs.Crashable) {
 // is written back before its removal. Had the restart counted one doom,
 // write-back would run at once, and the removed file would come back.
 func TestDoomCountsSurviveACrash(t *testing.T) {
-	r, fsys := doomedTwice(t, 23)
+	r, fsys, failed, removes := doomedTwice(t, 23)
 	ctx := context.Background()
 	r.crash(fsys)
-	if err := r.endDoom(ctx, "f", NotRemoved); err != nil {
+	if err := r.e.EndDoom(ctx, "f", failed, NotRemoved); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.flushFor(200 * time.Millisecond); !errors.Is(err, ErrDirtyLeft) {
@@ -320,7 +325,7 @@ func TestDoomCountsSurviveACrash(t *testing.T) {
 		t.Fatalf("backing file while the other unlink holds the doom: %q, want it untouched", got)
 	}
 	r.removeBacking("f")
-	if err := r.endDoom(ctx, "f", Removed); err != nil {
+	if err := r.e.EndDoom(ctx, "f", removes, Removed); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.flushFor(10 * time.Second); err != nil {
@@ -336,13 +341,13 @@ func TestDoomCountsSurviveACrash(t *testing.T) {
 // must count one doom, not two: the other unlink's end must let write-back
 // go on at once rather than after DoomTimeout.
 func TestEndedDoomsStayEndedAfterACrash(t *testing.T) {
-	r, fsys := doomedTwice(t, 29)
+	r, fsys, first, second := doomedTwice(t, 29)
 	ctx := context.Background()
-	if err := r.endDoom(ctx, "f", NotRemoved); err != nil {
+	if err := r.e.EndDoom(ctx, "f", first, NotRemoved); err != nil {
 		t.Fatal(err)
 	}
 	r.crash(fsys)
-	if err := r.endDoom(ctx, "f", NotRemoved); err != nil {
+	if err := r.e.EndDoom(ctx, "f", second, NotRemoved); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.flushFor(10 * time.Second); err != nil {
@@ -551,9 +556,6 @@ func TestEndDoomEndsItsOwnDoomOnly(t *testing.T) {
 			if doomed, err := r.doom("f"); err != nil || !doomed {
 				t.Fatalf("Doom of the new file = %v, %v", doomed, err)
 			}
-			if r.dooms["f"] == late {
-				t.Fatalf("the new file's doom is named %+v, as the old one's", late)
-			}
 			if err := r.e.EndDoom(ctx, "f", late, how); err != nil {
 				t.Fatal(err)
 			}
@@ -565,4 +567,47 @@ func TestEndDoomEndsItsOwnDoomOnly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUnlinksEndTheirDoomsOnce: a caller that did not get the answer of
+// its Doom or EndDoom (its server crashed, the connection broke) sends the
+// end again, or an end for a doom that may never have begun. Each unlink's
+// doom ends once, across a restart too: another unlink of the file still
+// holds it, and a Doom sent twice holds it once.
+func TestUnlinksEndTheirDoomsOnce(t *testing.T) {
+	ctx := context.Background()
+	for _, crash := range []bool{false, true} {
+		t.Run(map[bool]string{false: "end sent again", true: "end sent again across a restart"}[crash], func(t *testing.T) {
+			r, fsys, first, second := doomedTwice(t, 41)
+			if err := r.e.EndDoom(ctx, "f", first, NotRemoved); err != nil {
+				t.Fatal(err)
+			}
+			if crash {
+				r.crash(fsys)
+			}
+			for _, id := range []uint64{first, unlinkIDs.Add(1)} {
+				if err := r.e.EndDoom(ctx, "f", id, NotRemoved); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := r.flushFor(200 * time.Millisecond); !errors.Is(err, ErrDirtyLeft) {
+				t.Fatalf("flush while the other unlink holds the doom: %v, want %v", err, ErrDirtyLeft)
+			}
+			if err := r.e.EndDoom(ctx, "f", second, NotRemoved); err != nil {
+				t.Fatal(err)
+			}
+			r.awaitDoomEnd(false)
+		})
+	}
+	t.Run("doom sent twice", func(t *testing.T) {
+		r := doomRig(t, func(c *Config) { c.DoomTimeout = time.Hour })
+		id := r.dooms["f"]
+		if doomed, err := r.e.Doom(ctx, "f", id); err != nil || !doomed {
+			t.Fatalf("Doom again = %v, %v", doomed, err)
+		}
+		if err := r.e.EndDoom(ctx, "f", id, NotRemoved); err != nil {
+			t.Fatal(err)
+		}
+		r.awaitDoomEnd(false)
+	})
 }

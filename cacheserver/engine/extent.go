@@ -78,7 +78,10 @@ type file struct {
 	doomedAt    time.Time // when the first of them began, or recovery found it
 	// doomedID is the backing file's identity when the first doom began
 	// (zero: unknown): a file created since under the same name is another.
-	doomedID    backing.FileID
+	doomedID backing.FileID
+	// unlinks are the ids of the unlinks that hold the doom, of those
+	// that gave one (at most doomed).
+	unlinks     []uint64
 	dead        bool
 	misses      seqread.Streams // readers of missing extents, for prefetch
 	hits        seqread.Streams // readers of cached extents, for read-ahead

@@ -20,9 +20,9 @@ type rig struct {
 	root   string // backing directory
 	faulty *backing.Faulty
 	e      *Engine
-	// dooms holds the identity that Doom answered for each path it kept
-	// doomed (see doom).
-	dooms map[string]backing.FileID
+	// dooms holds the id of the last unlink that doomed each path (see
+	// doom).
+	dooms map[string]uint64
 }
 
 // newRig opens an engine of slots extents of es bytes; mod adjusts the

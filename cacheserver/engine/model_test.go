@@ -241,7 +241,8 @@ func (m *modelRun) doomedUnlink(ctx context.Context) {
 	if f, err := os.OpenFile(bp, os.O_WRONLY|os.O_CREATE, 0o644); err == nil {
 		f.Close()
 	}
-	doomed, id, err := m.r.e.Doom(ctx, p)
+	id := m.rng.Uint64() | 1
+	doomed, err := m.r.e.Doom(ctx, p, id)
 	m.do(fmt.Sprintf("doom %s (kept %v)", p, doomed), err)
 	crashAt, removes := m.rng.IntN(8), m.rng.IntN(2) == 0
 	if crashAt == 0 {
@@ -263,6 +264,10 @@ func (m *modelRun) doomedUnlink(ctx context.Context) {
 		how = MaybeRemoved
 	}
 	m.do(fmt.Sprintf("end doom %s (%d)", p, how), m.r.e.EndDoom(ctx, p, id, how))
+	if m.rng.IntN(4) == 0 {
+		// The caller did not get the answer, and sends the end again.
+		m.do(fmt.Sprintf("end doom %s (%d) again", p, how), m.r.e.EndDoom(ctx, p, id, how))
+	}
 }
 
 func (m *modelRun) rename(ctx context.Context) {

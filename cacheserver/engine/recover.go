@@ -23,11 +23,12 @@ func (e *Engine) recover() error {
 			e.nfile++
 			if r.Dooms > 0 {
 				// Unlinks were under way: the clients that began them may
-				// still end them, each with EndDoom, so the doom
+				// still end them, each with EndDoom and its id, so the doom
 				// holds for DoomTimeout from now, with its count, unless
 				// the backing file is gone (dropRemovedDooms).
 				f.doomed, f.doomedAt = int(r.Dooms), e.cfg.Clock.Now()
 				f.doomedID = backing.FileID{Ino: r.DoomedIno, Birth: r.DoomedBirth, Gen: r.DoomedGen}
+				f.unlinks = r.Unlinks
 				e.dooms[f] = struct{}{}
 			}
 			return nil

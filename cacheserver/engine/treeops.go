@@ -90,7 +90,7 @@ func (e *Engine) dropLocked(f *file) bool {
 func (e *Engine) forgetFileLocked(f *file) {
 	f.dead = true
 	if f.doomed > 0 {
-		f.doomed = 0
+		f.doomed, f.unlinks = 0, nil
 		delete(e.dooms, f)
 		e.cond.Broadcast()
 	}

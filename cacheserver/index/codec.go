@@ -46,6 +46,7 @@ const (
 	fileDoomed               // File.Dooms is 1, or its count follows
 	fileDooms                // File.Dooms follows, before any credential
 	fileDoomedAs             // File.DoomedIno, DoomedBirth and DoomedGen follow the count, if any
+	fileUnlinks              // File.Unlinks follows those, counted
 )
 
 func encodeFile(f *File) []byte {
@@ -60,6 +61,9 @@ func encodeFile(f *File) []byte {
 	if f.Dooms > 0 && f.DoomedIno != 0 {
 		flags |= fileDoomedAs
 	}
+	if f.Dooms > 0 && len(f.Unlinks) > 0 {
+		flags |= fileUnlinks
+	}
 	if f.Cred != nil {
 		flags |= fileCred
 	}
@@ -71,6 +75,12 @@ func encodeFile(f *File) []byte {
 		b = binary.BigEndian.AppendUint64(b, f.DoomedIno)
 		b = binary.BigEndian.AppendUint64(b, uint64(f.DoomedBirth))
 		b = binary.BigEndian.AppendUint32(b, f.DoomedGen)
+	}
+	if flags&fileUnlinks != 0 {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(f.Unlinks)))
+		for _, u := range f.Unlinks {
+			b = binary.BigEndian.AppendUint64(b, u)
+		}
 	}
 	if f.Cred == nil {
 		return b
@@ -109,6 +119,19 @@ func decodeFile(b []byte) (File, error) {
 		f.DoomedBirth = int64(binary.BigEndian.Uint64(b[8:]))
 		f.DoomedGen = binary.BigEndian.Uint32(b[16:])
 		b = b[20:]
+	}
+	if flags&fileUnlinks != 0 {
+		if len(b) < 4 || flags&fileDoomed == 0 {
+			return File{}, ErrCorrupt
+		}
+		n := int(binary.BigEndian.Uint32(b))
+		if n == 0 || n > int(f.Dooms) || len(b) < 4+8*n {
+			return File{}, ErrCorrupt
+		}
+		for i := range n {
+			f.Unlinks = append(f.Unlinks, binary.BigEndian.Uint64(b[4+8*i:]))
+		}
+		b = b[4+8*n:]
 	}
 	if flags&fileCred == 0 {
 		if len(b) != 0 {

@@ -23,11 +23,13 @@
 //	         value: int64 known size, uint8 flags (1: an identity
 //	                follows, 2: doomed, an unlink is under way, 4: the
 //	                count of unlinks under way follows, 8: the identity
-//	                of the backing file when the doom began follows),
-//	                then with 4 uint32 count, with 8 uint64 inode, int64
-//	                creation time (Unix nanoseconds), uint32 inode
-//	                generation (0: unknown), with 1 uint32 uid, uint32
-//	                gid, uint32 group count, uint32 groups...
+//	                of the backing file when the doom began follows, 16:
+//	                the ids of the unlinks under way follow), then with 4
+//	                uint32 count, with 8 uint64 inode, int64 creation time
+//	                (Unix nanoseconds), uint32 inode generation (0:
+//	                unknown), with 16 uint32 n (1 up to the count) and n
+//	                uint64 ids, with 1 uint32 uid, uint32 gid, uint32
+//	                group count, uint32 groups...
 //
 // Paths never contain 0x00, so an extent key sorts after its path and before
 // the path of any other file with that prefix.

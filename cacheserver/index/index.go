@@ -51,6 +51,10 @@ type File struct {
 	DoomedIno   uint64
 	DoomedBirth int64
 	DoomedGen   uint32
+	// Unlinks are the ids that unlinks under way gave their dooms, so that
+	// each can end its own once, even across a restart; at most Dooms of
+	// them (a record without them has anonymous dooms).
+	Unlinks []uint64
 }
 
 // Meta is the geometry of the slab the index refers to.

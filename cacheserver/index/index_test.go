@@ -33,6 +33,8 @@ func TestCommitLoadRoundTrip(t *testing.T) {
 		"a/h":   {Size: 9, Dooms: 1, DoomedIno: 1<<63 + 5},
 		"a/i":   {Size: 10, Cred: &ident.Cred{UID: 11}, Dooms: 2, DoomedIno: 12},
 		"a/j":   {Size: 11, Dooms: 1, DoomedIno: 13, DoomedBirth: -14, DoomedGen: 1<<31 + 15},
+		"a/k":   {Size: 12, Dooms: 1, Unlinks: []uint64{1<<63 + 16}},
+		"a/l":   {Size: 13, Cred: &ident.Cred{UID: 17}, Dooms: 3, DoomedIno: 18, Unlinks: []uint64{19, 20}},
 	}
 	b := Batch{Extents: map[Key]*Extent{{"gone", 1}: nil}, Files: map[string]*File{"gone": nil}}
 	for k, v := range wantExt {
@@ -107,11 +109,15 @@ func TestFileRecordsOfOneDoomKeepTheirBytes(t *testing.T) {
 		}
 	}
 	for _, b := range [][]byte{
-		{0, 0, 0, 0, 0, 0, 0, 5, fileDooms, 0, 0, 0, 2},                                                    // a count without the flag it refines
-		{0, 0, 0, 0, 0, 0, 0, 5, fileDoomed | fileDooms, 0, 0},                                             // a cut count
-		{0, 0, 0, 0, 0, 0, 0, 5, 0, 1},                                                                     // bytes after a record without a credential
-		{0, 0, 0, 0, 0, 0, 0, 5, fileDoomedAs, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, // an identity without a doom
-		{0, 0, 0, 0, 0, 0, 0, 5, fileDoomed | fileDoomedAs, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},            // a cut identity
+		{0, 0, 0, 0, 0, 0, 0, 5, fileDooms, 0, 0, 0, 2},                                                                // a count without the flag it refines
+		{0, 0, 0, 0, 0, 0, 0, 5, fileDoomed | fileDooms, 0, 0},                                                         // a cut count
+		{0, 0, 0, 0, 0, 0, 0, 5, 0, 1},                                                                                 // bytes after a record without a credential
+		{0, 0, 0, 0, 0, 0, 0, 5, fileDoomedAs, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},             // an identity without a doom
+		{0, 0, 0, 0, 0, 0, 0, 5, fileDoomed | fileDoomedAs, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},                        // a cut identity
+		{0, 0, 0, 0, 0, 0, 0, 5, fileUnlinks, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1},                                      // unlink ids without a doom
+		{0, 0, 0, 0, 0, 0, 0, 5, fileDoomed | fileUnlinks, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2}, // more ids than dooms
+		{0, 0, 0, 0, 0, 0, 0, 5, fileDoomed | fileUnlinks, 0, 0, 0, 1, 0, 0, 0, 0},                                     // a cut id
+		{0, 0, 0, 0, 0, 0, 0, 5, fileDoomed | fileUnlinks, 0, 0, 0, 0},                                                 // no ids
 	} {
 		if _, err := decodeFile(b); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("decodeFile(%v) = %v, want ErrCorrupt", b, err)

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"syscall"
 
-	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/engine"
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/wire"
@@ -55,22 +54,37 @@ func readPath(d *wire.Decoder) (string, error) {
 }
 
 // doom begins an unlink of a path; a file it did not keep it forgot, as
-// OpDrop does. It answers the identity that names the doom, for the
-// client to give back with OpEndDoom.
+// OpDrop does.
 func (s *Server) doom(ctx context.Context, req *wire.Request, resp *wire.Response) error {
-	p, err := readPath(req.Args)
+	p, unlink, err := readUnlink(req.Args)
 	if err != nil {
 		return err
 	}
-	doomed, id, err := s.cfg.Cache.Doom(ctx, p)
+	doomed, err := s.cfg.Cache.Doom(ctx, p, unlink)
 	if err != nil {
 		return err
 	}
 	if !doomed {
 		s.sizes.forget(p)
 	}
-	resp.Meta.Bool(doomed).Blob((&wire.Encoder{}).Uint64(id.Ino).Int64(id.Birth).Uint32(id.Gen).Bytes())
+	resp.Meta.Bool(doomed)
 	return nil
+}
+
+// readUnlink reads the path and the unlink id of a doom's request.
+func readUnlink(d *wire.Decoder) (string, uint64, error) {
+	p, err := readPath(d)
+	if err != nil {
+		return "", 0, err
+	}
+	unlink := d.Uint64()
+	if err := d.Err(); err != nil {
+		return "", 0, err
+	}
+	if unlink == 0 {
+		return "", 0, fmt.Errorf("an unlink of %s without an id: %w", p, syscall.EINVAL)
+	}
+	return p, unlink, nil
 }
 
 // unlinkEnds are the engine's names of how an unlink ended.
@@ -78,23 +92,20 @@ var unlinkEnds = map[uint32]engine.Unlinked{
 	wire.UnlinkRemoved: engine.Removed, wire.UnlinkNotRemoved: engine.NotRemoved, wire.UnlinkMaybeRemoved: engine.MaybeRemoved,
 }
 
-// endDoom ends the doom that doom answered for, as the client's unlink
-// ended.
+// endDoom ends the doom of an unlink, as its removal ended.
 func (s *Server) endDoom(ctx context.Context, req *wire.Request, _ *wire.Response) error {
-	p, err := readPath(req.Args)
+	p, unlink, err := readUnlink(req.Args)
 	if err != nil {
 		return err
 	}
 	end, known := unlinkEnds[req.Args.Uint32()]
-	d := wire.NewDecoder(req.Args.Blob())
-	id := backing.FileID{Ino: d.Uint64(), Birth: d.Int64(), Gen: d.Uint32()}
-	if err := errors.Join(req.Args.Err(), d.Err()); err != nil {
+	if err := req.Args.Err(); err != nil {
 		return err
 	}
 	if !known {
 		return fmt.Errorf("ending a doom of %s: unknown end of an unlink: %w", p, syscall.EINVAL)
 	}
-	return s.cfg.Cache.EndDoom(ctx, p, id, end)
+	return s.cfg.Cache.EndDoom(ctx, p, unlink, end)
 }
 
 func pathOnly(fn func(Cache, context.Context, string) error) handlerFunc {

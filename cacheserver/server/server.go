@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/cacheserver/engine"
 	"github.com/burstcache/burstcache/cacheserver/ident"
@@ -38,14 +37,14 @@ type Cache interface {
 	Trim(ctx context.Context, path string, size int64) error
 	Sync(ctx context.Context, path string) error
 	Drop(ctx context.Context, path string) error
-	// Doom begins an unlink of path: what the cache holds of it is kept,
-	// durably, but not written back until EndDoom ends the doom. It
-	// reports whether it kept anything, and the identity that names the
-	// doom; a file with nothing the backing store lacks is dropped instead.
-	Doom(ctx context.Context, path string) (bool, backing.FileID, error)
-	// EndDoom ends the doom of path that Doom answered id for, as its
-	// unlink ended, and leaves any other alone.
-	EndDoom(ctx context.Context, path string, id backing.FileID, how engine.Unlinked) error
+	// Doom begins the unlink with id unlink of path: what the cache holds
+	// of it is kept, durably, but not written back until EndDoom ends the
+	// doom. It reports whether it kept anything; a file with nothing the
+	// backing store lacks is dropped instead.
+	Doom(ctx context.Context, path string, unlink uint64) (bool, error)
+	// EndDoom ends the doom of path that the unlink began, as its removal
+	// ended, once, and leaves any other alone.
+	EndDoom(ctx context.Context, path string, unlink uint64, how engine.Unlinked) error
 	// ForgetRemoved forgets the clean data of path, which an unlink just
 	// removed from the backing store, and the size seen there; dirty data
 	// stays.

@@ -155,15 +155,16 @@ const (
 	// It answers the count written (u32) and the server's incarnation
 	// (u64). After an error the server closes the pipe.
 	OpWritePiped
-	// OpDoom (path) begins an unlink of path: the server keeps what it
-	// holds of the file, durably, but writes none of it back, and answers
-	// whether it kept anything (bool) and a blob that names the doom; a
-	// file with nothing to keep it forgets, as OpDrop does. The client ends
-	// the doom with OpEndDoom.
+	// OpDoom (path, unlink u64) begins an unlink of path, which the client
+	// names with an id of its own (not 0): the server keeps what it holds
+	// of the file, durably, but writes none of it back, and answers whether
+	// it kept anything (bool); a file with nothing to keep it forgets, as
+	// OpDrop does. The client ends the doom with OpEndDoom. An OpDoom of
+	// an unlink that holds the file already changes nothing.
 	OpDoom
-	// OpEndDoom (path, how u32, doom blob) ends the doom that OpDoom
-	// answered doom for, as its unlink ended (how: Unlink*). A doom that
-	// ended meanwhile, or that is another file's, is left alone.
+	// OpEndDoom (path, unlink u64, how u32) ends the doom of the unlink,
+	// as its removal ended (how: Unlink*), once: sent again, or for a doom
+	// that never began or ended meanwhile, it changes nothing.
 	OpEndDoom
 	// OpHoldDoom (path) says that the unlink that doomed path is still
 	// under way: the server restarts the doom's timeout. The client sends

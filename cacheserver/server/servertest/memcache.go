@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/cacheserver/engine"
 )
@@ -30,6 +29,8 @@ type MemCache struct {
 	Calls []string
 	// Reads counts ReadAt calls.
 	Reads atomic.Int64
+	// dooms has the backing file's inode number for each unlink under way.
+	dooms map[uint64]uint64
 }
 
 type memFile struct {
@@ -202,26 +203,35 @@ func (m *MemCache) Drop(_ context.Context, path string) error {
 }
 
 // Doom records the call and keeps path, reporting whether it holds any of
-// it, and names the doom by the backing file's inode number; it forgets a
+// it, and the backing file's inode number for the unlink; it forgets a
 // path it holds nothing of. It holds nothing back from a Flush: this cache
 // writes back only when asked to.
-func (m *MemCache) Doom(_ context.Context, path string) (bool, backing.FileID, error) {
+func (m *MemCache) Doom(_ context.Context, path string, unlink uint64) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.record("doom", path)
 	_, held := m.files[path]
-	return held, m.backingID(path), nil
+	if held {
+		if m.dooms == nil {
+			m.dooms = map[uint64]uint64{}
+		}
+		m.dooms[unlink] = m.backingIno(path)
+	}
+	return held, nil
 }
 
-// EndDoom records the end of a doom as "drop" when the file goes, and
-// "undoom" when it stays, which it asks the backing directory when the
-// caller cannot tell. Unlike the engine, it keeps no doom to end: the
-// identity only tells whether the backing file is the doomed one.
-func (m *MemCache) EndDoom(_ context.Context, path string, id backing.FileID, how engine.Unlinked) error {
+// EndDoom records the end of an unlink's doom as "drop" when the file
+// goes, and "undoom" when it stays, which it asks the backing directory
+// when the caller cannot tell: a file there with another inode number than
+// at the doom is another. It keeps no doom beyond that, and records an end
+// sent again, or one for a doom it does not know (it restarted), too.
+func (m *MemCache) EndDoom(_ context.Context, path string, unlink uint64, how engine.Unlinked) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	gone := how == engine.Removed || how == engine.MaybeRemoved && m.backingID(path) != id
-	if gone {
+	ino, known := m.dooms[unlink]
+	delete(m.dooms, unlink)
+	now := m.backingIno(path)
+	if how == engine.Removed || how == engine.MaybeRemoved && (now == 0 || known && now != ino) {
 		m.record("drop", path)
 		delete(m.files, path)
 		return nil
@@ -230,13 +240,13 @@ func (m *MemCache) EndDoom(_ context.Context, path string, id backing.FileID, ho
 	return nil
 }
 
-// backingID returns the inode number of the backing file path, or none.
-func (m *MemCache) backingID(path string) backing.FileID {
+// backingIno returns the inode number of the backing file path, or 0.
+func (m *MemCache) backingIno(path string) uint64 {
 	var st syscall.Stat_t
 	if syscall.Stat(filepath.Join(m.dir, path), &st) != nil {
-		return backing.FileID{}
+		return 0
 	}
-	return backing.FileID{Ino: st.Ino}
+	return st.Ino
 }
 
 // ForgetRemoved records the call; everything this cache holds is dirty,
