@@ -56,9 +56,16 @@ func readPath(d *wire.Decoder) (string, error) {
 // doom begins an unlink of a path; a file it did not keep it forgot, as
 // OpDrop does.
 func (s *Server) doom(ctx context.Context, req *wire.Request, resp *wire.Response) error {
-	p, unlink, err := readUnlink(req.Args)
+	p, err := readPath(req.Args)
 	if err != nil {
 		return err
+	}
+	var unlink uint64
+	if req.Args.More() {
+		// A client of an earlier release names no unlink.
+		if unlink, err = readUnlinkID(p, req.Args); err != nil {
+			return err
+		}
 	}
 	doomed, err := s.cfg.Cache.Doom(ctx, p, unlink)
 	if err != nil {
@@ -77,14 +84,20 @@ func readUnlink(d *wire.Decoder) (string, uint64, error) {
 	if err != nil {
 		return "", 0, err
 	}
+	unlink, err := readUnlinkID(p, d)
+	return p, unlink, err
+}
+
+// readUnlinkID reads the id of an unlink of p, which is not 0.
+func readUnlinkID(p string, d *wire.Decoder) (uint64, error) {
 	unlink := d.Uint64()
 	if err := d.Err(); err != nil {
-		return "", 0, err
+		return 0, err
 	}
 	if unlink == 0 {
-		return "", 0, fmt.Errorf("an unlink of %s without an id: %w", p, syscall.EINVAL)
+		return 0, fmt.Errorf("an unlink of %s without an id: %w", p, syscall.EINVAL)
 	}
-	return p, unlink, nil
+	return unlink, nil
 }
 
 // unlinkEnds are the engine's names of how an unlink ended.

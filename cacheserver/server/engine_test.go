@@ -3,11 +3,13 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/placement"
 	"github.com/burstcache/burstcache/cacheserver/posixns"
 	"github.com/burstcache/burstcache/cacheserver/server"
+	"github.com/burstcache/burstcache/cacheserver/wire"
 )
 
 // startEngineServers starts n servers with real engines over one backing
@@ -207,5 +210,38 @@ func TestPreloadReadsOnlyOwnExtents(t *testing.T) {
 		if diff := cmp.Diff(want[i], recs[i].offs); diff != "" {
 			t.Errorf("server %d read offsets (-want +got):\n%s", i, diff)
 		}
+	}
+}
+
+// TestDoomsOfEarlierReleases: a client of an earlier release dooms a file
+// without naming its unlink, and ends the doom with an operation that is no
+// longer served. The doom begins, and holds the data, since nobody can
+// tell whether that unlink removed the file: the server's timeout ends it.
+// An end without an unlink id is refused.
+func TestDoomsOfEarlierReleases(t *testing.T) {
+	backingDir := t.TempDir()
+	data, _, engines := startOn(t, "tcp", backingDir, 1, func(_ int, c server.Cache) server.Cache { return c })
+	ctx := context.Background()
+	writeBackingFile(t, backingDir, "f", nil)
+	if _, err := engines[0].WriteAt(ctx, "f", []byte("dirty"), 0); err != nil {
+		t.Fatal(err)
+	}
+	c := wire.NewClient(data[0], wire.ClientOptions{})
+	defer c.Close()
+	call := func(op wire.Op, args *wire.Encoder) (wire.Reply, error) {
+		return c.Do(ctx, &wire.Call{Op: op, Cred: ident.Process(), Args: args.Bytes()})
+	}
+	rep, err := call(wire.OpDoom, (&wire.Encoder{}).String("f"))
+	if d := wire.NewDecoder(rep.Meta); err != nil || !d.Bool() {
+		t.Fatalf("OpDoom without an unlink id: %v, want the file doomed", err)
+	}
+	if _, err := call(wire.OpDoom+1, (&wire.Encoder{}).String("f")); !errors.Is(err, syscall.ENOSYS) {
+		t.Fatalf("the retired end of a doom: %v, want ENOSYS", err)
+	}
+	if _, err := call(wire.OpEndDoom, (&wire.Encoder{}).String("f").Uint64(0).Uint32(wire.UnlinkNotRemoved)); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("OpEndDoom without an unlink id: %v, want EINVAL", err)
+	}
+	if n := engines[0].Stats().DoomedFiles; n != 1 {
+		t.Fatalf("%d doomed files, want the doom held for its timeout", n)
 	}
 }

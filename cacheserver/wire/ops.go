@@ -156,16 +156,18 @@ const (
 	// (u64). After an error the server closes the pipe.
 	OpWritePiped
 	// OpDoom (path, unlink u64) begins an unlink of path, which the client
-	// names with an id of its own (not 0): the server keeps what it holds
-	// of the file, durably, but writes none of it back, and answers whether
-	// it kept anything (bool); a file with nothing to keep it forgets, as
-	// OpDrop does. The client ends the doom with OpEndDoom. An OpDoom of
-	// an unlink that holds the file already changes nothing.
+	// names with an id of its own (not 0; a request without one, of an
+	// earlier release, begins an unlink that only a timeout ends): the
+	// server keeps what it holds of the file, durably, but writes none of
+	// it back, and answers whether it kept anything (bool); a file with
+	// nothing to keep it forgets, as OpDrop does. The client ends the doom
+	// with OpEndDoom. An OpDoom of an unlink that holds the file already
+	// changes nothing.
 	OpDoom
-	// OpEndDoom (path, unlink u64, how u32) ends the doom of the unlink,
-	// as its removal ended (how: Unlink*), once: sent again, or for a doom
-	// that never began or ended meanwhile, it changes nothing.
-	OpEndDoom
+	// The operation of this number, which ended a doom without saying
+	// which or how, is no longer served: a server answers it ENOSYS, and
+	// the doom ends after its timeout, as the backing store says.
+	_
 	// OpHoldDoom (path) says that the unlink that doomed path is still
 	// under way: the server restarts the doom's timeout. The client sends
 	// it at intervals for as long as the backing store takes to remove the
@@ -177,6 +179,10 @@ const (
 	// the record when it does; the teardown of the instance removes the
 	// names left, those of mounts that died with the file open.
 	OpNoteHidden
+	// OpEndDoom (path, unlink u64, how u32) ends the doom of the unlink,
+	// as its removal ended (how: Unlink*), once: sent again, or for a doom
+	// that never began or ended meanwhile, it changes nothing.
+	OpEndDoom
 )
 
 // How an unlink ended, for OpEndDoom.
