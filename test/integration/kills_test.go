@@ -28,13 +28,11 @@ import (
 // not. The servers commit only when a close, an fsync or a change of names
 // asks them to, so that nothing else makes the data durable.
 //
-// It depends on timing as much as on its seed: soak it with -count. With
-// BURSTCACHE_KILL_NAMES set, it also removes and renames files. That is
-// for soaks only: an unlink whose outcome a kill hides (the metadata server
-// died with the removal sent) holds the file's writes, flushes and renames
-// for 15 seconds, and one whose doom a kill of another server keeps past
-// its end holds them for that server's two-minute doom timeout (one run in
-// a hundred or so).
+// It depends on timing as much as on its seed: soak it with -count. A run
+// takes about two seconds, or 15 more when a kill hides whether an unlink
+// removed its file (the metadata server died with the removal sent): the
+// file's writes, flushes and renames wait that long, for a removal that may
+// still be under way.
 func TestRandomServerKillsLoseNothingAcknowledged(t *testing.T) {
 	requireFUSE(t)
 	seed := uint64(time.Now().UnixNano())
@@ -46,8 +44,7 @@ func TestRandomServerKillsLoseNothingAcknowledged(t *testing.T) {
 	in := dirs(t)
 	const servers = 3
 	up(t, in, servers, append(holdDirty, "--server-arg=--commit-interval=1h")...)
-	k := &killRun{t: t, rng: rng, mount: in.mount, backing: in.backing, known: map[string][]byte{}, exists: map[string]bool{},
-		names: os.Getenv("BURSTCACHE_KILL_NAMES") != ""}
+	k := &killRun{t: t, rng: rng, mount: in.mount, backing: in.backing, known: map[string][]byte{}, exists: map[string]bool{}}
 	ops, failed, heldLost := 0, 0, 0
 	for round := range 8 {
 		// A file written before the kill and closed after the restart:
@@ -119,8 +116,6 @@ type killRun struct {
 	// exists is true for a name known to exist, false for one known to be
 	// gone, and has no entry for one a failed operation left unknown.
 	exists map[string]bool
-	// names adds removals and renames to the changes.
-	names bool
 	// log records the operations, for a failure's message.
 	log []string
 }
@@ -140,11 +135,7 @@ func (k *killRun) step(except string) bool {
 	var next []byte
 	var err error
 	var what string
-	ops := 8
-	if k.names {
-		ops = 10
-	}
-	switch op := k.rng.IntN(ops); {
+	switch op := k.rng.IntN(10); {
 	case op < 3 || !known && op < 8:
 		// Rewrite the whole file, made durable by the close or by an
 		// fsync before it.
