@@ -110,10 +110,6 @@ func (e *Engine) EndDoom(ctx context.Context, p string, unlink uint64, how Unlin
 	f := e.files[p]
 	held := func() bool { return f.doomed > 0 && !f.dead && unlink != 0 && slices.Contains(f.unlinks, unlink) }
 	ours := f != nil && held()
-	var id backing.FileID
-	if ours {
-		id = f.doomedID
-	}
 	e.mu.Unlock()
 	if !ours {
 		return nil
@@ -121,7 +117,7 @@ func (e *Engine) EndDoom(ctx context.Context, p string, unlink uint64, how Unlin
 	gone := how == Removed
 	if how == MaybeRemoved {
 		var err error
-		gone, err = e.goneFromBacking(ctx, f, id)
+		gone, _, err = e.goneFromBacking(ctx, f)
 		if err != nil && !gone {
 			return fmt.Errorf("cannot tell whether %s is gone from the backing store; it stays doomed: %w", p, err)
 		}
@@ -219,10 +215,7 @@ func (e *Engine) oldDoomsLocked() []*file {
 // says: a file gone there is dropped, one still there (or that cannot be
 // looked at) keeps its data and is written back.
 func (e *Engine) resolveDoom(f *file) {
-	e.mu.Lock()
-	id := f.doomedID
-	e.mu.Unlock()
-	gone, err := e.goneFromBacking(context.Background(), f, id)
+	gone, id, err := e.goneFromBacking(context.Background(), f)
 	if gone {
 		if e.dropDoomed(f, e.doomOf(f, id)) {
 			e.log.Warn("Dropped the data of a file whose unlink did not end: it is gone from the backing store", "path", f.path)
@@ -266,30 +259,29 @@ func (e *Engine) dropRemovedDooms() {
 	ctx, cancel := context.WithTimeout(context.Background(), doomCheckTimeout)
 	defer cancel()
 	for _, f := range doomed {
-		e.mu.Lock()
-		id := f.doomedID
-		e.mu.Unlock()
-		if gone, _ := e.goneFromBacking(ctx, f, id); gone && e.dropDoomed(f, e.doomOf(f, id)) {
+		if gone, id, _ := e.goneFromBacking(ctx, f); gone && e.dropDoomed(f, e.doomOf(f, id)) {
 			e.log.Info("Dropped the data of a file that an unlink removed before the restart", "path", f.path)
 		}
 	}
 }
 
 // goneFromBacking reports whether the backing file that the doom of f is
-// about, with the identity doomed, is gone: its name is, or names another
-// file, created since. It asks as the identity of the file's last writer,
-// and returns the error of asking otherwise.
-func (e *Engine) goneFromBacking(ctx context.Context, f *file, doomed backing.FileID) (bool, error) {
+// about is gone: its name is, or names another file, created since. It
+// returns the identity it judged by, that of the doomed file, for
+// dropDoomed. It asks as the identity of the file's last writer, and
+// returns the error of asking otherwise.
+func (e *Engine) goneFromBacking(ctx context.Context, f *file) (gone bool, doomed backing.FileID, err error) {
 	e.mu.Lock()
 	if f.cred != nil {
 		ctx = ident.NewContext(ctx, *f.cred)
 	}
+	doomed = f.doomedID
 	e.mu.Unlock()
 	id, err := backing.IDOf(ctx, e.backing, f.path)
 	if err != nil {
-		return errorsIsNotExist(err), err
+		return errorsIsNotExist(err), doomed, err
 	}
-	return doomed.Ino != 0 && doomed.Other(id), nil
+	return doomed.Ino != 0 && doomed.Other(id), doomed, nil
 }
 
 // doomOf returns whether the doom of the backing file with identity id
