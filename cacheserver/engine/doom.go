@@ -31,6 +31,11 @@ import (
 // that unlink's doom once, whatever other unlinks of the file do. A Doom
 // with an id that already holds the file changes nothing.
 //
+// A caller whose Doom got no answer (its connection broke) ends it with
+// NotRemoved, and that end may come first, while the Doom still waits
+// (for write-back of the file under way, say). The Doom then begins nothing: the unlink it belongs to
+// is over, and failed.
+//
 // A file with nothing the backing store lacks (no record: only clean
 // extents) is dropped at once instead. Doom reports whether it kept the
 // file doomed.
@@ -56,6 +61,11 @@ func (e *Engine) Doom(ctx context.Context, p string, unlink uint64) (doomed bool
 	// that starts later sees the doom (writeBack).
 	f.wbmu.Lock()
 	e.mu.Lock()
+	if e.overtakenLocked(p, unlink) {
+		e.mu.Unlock()
+		f.wbmu.Unlock()
+		return false, nil
+	}
 	keep := f.record && !f.dead
 	if keep && (unlink == 0 || !slices.Contains(f.unlinks, unlink)) {
 		if f.doomed == 0 {
@@ -110,6 +120,12 @@ func (e *Engine) EndDoom(ctx context.Context, p string, unlink uint64, how Unlin
 	f := e.files[p]
 	held := func() bool { return f.doomed > 0 && !f.dead && unlink != 0 && slices.Contains(f.unlinks, unlink) }
 	ours := f != nil && held()
+	if !ours && how == NotRemoved && unlink != 0 {
+		// The Doom may still come (see Doom). Only a NotRemoved end can
+		// overtake it: callers end with the others only dooms whose
+		// answer they got.
+		e.overtaken[unlinkKey{p, unlink}] = e.cfg.Clock.Now()
+	}
 	e.mu.Unlock()
 	if !ours {
 		return nil
@@ -194,6 +210,35 @@ func (e *Engine) awaitUnlink(ctx context.Context, path string) error {
 		}
 		if err := e.waitCtxLocked(ctx); err != nil {
 			return fmt.Errorf("waiting for the unlink of %s: %w", path, err)
+		}
+	}
+}
+
+// unlinkKey names the doom of one unlink of a path.
+type unlinkKey struct {
+	path   string
+	unlink uint64
+}
+
+// overtakenLocked reports whether the end of the unlink came before this
+// Doom of it, and forgets that it did.
+func (e *Engine) overtakenLocked(p string, unlink uint64) bool {
+	k := unlinkKey{p, unlink}
+	if _, ok := e.overtaken[k]; !ok || unlink == 0 {
+		return false
+	}
+	delete(e.overtaken, k)
+	return true
+}
+
+// forgetOvertakenLocked forgets the ends that came before their Doom more
+// than DoomTimeout ago: a Doom that late begins a doom, which ends after
+// DoomTimeout, as the backing store says.
+func (e *Engine) forgetOvertakenLocked() {
+	now := e.cfg.Clock.Now()
+	for k, at := range e.overtaken {
+		if now.Sub(at) >= e.cfg.DoomTimeout {
+			delete(e.overtaken, k)
 		}
 	}
 }

@@ -569,6 +569,72 @@ func TestEndDoomEndsItsOwnDoomOnly(t *testing.T) {
 	}
 }
 
+// TestEndThatOvertakesItsDoom: a caller whose Doom got no answer (its
+// connection broke while the Doom waited for write-back of the file) fails
+// the unlink and ends the doom with NotRemoved, and that end can come
+// before the Doom. The Doom then begins nothing: the unlink is over. Were
+// it to begin a doom, the file's writes, flushes and renames would wait
+// DoomTimeout for an unlink that failed.
+func TestEndThatOvertakesItsDoom(t *testing.T) {
+	ctx := context.Background()
+	clk := &fakeClock{now: time.Unix(1_000_000, 0)}
+	r := newRig(t, modelES, 6, func(c *Config) {
+		c.Clock = clk
+		c.DoomTimeout = time.Hour
+	})
+	r.write("f", 0, []byte("written"))
+	late := unlinkIDs.Add(1)
+	if err := r.e.EndDoom(ctx, "f", late, NotRemoved); err != nil {
+		t.Fatal(err)
+	}
+	if doomed, err := r.e.Doom(ctx, "f", late); err != nil || doomed {
+		t.Fatalf("Doom after its end = %v, %v; want nothing begun", doomed, err)
+	}
+	if n := r.e.Stats().DoomedFiles; n != 0 {
+		t.Fatalf("%d doomed files after a Doom that its end overtook, want 0", n)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := r.e.WriteAt(wctx, "f", []byte("WRITTEN"), 0); err != nil {
+		t.Fatalf("write after an overtaken Doom: %v; want it not held", err)
+	}
+	if err := r.flushFor(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.backingFile("f"); string(got) != "WRITTEN" {
+		t.Fatalf("backing file: %q, want the data kept and written back", got)
+	}
+
+	// The other ends say the removal went on, and only ever follow the
+	// answer of their Doom: a Doom that comes after one begins as before.
+	r.write("f", 0, []byte("again"))
+	removed := unlinkIDs.Add(1)
+	if err := r.e.EndDoom(ctx, "f", removed, Removed); err != nil {
+		t.Fatal(err)
+	}
+	if doomed, err := r.e.Doom(ctx, "f", removed); err != nil || !doomed {
+		t.Fatalf("Doom after a Removed end that found none = %v, %v; want the file doomed", doomed, err)
+	}
+
+	// An end is remembered for DoomTimeout only.
+	forgotten := unlinkIDs.Add(1)
+	if err := r.e.EndDoom(ctx, "f", forgotten, NotRemoved); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(time.Hour)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r.e.mu.Lock()
+		n := len(r.e.overtaken)
+		r.e.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d overtaken ends remembered past DoomTimeout, want 0", n)
+		}
+	}
+}
+
 // TestUnlinksEndTheirDoomsOnce: a caller that did not get the answer of
 // its Doom or EndDoom (its server crashed, the connection broke) sends the
 // end again, or an end for a doom that may never have begun. Each unlink's

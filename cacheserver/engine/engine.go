@@ -40,6 +40,9 @@ type Engine struct {
 	nfile     int64              // files with a record
 	dooms     map[*file]struct{} // doomed files
 	resolving bool               // resolveDooms runs
+	// overtaken keeps, for DoomTimeout, the unlinks whose end (NotRemoved)
+	// came before their Doom, which then begins nothing (see Doom).
+	overtaken map[unlinkKey]time.Time
 
 	free        freeSlots          // slots no durable index entry refers to
 	runs        map[*file]struct{} // files holding a run of free slots (slotRun)
@@ -87,7 +90,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, log: cfg.Logger, backing: cfg.Backing, es: cfg.ExtentSize, tun: cfg.Tunables,
-		files: map[string]*file{}, dooms: map[*file]struct{}{}, idxExt: map[index.Key]struct{}{}, idxFile: map[string]struct{}{},
+		files: map[string]*file{}, dooms: map[*file]struct{}{}, overtaken: map[unlinkKey]time.Time{}, idxExt: map[index.Key]struct{}{}, idxFile: map[string]struct{}{},
 		commitKick: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
 	e.cond = sync.NewCond(&e.mu)
@@ -236,6 +239,7 @@ func (e *Engine) ticker() {
 			if !e.resolving && !e.closed {
 				old = e.oldDoomsLocked()
 			}
+			e.forgetOvertakenLocked()
 			if len(old) > 0 {
 				e.resolving = true
 				e.wg.Add(1)

@@ -228,9 +228,10 @@ func (m *modelRun) unlink(ctx context.Context) {
 
 // doomedUnlink unlinks a file as a client of servers does: Doom, the
 // removal of the backing file (which a namespace created with the file),
-// then Drop, or Undoom when the removal failed; the cache may crash at any
-// point in between (crashRestart), and the client goes on after the
-// restart. (TestDoomsSurviveACrash crashes right after a Doom, with
+// then EndDoom, saying how the removal ended (or that the client cannot
+// tell), sometimes twice; the cache may crash at any point in between
+// (crashRestart), and the client goes on after the restart. Sometimes the
+// end of a failed unlink comes before its Doom. (TestDoomsSurviveACrash crashes right after a Doom, with
 // nothing else synced.)
 func (m *modelRun) doomedUnlink(ctx context.Context) {
 	p := m.path()
@@ -242,6 +243,17 @@ func (m *modelRun) doomedUnlink(ctx context.Context) {
 		f.Close()
 	}
 	id := m.rng.Uint64() | 1
+	if m.rng.IntN(8) == 0 {
+		// The Doom's answer got lost, and its end came first: the
+		// unlink failed, and the Doom begins nothing.
+		m.do(fmt.Sprintf("end doom %s (%d) first", p, NotRemoved), m.r.e.EndDoom(ctx, p, id, NotRemoved))
+		doomed, err := m.r.e.Doom(ctx, p, id)
+		m.do(fmt.Sprintf("doom %s after its end (kept %v)", p, doomed), err)
+		if doomed {
+			m.fail("a Doom after its end doomed %s", p)
+		}
+		return
+	}
 	doomed, err := m.r.e.Doom(ctx, p, id)
 	m.do(fmt.Sprintf("doom %s (kept %v)", p, doomed), err)
 	crashAt, removes := m.rng.IntN(8), m.rng.IntN(2) == 0
