@@ -64,7 +64,7 @@ func main() {
 	flag.IntVar(&c.p.procs, "procs", 2, "concurrent processes (goroutines with their own files)")
 	flag.Int64Var(&c.p.fileSize, "size", 256<<20, "bytes per process")
 	flag.IntVar(&c.p.blockSize, "block", 1<<20, "sequential transfer size")
-	flag.IntVar(&c.p.randOps, "randops", 4000, "operations of each random workload")
+	flag.IntVar(&c.p.randOps, "randops", 20000, "operations of each random workload")
 	flag.IntVar(&c.p.metaFiles, "files", 2000, "files of each metadata workload")
 	flag.IntVar(&c.repeat, "repeat", 3, "runs of the whole measurement; the report gives medians")
 	only := flag.String("only", "", "measure only the workloads whose names match this regular expression")
