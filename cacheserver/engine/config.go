@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
+	"github.com/burstcache/burstcache/cacheserver/index"
 	"github.com/burstcache/burstcache/cacheserver/vfs"
 )
 
@@ -29,6 +30,8 @@ var (
 	// ErrGeometry: the cache directory was made with another extent size or
 	// a larger capacity than the configuration asks for.
 	ErrGeometry = errors.New("cache directory geometry does not match the configuration")
+	// ErrInUse: another process has the cache directory open (index.ErrInUse).
+	ErrInUse = index.ErrInUse
 	// ErrInvalid: an argument (negative offset or size, bad path, bad
 	// configuration) is invalid (EINVAL).
 	ErrInvalid = errors.New("invalid argument")

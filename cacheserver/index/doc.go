@@ -5,6 +5,10 @@
 // knows and the identity of its last writer. It lives in a bbolt database
 // (file "index.db" in the cache directory): bbolt commits are atomic and
 // fsynced, so after a crash the index is exactly as of its last commit.
+// bbolt locks the file while it is open (flock), so a second process over
+// the same cache directory, which would hand out the same slots, waits for
+// the first to let go and then fails with ErrInUse; the kernel lets go of
+// the lock of a process that dies.
 //
 // # On-disk format
 //

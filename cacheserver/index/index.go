@@ -7,6 +7,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/vfs"
@@ -14,6 +15,14 @@ import (
 
 // ErrCorrupt is returned when a record of the index cannot be decoded.
 var ErrCorrupt = errors.New("corrupt index record")
+
+// ErrInUse is returned when another process holds the index open: two
+// engines over one cache directory would overwrite each other's slots.
+var ErrInUse = errors.New("the cache directory is in use by another process")
+
+// lockWait is how long Open waits for another process to let go of the
+// index: a server that is stopping finishes the requests under way first.
+const lockWait = 15 * time.Second
 
 const version = 1
 
@@ -77,7 +86,14 @@ type DB struct {
 
 // Open opens or creates the index at path. Commits run through fsys.Durable.
 func Open(path string, fsys vfs.FS) (*DB, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, NoFreelistSync: true})
+	return open(path, fsys, lockWait)
+}
+
+func open(path string, fsys vfs.FS, wait time.Duration) (*DB, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: wait, NoFreelistSync: true})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w: its index %s stayed locked for %s", ErrInUse, path, wait)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("opening index %s: %w", path, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -123,4 +124,28 @@ func TestFileRecordsOfOneDoomKeepTheirBytes(t *testing.T) {
 			t.Errorf("decodeFile(%v) = %v, want ErrCorrupt", b, err)
 		}
 	}
+}
+
+// TestOpenRefusesAnIndexInUse: a second process over a cache directory
+// (a server started by hand over a running one's, or a restart while the
+// old process still finishes its requests) must not open the index: the
+// two would hand out the same slots. It waits for the lock, and then fails
+// with ErrInUse; once the first lets go, the index opens.
+func TestOpenRefusesAnIndexInUse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	first, err := Open(path, vfs.OS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open(path, vfs.OS{}, 100*time.Millisecond); !errors.Is(err, ErrInUse) {
+		t.Fatalf("second open of an index in use: %v, want ErrInUse", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second, err := open(path, vfs.OS{}, 100*time.Millisecond)
+	if err != nil {
+		t.Fatalf("open after the first closed: %v", err)
+	}
+	second.Close()
 }

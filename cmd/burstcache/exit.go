@@ -12,7 +12,8 @@ const (
 	// exitBadInput: a flag or argument is wrong, or a directory named by one
 	// is missing or unusable.
 	exitBadInput = 2
-	// exitForeignCacheDir: the cache directory belongs to another instance.
+	// exitForeignCacheDir: the cache directory belongs to another instance,
+	// or another server has it open.
 	exitForeignCacheDir = 3
 	// exitMountBusy: the mount point is already a mount point or in use.
 	exitMountBusy = 4

@@ -330,7 +330,7 @@ func (f *serverFlags) openEngine(log *slog.Logger, store backing.Store) (server.
 		Capacity: int64(f.capacity), Tunables: tun, Durability: engine.Durability(f.durability), Logger: log,
 		Stride: f.stride(), CommitInterval: f.commitInterval,
 	})
-	if errors.Is(err, engine.ErrGeometry) {
+	if errors.Is(err, engine.ErrGeometry) || errors.Is(err, engine.ErrInUse) {
 		return nil, nil, withCode(exitForeignCacheDir, err)
 	}
 	if err != nil {

@@ -1,10 +1,12 @@
 package integration
 
 import (
+	"bytes"
 	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -88,4 +90,37 @@ func TestBadInput(t *testing.T) {
 
 func localUp(in instance, backing string) []string {
 	return []string{"local", "up", "--backing", backing, "--mount", in.mount, "--cache-dir", in.cacheDir, "--capacity", "64Mi"}
+}
+
+// TestServerOverACacheDirInUse: a server started over the cache directory
+// of a server that runs (by hand, or a restart that overlaps the old
+// process finishing its requests) must not open it: the two would hand out
+// the same slots and overwrite each other's data. It waits for the running
+// server to let go, then fails with exit code 3, and the running server
+// keeps what it holds.
+func TestServerOverACacheDirInUse(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 1)
+	data := bytes.Repeat([]byte("held by the running server "), 40000)
+	if err := os.WriteFile(filepath.Join(in.mount, "f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := slices.Clone(readState(t, in.cacheDir).Servers[0].Args)
+	i := slices.Index(args, "--listen")
+	if i < 0 {
+		t.Fatalf("no --listen in the server's arguments %q", args)
+	}
+	args[i+1] = filepath.Join(t.TempDir(), "second.sock")
+	r := burstcache(t, args...)
+	if r.code != 3 || !strings.Contains(r.out, "in use by another process") {
+		t.Fatalf("second server over the cache directory: exit %d, want 3 with \"in use by another process\":\n%s", r.code, r.out)
+	}
+	if got, err := os.ReadFile(filepath.Join(in.mount, "f")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("reading the file back through the mount: %d bytes, %v; want the %d written", len(got), err, len(data))
+	}
+	must(t, "local", "down", "--mount", in.mount)
+	if got, err := os.ReadFile(filepath.Join(in.backing, "f")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("backing file after down: %d bytes, %v; want the %d written", len(got), err, len(data))
+	}
 }

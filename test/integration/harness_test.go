@@ -129,6 +129,7 @@ type localState struct {
 		PID     int
 		Data    string
 		Control string
+		Args    []string
 	}
 	MountPID int
 }
