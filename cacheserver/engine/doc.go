@@ -235,7 +235,9 @@
 // disk and 0.74-0.81x on tmpfs, with 400-660 ms of CPU per GB against the
 // baseline's 94-120: on two cores that CPU, not the disk, bounds it. A
 // later quiet run measured 0.61-0.66x both ways (535-705 ms per GB against
-// 100-140). A loop that only copies a file into another, outside the
+// 100-140), and two runs on a day when the disk read about 1.3 GB/s
+// 0.79-0.87x on the same disk and 0.87-1.02x on tmpfs (660-850 ms per GB
+// against 190-220). A loop that only copies a file into another, outside the
 // engine, spent 295-680 ms per GB on this VM wherever the target was (disk,
 // O_DIRECT, or tmpfs), a plain read 93-190: writing a byte costs the VM
 // two to four times what reading it does, so copy-up cannot reach the rate
