@@ -33,8 +33,8 @@ import (
 //
 // A caller whose Doom got no answer (its connection broke) ends it with
 // NotRemoved, and that end may come first, while the Doom still waits
-// (for write-back of the file under way, say). The Doom then begins nothing: the unlink it belongs to
-// is over, and failed.
+// (for write-back of the file under way, say). The Doom then begins
+// nothing: the unlink it belongs to is over, and failed.
 //
 // A file with nothing the backing store lacks (no record: only clean
 // extents) is dropped at once instead. Doom reports whether it kept the
@@ -223,8 +223,11 @@ type unlinkKey struct {
 // overtakenLocked reports whether the end of the unlink came before this
 // Doom of it, and forgets that it did.
 func (e *Engine) overtakenLocked(p string, unlink uint64) bool {
+	if unlink == 0 {
+		return false
+	}
 	k := unlinkKey{p, unlink}
-	if _, ok := e.overtaken[k]; !ok || unlink == 0 {
+	if _, ok := e.overtaken[k]; !ok {
 		return false
 	}
 	delete(e.overtaken, k)

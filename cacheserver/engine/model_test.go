@@ -231,8 +231,8 @@ func (m *modelRun) unlink(ctx context.Context) {
 // then EndDoom, saying how the removal ended (or that the client cannot
 // tell), sometimes twice; the cache may crash at any point in between
 // (crashRestart), and the client goes on after the restart. Sometimes the
-// end of a failed unlink comes before its Doom. (TestDoomsSurviveACrash crashes right after a Doom, with
-// nothing else synced.)
+// end of a failed unlink comes before its Doom. (TestDoomsSurviveACrash
+// crashes right after a Doom, with nothing else synced.)
 func (m *modelRun) doomedUnlink(ctx context.Context) {
 	p := m.path()
 	if _, ok := m.model[p]; !ok {
