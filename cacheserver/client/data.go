@@ -214,7 +214,17 @@ func (f *FS) WriteAt(ctx context.Context, path string, p []byte, off int64) (int
 
 // writePiece sends one piece to its server.
 func (f *FS) writePiece(ctx context.Context, path string, pc placement.Piece, data []byte) (wire.Reply, error) {
-	return f.call(ctx, pc.Server, wire.OpWrite, pathArgs(path).Int64(pc.Off), data, nil)
+	return f.call(ctx, pc.Server, wire.OpWrite, withPageCache(ctx, pathArgs(path).Int64(pc.Off)), data, nil)
+}
+
+// withPageCache ends the arguments of a write with whether its bytes come
+// from the kernel's page cache (namespace.FromPageCache); servers of an
+// earlier release ignore it.
+func withPageCache(ctx context.Context, args *wire.Encoder) *wire.Encoder {
+	if namespace.IsFromPageCache(ctx) {
+		args.Bool(true)
+	}
+	return args
 }
 
 // holdsEnd reports whether the last of pcs, which ends the write, goes to the

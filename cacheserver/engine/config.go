@@ -16,11 +16,11 @@ var (
 	// ErrFileTooLarge (EFBIG): a write or truncate past Tunables.MaxFileSize.
 	ErrFileTooLarge = errors.New("file too large")
 	// ErrTooManyFiles (EDQUOT): the first write to a new file when the cache
-	// already holds Tunables.MaxFiles files.
+	// already holds Tunables.MaxFiles files (but one marked Accepted).
 	ErrTooManyFiles = errors.New("too many files")
 	// ErrReadOnly (EROFS): bytes written to the cache device within the
 	// write window passed Multiplier x Capacity; the cache refuses writes
-	// until old writes leave the window.
+	// (but those marked Accepted) until old writes leave the window.
 	ErrReadOnly = errors.New("cache is read-only: write window exceeded")
 	// ErrClosed: the engine was closed.
 	ErrClosed = errors.New("cache engine closed")

@@ -75,7 +75,9 @@
 //     the first write to a new file past the limit), and the write window:
 //     bytes written to the SSD (writes and copy-ups, as written to the slab)
 //     within the sliding window past Multiplier x Capacity make the cache
-//     read-only (ErrReadOnly), visible in Stats.
+//     read-only (ErrReadOnly), visible in Stats. Writes marked Accepted
+//     (pages a client's kernel writes back, which the job was told were
+//     written) pass MaxFiles and the window: refused, they would be lost.
 //   - Identity: backing-store I/O on behalf of a call runs as the ident.Cred
 //     carried by its context; write-back runs as the file's last writer,
 //     which the file record keeps. A hit is served without asking the

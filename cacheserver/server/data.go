@@ -190,12 +190,34 @@ func (s *Server) write(ctx context.Context, req *wire.Request, resp *wire.Respon
 	if s.draining.Load() {
 		return errDraining
 	}
-	n, err := s.cfg.Cache.WriteAt(ctx, p, req.Data, req.Args.Int64())
+	off := req.Args.Int64()
+	ctx, err = acceptedWrite(ctx, req.Args)
+	if err != nil {
+		return err
+	}
+	n, err := s.cfg.Cache.WriteAt(ctx, p, req.Data, off)
 	if err != nil {
 		return err
 	}
 	resp.Meta.Uint32(uint32(n)).Uint64(s.incarnation)
 	return nil
+}
+
+// acceptedWrite reads the last argument of a write, which says whether
+// its bytes come from a client's page cache (a client of an earlier
+// release sends none), and marks ctx for the engine if they do.
+func acceptedWrite(ctx context.Context, d *wire.Decoder) (context.Context, error) {
+	if !d.More() {
+		return ctx, d.Err()
+	}
+	fromPageCache := d.Bool()
+	if err := d.Err(); err != nil {
+		return ctx, err
+	}
+	if fromPageCache {
+		ctx = engine.Accepted(ctx)
+	}
+	return ctx, nil
 }
 
 // settling runs fn, which makes a path's cached data durable or writes it

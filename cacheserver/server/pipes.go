@@ -166,7 +166,8 @@ func (s *Server) writePiped(ctx context.Context, req *wire.Request, resp *wire.R
 		return err
 	}
 	off, n, id := req.Args.Int64(), int(req.Args.Uint32()), req.Args.Uint64()
-	if err := req.Args.Err(); err != nil {
+	ctx, err = acceptedWrite(ctx, req.Args)
+	if err != nil {
 		return err
 	}
 	r, err := s.pipes.take(id)

@@ -13,8 +13,11 @@ const (
 	// OpRead (path, off i64, len u32) answers the bytes read in the data
 	// section and a bool that is true at the end of the file the server knows.
 	OpRead Op = 1 + iota
-	// OpWrite (path, off i64; data) answers the count written (u32) and
-	// the server's incarnation (u64; see OpSync).
+	// OpWrite (path, off i64[, fromPageCache bool]; data) answers the count
+	// written (u32) and the server's incarnation (u64; see OpSync).
+	// fromPageCache says that the bytes are pages of the client's page
+	// cache, which the job was told were written: the cache's limits on
+	// new writes (write window, maxFiles) do not refuse them.
 	OpWrite
 	// OpTrim (path, size i64) drops cached data past size.
 	OpTrim
@@ -149,11 +152,12 @@ const (
 	// A client never writes the slab file: a client stalled across a
 	// restart of the server finds its pipe closed.
 	OpWritePipe
-	// OpWritePiped (path, off i64, len u32, pipe id u64) writes like
-	// OpWrite the len bytes the client put into the pipe, which must hold
-	// them and nothing else; the server moves them into the slab itself.
-	// It answers the count written (u32) and the server's incarnation
-	// (u64). After an error the server closes the pipe.
+	// OpWritePiped (path, off i64, len u32, pipe id u64[, fromPageCache
+	// bool]) writes like OpWrite the len bytes the client put into the
+	// pipe, which must hold them and nothing else; the server moves them
+	// into the slab itself. It answers the count written (u32) and the
+	// server's incarnation (u64). After an error the server closes the
+	// pipe.
 	OpWritePiped
 	// OpDoom (path, unlink u64) begins an unlink of path, which the client
 	// names with an id of its own (not 0; a request without one, of an
