@@ -1,6 +1,7 @@
 package posix
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -43,6 +44,9 @@ const fsxOps = 20000
 // keep the suite within its CPU budget (about ten CPU seconds a seed).
 var fsxSeeds = map[string]int{"no client cache": 10, "client cache": 3}
 
+// fsxSoak, when set, is how many seeds run in each mode instead: a soak.
+var fsxSoak = flag.Int("fsx-seeds", 0, "run this many fsx seeds in each mode (a soak) instead of the default")
+
 // TestFsx runs fsx over the mount for several seeds, one file each,
 // concurrently on the same mount.
 func TestFsx(t *testing.T) {
@@ -61,7 +65,11 @@ func TestFsx(t *testing.T) {
 			if testing.Short() {
 				ops = 2000
 			}
-			for seed := 1; seed <= fsxSeeds[name]; seed++ {
+			seeds := fsxSeeds[name]
+			if *fsxSoak > 0 {
+				seeds = *fsxSoak
+			}
+			for seed := 1; seed <= seeds; seed++ {
 				t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
 					t.Parallel()
 					runFsx(t, bin, conf, dir, seed, ops)

@@ -52,6 +52,10 @@ func mountLocal(t *testing.T, o mountOptions) (dir, backing string) {
 		}
 	}
 	args := append([]string{"local", "up", "--backing", backing, "--mount", dir, "--cache-dir", filepath.Join(base, "cache")}, localUpArgs...)
+	if *fsxSoak > 0 {
+		// The soak's fsx seeds write more than the write window holds.
+		args = append(args, "--server-arg=--write-window-multiplier=-1")
+	}
 	if o.as != nil {
 		args = append(args, "--uid", strconv.Itoa(int(o.as.UID)), "--gid", strconv.Itoa(int(o.as.GID)))
 	} else {
