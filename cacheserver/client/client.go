@@ -93,6 +93,10 @@ type FS struct {
 	pusherDone chan struct{}
 	closed     sync.Once
 	closeErr   error
+	// giveUp is closed once writes of cached pages stop waiting for their
+	// servers (Stopping); stopping makes that happen once.
+	giveUp   chan struct{}
+	stopping sync.Once
 }
 
 // fileState is what the client knows about a file it has opened.
@@ -134,7 +138,7 @@ func New(opts Options) (*FS, error) {
 	f := &FS{
 		total: len(opts.Servers), loadBalanced: opts.LoadBalanced, log: opts.Log, doomHold: opts.DoomHold, lostUnlinkWait: opts.LostUnlinkWait,
 		files: map[string]*fileState{}, unsynced: map[string]map[int]uint64{}, conns: opts.Conns,
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), pusherDone: make(chan struct{}),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), pusherDone: make(chan struct{}), giveUp: make(chan struct{}),
 	}
 	if f.conns <= 0 {
 		f.conns = wire.DefaultConns

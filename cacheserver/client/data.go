@@ -180,20 +180,24 @@ func (f *FS) WriteAt(ctx context.Context, path string, p []byte, off int64) (int
 		// a client that opens the file after this one closed it sees it all.
 		announce = make(chan error, 1)
 		go func() {
-			_, err := f.meta(ctx, path, wire.OpExtendSize, pathArgs(path).Int64(end).Bool(false))
-			announce <- err
+			announce <- f.persist(ctx, f.layout.MetaServer(path), path, func() error {
+				_, err := f.meta(ctx, path, wire.OpExtendSize, pathArgs(path).Int64(end).Bool(false))
+				return err
+			})
 		}()
 	}
 	var took incarnations
 	err := eachPiece(pcs, func(pc placement.Piece) error {
 		data := p[pc.Start:pc.End]
 		var rep wire.Reply
-		var err error
-		if l := f.localOf(pc.Server); l != nil && len(data) >= localWriteMin {
-			rep, err = f.writeLocal(ctx, l, path, pc, data)
-		} else {
-			rep, err = f.writePiece(ctx, path, pc, data)
-		}
+		err := f.persist(ctx, pc.Server, path, func() (err error) {
+			if l := f.localOf(pc.Server); l != nil && len(data) >= localWriteMin {
+				rep, err = f.writeLocal(ctx, l, path, pc, data)
+			} else {
+				rep, err = f.writePiece(ctx, path, pc, data)
+			}
+			return err
+		})
 		if err == nil {
 			took.add(pc.Server, writeIncarnation(rep))
 		}

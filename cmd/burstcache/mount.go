@@ -143,6 +143,9 @@ func serveMount(ctx context.Context, srv *fusefs.Server, c *client.FS, timeout t
 		log.Info("Mount was unmounted from outside")
 	case <-ctx.Done():
 		log.Info("Unmounting on signal", "mountpoint", srv.Dir())
+		// The unmount writes back the kernel's dirty pages, and waits for
+		// those whose server is away: for timeout, not for ever.
+		c.Stopping(timeout)
 		err = unmountBusy(srv, gone, timeout, log)
 	}
 	if cerr := c.Close(); cerr != nil {

@@ -18,6 +18,9 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(writerEnv) != "" {
+		os.Exit(writerMain(os.Args[1:]))
+	}
 	os.Exit(run(m))
 }
 

@@ -61,6 +61,54 @@ func killServerAfter(t *testing.T, write func(*testing.T, string, []byte)) {
 	sameFile(t, filepath.Join(in.backing, "ckpt"), data)
 }
 
+// TestKilledServersKeepPagesTheKernelHolds opens a file through a mount
+// with the client cache, kills every server with SIGKILL, writes the file,
+// whose pages then wait in the kernel, and fsyncs it: the kernel writes
+// the pages back while no server answers. The mount must wait for the servers, which
+// local up starts again, rather than fail the writes, which would make the
+// kernel drop the pages: the fsync then succeeds, and down writes every
+// byte back. The writer is a process of its own: a close of the file, as
+// the test process's own fork for local up would make, waits for the
+// pages too.
+func TestKilledServersKeepPagesTheKernelHolds(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 2, "--client-cache")
+	data := randomBytes(256<<10+77, 8)
+	w := startWriter(t, filepath.Join(in.mount, "ckpt"), data)
+	for _, s := range readState(t, in.cacheDir).Servers {
+		if err := syscall.Kill(s.PID, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, s.PID)
+	}
+	select {
+	case err := <-w.write():
+		if err != nil {
+			t.Fatalf("writing into the page cache with every server dead: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("writing into the page cache with every server dead still waits")
+	}
+	synced := w.sync()
+	select {
+	case err := <-synced:
+		t.Fatalf("fsync with every server dead returned before they were back: %v", err)
+	case <-time.After(time.Second):
+	}
+	must(t, upArgs(in, 2)...)
+	select {
+	case err := <-synced:
+		if err != nil {
+			t.Fatalf("fsync once the servers were back: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("fsync still waits after the servers came back")
+	}
+	must(t, "local", "down", "--mount", in.mount)
+	sameFile(t, filepath.Join(in.backing, "ckpt"), data)
+}
+
 // TestTruncatedFileStaysTruncatedAfterAKill rewrites a file that an fsync
 // made durable on every server with a shorter one (O_TRUNC) and closes it,
 // then kills each server in turn: the file must read as the shorter one,
