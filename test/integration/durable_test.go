@@ -172,38 +172,42 @@ func TestDownReportsAKilledMount(t *testing.T) {
 }
 
 // TestDownReportsDroppedWriteBack writes a file through a shared mapping
-// after its last close while the server is down: the kernel writes the
-// pages back as the mapping goes, that fails, and it drops them, telling
-// no process. The mount must tell, and local down with it.
+// after its last close, kills the server, and unmaps the file: the kernel
+// writes the pages back as the mapping goes, and the mount waits for the
+// server. The mount is then told to stop with the server still away:
+// after its grace it gives up, and the kernel drops the pages, telling no
+// process. The mount must tell, and local down with it.
 func TestDownReportsDroppedWriteBack(t *testing.T) {
 	requireFUSE(t)
 	in := dirs(t)
 	up(t, in, 1)
-	path := filepath.Join(in.mount, "mapped")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
+	w := startWriter(t, filepath.Join(in.mount, "mapped"), randomBytes(1<<20, 11), "mapped")
+	if err := <-w.write(); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Truncate(1 << 20); err != nil {
-		t.Fatal(err)
-	}
-	m, err := syscall.Mmap(int(f.Fd()), 0, 1<<20, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	copy(m, randomBytes(1<<20, 11))
-	victim := readState(t, in.cacheDir).Servers[0].PID
+	st := readState(t, in.cacheDir)
+	victim := st.Servers[0].PID
 	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitGone(t, victim)
-	if err := syscall.Munmap(m); err != nil {
+	unmapped := w.sync()
+	select {
+	case err := <-unmapped:
+		t.Fatalf("munmap with the server dead returned before the mount stopped: %v", err)
+	case <-time.After(time.Second):
+	}
+	if err := syscall.Kill(st.MountPID, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	must(t, upArgs(in, 1)...)
-	if r := burstcache(t, "local", "down", "--mount", in.mount); r.code != 7 || !strings.Contains(r.out, "dropped") {
-		t.Fatalf("down after the kernel dropped a failed write-back: exit %d, want 7 and why:\n%s", r.code, r.out)
+	select {
+	case <-unmapped:
+	case <-time.After(time.Minute):
+		t.Fatal("munmap still waits after the mount was told to stop")
+	}
+	r := burstcache(t, "local", "down", "--mount", in.mount)
+	if r.code == 0 || !strings.Contains(r.out, "dropped") {
+		t.Fatalf("down after the kernel dropped a failed write-back: exit %d, want a failure that says why:\n%s", r.code, r.out)
 	}
 }
 

@@ -169,10 +169,16 @@ func teardown(t *testing.T, in instance) {
 	if r := burstcache(t, "local", "down", "--mount", in.mount); r.code != 0 {
 		t.Logf("cleanup: local down: exit %d: %s", r.code, r.out)
 	}
+	// A pid of 0 (a mount that down stopped already) would be the test's
+	// own process group.
 	for _, s := range st.Servers {
-		syscall.Kill(s.PID, syscall.SIGKILL)
+		if s.PID > 0 {
+			syscall.Kill(s.PID, syscall.SIGKILL)
+		}
 	}
-	syscall.Kill(st.MountPID, syscall.SIGKILL)
+	if st.MountPID > 0 {
+		syscall.Kill(st.MountPID, syscall.SIGKILL)
+	}
 	forceUnmount(in.mount)
 }
 

@@ -75,7 +75,7 @@ func TestKilledServersKeepPagesTheKernelHolds(t *testing.T) {
 	in := dirs(t)
 	up(t, in, 2, "--client-cache")
 	data := randomBytes(256<<10+77, 8)
-	w := startWriter(t, filepath.Join(in.mount, "ckpt"), data)
+	w := startWriter(t, filepath.Join(in.mount, "ckpt"), data, "")
 	for _, s := range readState(t, in.cacheDir).Servers {
 		if err := syscall.Kill(s.PID, syscall.SIGKILL); err != nil {
 			t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // writerEnv makes the test binary a writer process (writerMain) instead
@@ -18,7 +20,9 @@ const writerEnv = "BURSTCACHE_INTEGRATION_WRITER"
 // writerMain creates file args[0] and says "opened"; on a line of its
 // standard input it writes the bytes of file args[1] to it and says
 // "written"; on the next line it fsyncs and closes the file, and says
-// "synced". It says what failed instead, and stops.
+// "synced". It says what failed instead, and stops. With args[2] "mapped"
+// it writes through a shared mapping of the file, which it closes before
+// it writes, and unmaps it instead of the fsync.
 func writerMain(args []string) int {
 	data, err := os.ReadFile(args[1])
 	if err != nil {
@@ -30,15 +34,31 @@ func writerMain(args []string) int {
 		fmt.Println(err)
 		return 1
 	}
+	write := func() error { _, err := f.Write(data); return err }
+	sync := func() error { return errors.Join(f.Sync(), f.Close()) }
+	if len(args) > 2 && args[2] == "mapped" {
+		var m []byte
+		write = func() (err error) {
+			if err := f.Truncate(int64(len(data))); err != nil {
+				return err
+			}
+			if m, err = unix.Mmap(int(f.Fd()), 0, len(data), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+				return err
+			}
+			// Closed first: a close writes back the dirty pages.
+			if err := f.Close(); err != nil {
+				return err
+			}
+			copy(m, data)
+			return nil
+		}
+		sync = func() error { return unix.Munmap(m) }
+	}
 	in := bufio.NewReader(os.Stdin)
 	for _, step := range []struct {
 		said string
 		do   func() error
-	}{
-		{"opened", nil},
-		{"written", func() error { _, err := f.Write(data); return err }},
-		{"synced", func() error { return errors.Join(f.Sync(), f.Close()) }},
-	} {
+	}{{"opened", nil}, {"written", write}, {"synced", sync}} {
 		if step.do != nil {
 			if _, err := in.ReadString('\n'); err != nil {
 				fmt.Println(err)
@@ -62,14 +82,15 @@ type writer struct {
 }
 
 // startWriter starts a writer process that creates path, to write data to
-// it, and waits until it has created it.
-func startWriter(t *testing.T, path string, data []byte) *writer {
+// it (through a shared mapping with mode "mapped"), and waits until it has
+// created it.
+func startWriter(t *testing.T, path string, data []byte, mode string) *writer {
 	t.Helper()
 	src := t.TempDir() + "/data"
 	if err := os.WriteFile(src, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], path, src)
+	cmd := exec.Command(os.Args[0], path, src, mode)
 	cmd.Env = append(os.Environ(), writerEnv+"=1")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
