@@ -1,6 +1,9 @@
 package engine
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 type acceptedKey struct{}
 
@@ -19,4 +22,25 @@ func Accepted(ctx context.Context) context.Context {
 func accepted(ctx context.Context) bool {
 	v, _ := ctx.Value(acceptedKey{}).(bool)
 	return v
+}
+
+// AdmitWriter answers, for an open of path for writing, the error that a
+// write would meet now: ErrReadOnly while the write window is used up, and,
+// if the open creates path, ErrTooManyFiles while the cache holds MaxFiles
+// files. A job whose writes its kernel gathers in the page cache learns of
+// the limits there, at open, as it would from write(2) otherwise: its
+// writes reach the cache later, marked Accepted, and pass them.
+func (e *Engine) AdmitWriter(path string, create bool) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.readOnlyLocked() {
+		return fmt.Errorf("open %s for writing: %w", path, ErrReadOnly)
+	}
+	if !create || e.tun.MaxFiles <= 0 || e.nfile < e.tun.MaxFiles {
+		return nil
+	}
+	if f := e.files[path]; f != nil && f.record {
+		return nil
+	}
+	return fmt.Errorf("create %s: %d files: %w", path, e.nfile, ErrTooManyFiles)
 }

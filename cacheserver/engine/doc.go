@@ -78,6 +78,8 @@
 //     read-only (ErrReadOnly), visible in Stats. Writes marked Accepted
 //     (pages a client's kernel writes back, which the job was told were
 //     written) pass MaxFiles and the window: refused, they would be lost.
+//     AdmitWriter answers an open for writing with the error a write
+//     would meet, so that such a client learns of the limits at open.
 //   - Identity: backing-store I/O on behalf of a call runs as the ident.Cred
 //     carried by its context; write-back runs as the file's last writer,
 //     which the file record keeps. A hit is served without asking the

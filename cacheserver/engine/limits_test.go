@@ -65,6 +65,32 @@ func TestLimits(t *testing.T) {
 			op:      func(r *rig) error { return writeErr(r, "f", 0, 2*8*4096+1) },
 			wantErr: ErrReadOnly,
 		},
+		"open for writing with the window used up": {
+			tun: Tunables{WriteWindow: WriteWindow{Multiplier: 2, Length: time.Hour}},
+			op: func(r *rig) error {
+				return errors.Join(writeErr(r, "f", 0, 2*8*4096), r.e.AdmitWriter("f", false))
+			},
+			wantErr: ErrReadOnly,
+		},
+		"open for writing with room in the window": {
+			tun: Tunables{WriteWindow: WriteWindow{Multiplier: 2, Length: time.Hour}},
+			op: func(r *rig) error {
+				return errors.Join(writeErr(r, "f", 0, 2*8*4096-1), r.e.AdmitWriter("g", true))
+			},
+		},
+		"create beyond MaxFiles": {
+			tun: Tunables{MaxFiles: 1},
+			op: func(r *rig) error {
+				return errors.Join(writeErr(r, "a", 0, 1), r.e.AdmitWriter("b", true))
+			},
+			wantErr: ErrTooManyFiles,
+		},
+		"open at MaxFiles": {
+			tun: Tunables{MaxFiles: 1},
+			op: func(r *rig) error {
+				return errors.Join(writeErr(r, "a", 0, 1), r.e.AdmitWriter("a", true), r.e.AdmitWriter("b", false))
+			},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

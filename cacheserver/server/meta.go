@@ -313,6 +313,9 @@ func (s *Server) create(ctx context.Context, req *wire.Request, resp *wire.Respo
 		return err
 	}
 	for {
+		if err := s.cfg.Cache.AdmitWriter(p, true); err != nil {
+			return s.openRefusedCreate(ctx, p, flags, err, resp)
+		}
 		a, err := s.cfg.NS.Create(ctx, p, flags|syscall.O_EXCL, mode)
 		if !errors.Is(err, syscall.EEXIST) || flags&syscall.O_EXCL != 0 {
 			if err != nil {
@@ -332,6 +335,23 @@ func (s *Server) create(ctx context.Context, req *wire.Request, resp *wire.Respo
 		resp.Meta.Attr(a).Bool(true)
 		return nil
 	}
+}
+
+// openRefusedCreate answers a create that the cache's limits refused with
+// refused: an existing file is opened instead, as open(2) with O_CREAT does
+// on a read-only file system, or fails with EEXIST for O_EXCL.
+func (s *Server) openRefusedCreate(ctx context.Context, p string, flags int, refused error, resp *wire.Response) error {
+	a, err := s.openFile(ctx, p, flags)
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return refused
+	case err != nil:
+		return err
+	case flags&syscall.O_EXCL != 0:
+		return syscall.EEXIST
+	}
+	resp.Meta.Attr(a).Bool(true)
+	return nil
 }
 
 // open checks the caller may open the file. O_TRUNC cuts the backing file
@@ -359,6 +379,11 @@ func (s *Server) openFile(ctx context.Context, p string, flags int) (namespace.A
 	}
 	if writing && s.draining.Load() {
 		return namespace.Attr{}, errDraining
+	}
+	if writing {
+		if err := s.cfg.Cache.AdmitWriter(p, false); err != nil {
+			return namespace.Attr{}, err
+		}
 	}
 	a, err := s.cfg.NS.Open(ctx, p, flags)
 	if err != nil || flags&syscall.O_TRUNC != 0 {

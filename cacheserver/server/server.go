@@ -58,6 +58,10 @@ type Cache interface {
 	FlushPath(ctx context.Context, path string) error
 	EvictPath(ctx context.Context, path string) error
 	InvalidatePath(ctx context.Context, path string) error
+	// AdmitWriter returns the error a write to path would meet now, for an
+	// open of it for writing that creates it if create: a write window
+	// used up (EROFS) or, for a new file, the limit on files (EDQUOT).
+	AdmitWriter(path string, create bool) error
 	Stats() control.Stats
 	SetTunables(t control.Tunables) error
 }

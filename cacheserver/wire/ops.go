@@ -73,9 +73,12 @@ const (
 	// OpCreate (path, flags u32, mode u32) answers an Attr and whether the
 	// file existed (bool; servers older than it answer none). Without
 	// O_EXCL an existing file is opened as by OpOpen: with O_TRUNC the
-	// client then trims every server and finishes with OpTruncate.
+	// client then trims every server and finishes with OpTruncate. A new
+	// file past the cache's limit on files fails with EDQUOT.
 	OpCreate
-	// OpOpen (path, flags u32) answers an Attr.
+	// OpOpen (path, flags u32) answers an Attr. An open for writing fails
+	// with EROFS while the cache's write window is used up, and so does
+	// OpCreate.
 	OpOpen
 	// OpGetxattr (path, name, size u32) answers the size (u32) and, when
 	// size > 0, the value in the data section.

@@ -19,8 +19,9 @@ const windowArg = "--server-arg=--write-window-multiplier=0.01"
 // through a mount with the client cache, and through a shared mapping of
 // a mount without it. The job cannot retry them, and the kernel drops a
 // page whose write fails, so no page may be refused: every byte reaches
-// the backing directory after down. A write(2) past the window, which its
-// caller sees fail, is still refused with EROFS.
+// the backing directory after down. Past the window a job is refused where
+// it can act on it, with EROFS: at open for writing, or at write(2) through
+// a file it opened before; it may still read.
 func TestWriteWindowKeepsPagesTheKernelTook(t *testing.T) {
 	requireFUSE(t)
 	want := randomBytes(8<<20, 9)
@@ -34,16 +35,32 @@ func TestWriteWindowKeepsPagesTheKernelTook(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			in := dirs(t)
 			up(t, in, 1, tc.args...)
-			tc.write(t, filepath.Join(in.mount, "f"), want)
-			if name == "shared mapping" {
-				err := os.WriteFile(filepath.Join(in.mount, "g"), []byte("refused"), 0o644)
-				if !errors.Is(err, syscall.EROFS) {
-					t.Errorf("write(2) past the window: %v, want EROFS", err)
-				}
-			}
+			f := filepath.Join(in.mount, "f")
+			tc.write(t, f, want)
+			refusedPastTheWindow(t, f)
 			must(t, "local", "down", "--mount", in.mount)
 			sameFile(t, filepath.Join(in.backing, "f"), want)
 		})
+	}
+}
+
+// refusedPastTheWindow checks that, with the write window used up, a
+// create and an open of f for writing fail with EROFS, and a read of f
+// does not.
+func refusedPastTheWindow(t *testing.T, f string) {
+	t.Helper()
+	err := os.WriteFile(filepath.Join(filepath.Dir(f), "g"), []byte("refused"), 0o644)
+	if !errors.Is(err, syscall.EROFS) {
+		t.Errorf("create past the window: %v, want EROFS", err)
+	}
+	if w, err := os.OpenFile(f, os.O_WRONLY, 0); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("open for writing past the window: %v, want EROFS", err)
+		if err == nil {
+			w.Close()
+		}
+	}
+	if _, err := os.ReadFile(f); err != nil {
+		t.Errorf("read past the window: %v", err)
 	}
 }
 

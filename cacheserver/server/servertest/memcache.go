@@ -52,6 +52,9 @@ func (m *MemCache) CallLog() []string {
 	return slices.Clone(m.Calls)
 }
 
+// AdmitWriter admits every writer: MemCache has no limits.
+func (m *MemCache) AdmitWriter(string, bool) error { return nil }
+
 func (m *MemCache) record(op, path string) {
 	m.Calls = append(m.Calls, op+" "+path)
 }
