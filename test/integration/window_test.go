@@ -99,3 +99,33 @@ func writeMapped(t *testing.T, path string, data []byte) {
 		t.Fatal(err)
 	}
 }
+
+// TestMaxFilesRefusesCreates checks that a create past the limit on files
+// fails with EDQUOT, with the client cache too, whose writes reach the
+// servers only as page write-back, which passes the limit; files the cache
+// holds may still be written.
+func TestMaxFilesRefusesCreates(t *testing.T) {
+	requireFUSE(t)
+	for name, args := range map[string][]string{
+		"no client cache": {"--server-arg=--max-files=2"},
+		"client cache":    {"--server-arg=--max-files=2", "--client-cache"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := dirs(t)
+			up(t, in, 1, args...)
+			for _, n := range []string{"a", "b"} {
+				writeWhole(t, filepath.Join(in.mount, n), []byte(n))
+			}
+			err := os.WriteFile(filepath.Join(in.mount, "c"), []byte("c"), 0o644)
+			if !errors.Is(err, syscall.EDQUOT) {
+				t.Errorf("create past maxFiles: %v, want EDQUOT", err)
+			}
+			writeWhole(t, filepath.Join(in.mount, "a"), []byte("again"))
+			must(t, "local", "down", "--mount", in.mount)
+			sameFile(t, filepath.Join(in.backing, "a"), []byte("again"))
+			if _, err := os.Stat(filepath.Join(in.backing, "c")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("refused create left c on the backing directory: %v", err)
+			}
+		})
+	}
+}
