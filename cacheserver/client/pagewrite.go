@@ -9,10 +9,12 @@ import (
 
 // pageRetryFirst and pageRetryMax are the first and the longest pause
 // between attempts of a write of cached pages whose server cannot be
-// reached.
+// reached; pageWaitReport is how often the wait is logged again, so that
+// an admin looking for why a pod hangs in close or fsync finds it.
 var (
 	pageRetryFirst = 50 * time.Millisecond
 	pageRetryMax   = 2 * time.Second
+	pageWaitReport = time.Minute
 )
 
 // persist runs call, a step of the write of path that goes to server, and,
@@ -32,6 +34,7 @@ func (f *FS) persist(ctx context.Context, server int, path string, call func() e
 		return err
 	}
 	f.log.Warn("Waiting for a server to take written-back pages", "server", server, "path", path, "err", err)
+	start, reported := time.Now(), time.Now()
 	pause := pageRetryFirst
 	for unreachable(err) {
 		select {
@@ -43,9 +46,14 @@ func (f *FS) persist(ctx context.Context, server int, path string, call func() e
 		}
 		pause = min(2*pause, pageRetryMax)
 		err = call()
+		if unreachable(err) && time.Since(reported) >= pageWaitReport {
+			reported = time.Now()
+			f.log.Warn("Still waiting for a server to take written-back pages", "server", server, "path", path,
+				"waited", time.Since(start).Round(time.Second), "err", err)
+		}
 	}
 	if err == nil {
-		f.log.Info("Server took written-back pages", "server", server, "path", path)
+		f.log.Info("Server took written-back pages", "server", server, "path", path, "waited", time.Since(start).Round(time.Millisecond))
 	}
 	return err
 }

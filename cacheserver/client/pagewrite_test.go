@@ -3,10 +3,14 @@ package client
 import (
 	"bytes"
 	"context"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/namespace"
+	"github.com/burstcache/burstcache/cacheserver/server/servertest"
 )
 
 // TestPageWritesWaitForTheirServer stops the servers of a file: a write of
@@ -72,4 +76,57 @@ func TestPageWritesGiveUpWhenTheMountStops(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPageWritesReportTheirWait checks that a write of cached pages that
+// waits for its server says so in the log, again while it waits, and when
+// it ends: a pod hanging in close or fsync shows nothing else.
+func TestPageWritesReportTheirWait(t *testing.T) {
+	defer func(d time.Duration) { pageWaitReport = d }(pageWaitReport)
+	pageWaitReport = 100 * time.Millisecond
+	in := servertest.Start(t, t.TempDir(), servertest.Options{Servers: 1, ExtentSize: testExtent, Secret: "k"})
+	log := &lockedBuffer{}
+	f := connectWith(t, Options{Servers: in.Data, Secret: []byte("k"), ExtentSize: testExtent,
+		Log: slog.New(slog.NewTextHandler(log, nil))})
+	create(t, f, "f")
+	in.Stop(t, 0)
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.WriteAt(namespace.FromPageCache(context.Background()), "f", randomData(testExtent), 0)
+		done <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), "Still waiting"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reminder of the wait in the log:\n%s", log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	in.Restart(t, 0)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Waiting for a server", "Server took written-back pages"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, log.String())
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that a logger may write to while a test
+// reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
