@@ -33,7 +33,7 @@ func setReadOnlyCondition(s *scope, now time.Time) {
 	}
 	slices.Sort(full)
 	setCondition(s, now, cachev1alpha1.ConditionReadOnly, true, cachev1alpha1.ReasonWriteWindowExceeded,
-		fmt.Sprintf("the write window (spec.limits.writeWindow) is used up on %s: writes fail with EROFS until old writes leave the window",
+		fmt.Sprintf("the write window (spec.limits.writeWindow) is used up on %s: opens for writing, creates and writes fail with EROFS until old writes leave the window",
 			strings.Join(full, ", ")))
 }
 
