@@ -16,7 +16,8 @@ var (
 	// ErrFileTooLarge (EFBIG): a write or truncate past Tunables.MaxFileSize.
 	ErrFileTooLarge = errors.New("file too large")
 	// ErrTooManyFiles (EDQUOT): the first write to a new file when the cache
-	// already holds Tunables.MaxFiles files (but one marked Accepted).
+	// already holds Tunables.MaxFiles files (but one marked Accepted), and
+	// AdmitWriter for a create then.
 	ErrTooManyFiles = errors.New("too many files")
 	// ErrReadOnly (EROFS): bytes written to the cache device within the
 	// write window passed Multiplier x Capacity; the cache refuses writes
