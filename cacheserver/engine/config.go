@@ -21,7 +21,8 @@ var (
 	ErrTooManyFiles = errors.New("too many files")
 	// ErrReadOnly (EROFS): bytes written to the cache device within the
 	// write window passed Multiplier x Capacity; the cache refuses writes
-	// (but those marked Accepted) until old writes leave the window.
+	// (but those marked Accepted), and AdmitWriter opens for writing, until
+	// old writes leave the window.
 	ErrReadOnly = errors.New("cache is read-only: write window exceeded")
 	// ErrClosed: the engine was closed.
 	ErrClosed = errors.New("cache engine closed")
