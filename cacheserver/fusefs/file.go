@@ -62,6 +62,14 @@ func (n *node) newHandle(ctx context.Context, flags uint32) (*handle, uint32) {
 // descriptors, before a direct write and drops cached pages of the range,
 // so readers on the node see the new bytes. Handles that read keep the
 // page cache: its read-ahead serves small sequential reads and mmap.
+//
+// Direct writes may run in parallel (FOPEN_PARALLEL_DIRECT_WRITES):
+// otherwise the kernel holds the file's inode lock for the whole of each
+// one, reply included, and processes writing their own parts of a shared
+// file, as IOR without -F does, take turns with one request in flight.
+// The kernel still serializes appends, writes past the end of the file
+// and writes while the file is open in caching mode; the servers order
+// overlapping writes as they order those of several nodes.
 func (o Options) openFlags(flags uint32, passthrough bool) uint32 {
 	var fuseFlags uint32
 	if o.ClientCache {
@@ -71,7 +79,7 @@ func (o Options) openFlags(flags uint32, passthrough bool) uint32 {
 	case passthrough:
 		fuseFlags |= fuse.FOPEN_PASSTHROUGH
 	case !o.ClientCache && flags&syscall.O_ACCMODE == syscall.O_WRONLY:
-		fuseFlags |= fuse.FOPEN_DIRECT_IO
+		fuseFlags |= fuse.FOPEN_DIRECT_IO | fuse.FOPEN_PARALLEL_DIRECT_WRITES
 	}
 	return fuseFlags
 }

@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -275,8 +276,8 @@ func TestWriteOnlyOpensBypassThePageCache(t *testing.T) {
 		passthrough bool
 		want        uint32
 	}{
-		{Options{}, syscall.O_WRONLY, false, fuse.FOPEN_DIRECT_IO},
-		{Options{}, syscall.O_WRONLY | syscall.O_APPEND | syscall.O_CREAT, false, fuse.FOPEN_DIRECT_IO},
+		{Options{}, syscall.O_WRONLY, false, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_PARALLEL_DIRECT_WRITES},
+		{Options{}, syscall.O_WRONLY | syscall.O_APPEND | syscall.O_CREAT, false, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_PARALLEL_DIRECT_WRITES},
 		{Options{}, syscall.O_RDWR, false, 0},
 		{Options{}, syscall.O_RDONLY, false, 0},
 		{Options{ClientCache: true}, syscall.O_WRONLY, false, fuse.FOPEN_KEEP_CACHE},
@@ -288,6 +289,78 @@ func TestWriteOnlyOpensBypassThePageCache(t *testing.T) {
 				c.opts.ClientCache, c.flags, c.passthrough, got, c.want)
 		}
 	}
+}
+
+// slowWrites holds every write for a while and records how many of one
+// file's writes were under way at once.
+type slowWrites struct {
+	*posixns.FS
+	mu            sync.Mutex
+	inFlight, max int
+}
+
+func (s *slowWrites) WriteAt(ctx context.Context, p string, b []byte, off int64) (int, error) {
+	s.mu.Lock()
+	s.inFlight++
+	s.max = max(s.max, s.inFlight)
+	s.mu.Unlock()
+	time.Sleep(50 * time.Millisecond)
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}()
+	return s.FS.WriteAt(ctx, p, b, off)
+}
+
+// TestDirectWritesToOneFileRunInParallel has two processes write their own
+// halves of one file through write-only descriptors, as IOR does without
+// -F: their writes reach the namespace side by side, not in turn, and the
+// file holds both halves.
+func TestDirectWritesToOneFileRunInParallel(t *testing.T) {
+	mnt, backing, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *slowWrites { return &slowWrites{FS: p} })
+	const half = 8 << 10
+	p := filepath.Join(mnt, "f")
+	if err := os.WriteFile(p, make([]byte, 2*half), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = writeHalf(p, int64(i)*half, bytes.Repeat([]byte{byte('a' + i)}, half))
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if fsys.max < 2 {
+		t.Errorf("at most %d write of the shared file under way at once, want 2", fsys.max)
+	}
+	want := append(bytes.Repeat([]byte{'a'}, half), bytes.Repeat([]byte{'b'}, half)...)
+	if got, err := os.ReadFile(filepath.Join(backing, "f")); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("backing file differs from the two halves written: %v", err)
+	}
+}
+
+// writeHalf writes data at off of p in four writes through a write-only
+// descriptor.
+func writeHalf(p string, off int64, data []byte) error {
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	step := len(data) / 4
+	for i := 0; i < len(data); i += step {
+		if _, err := f.WriteAt(data[i:i+step], off+int64(i)); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
 }
 
 // TestDirectWritesAreSeenOnTheNode writes through a write-only descriptor
