@@ -339,16 +339,22 @@ func (s *Server) create(ctx context.Context, req *wire.Request, resp *wire.Respo
 
 // openRefusedCreate answers a create that the cache's limits refused with
 // refused: an existing file is opened instead, as open(2) with O_CREAT does
-// on a read-only file system, or fails with EEXIST for O_EXCL.
+// on a read-only file system, or, for O_EXCL, fails with EEXIST untouched.
 func (s *Server) openRefusedCreate(ctx context.Context, p string, flags int, refused error, resp *wire.Response) error {
-	a, err := s.openFile(ctx, p, flags)
-	switch {
-	case errors.Is(err, syscall.ENOENT):
+	var a namespace.Attr
+	var err error
+	if flags&syscall.O_EXCL != 0 {
+		if _, err = s.cfg.NS.GetAttr(ctx, p); err == nil {
+			return syscall.EEXIST
+		}
+	} else {
+		a, err = s.openFile(ctx, p, flags)
+	}
+	if errors.Is(err, syscall.ENOENT) {
 		return refused
-	case err != nil:
+	}
+	if err != nil {
 		return err
-	case flags&syscall.O_EXCL != 0:
-		return syscall.EEXIST
 	}
 	resp.Meta.Attr(a).Bool(true)
 	return nil

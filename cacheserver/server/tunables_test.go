@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -65,6 +66,9 @@ func TestWriteOpensMeetTheCacheLimits(t *testing.T) {
 	if _, err := f.WriteAt(ctx, "a", []byte("a"), 0); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(backingDir, "pre"), []byte("pre"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	wr, rd := syscall.O_WRONLY|syscall.O_CREAT, syscall.O_RDONLY|syscall.O_CREAT
 	steps := []struct {
 		what string
@@ -74,6 +78,17 @@ func TestWriteOpensMeetTheCacheLimits(t *testing.T) {
 		{"create past MaxFiles", func() error { _, err := f.Create(ctx, "b", wr, 0o644); return err }, syscall.EDQUOT},
 		{"create of a held file at MaxFiles", func() error { _, err := f.Create(ctx, "a", wr, 0o644); return err }, nil},
 		{"exclusive create of a held file", func() error { _, err := f.Create(ctx, "a", wr|syscall.O_EXCL, 0o644); return err }, syscall.EEXIST},
+		{"create of a file the cache does not hold at MaxFiles", func() error { _, err := f.Create(ctx, "pre", rd, 0o644); return err }, nil},
+		{"exclusive create of it, truncating", func() error {
+			_, err := f.Create(ctx, "pre", wr|syscall.O_EXCL|syscall.O_TRUNC, 0o644)
+			return err
+		}, syscall.EEXIST},
+		{"reading what the exclusive create left", func() error {
+			if b, err := os.ReadFile(filepath.Join(backingDir, "pre")); err != nil || string(b) != "pre" {
+				return fmt.Errorf("backing file holds %q, %v; want it untouched", b, err)
+			}
+			return nil
+		}, nil},
 		{"lifting MaxFiles, using up the window", func() error {
 			return errors.Join(s.SetTunables(ctx, control.Tunables{MaxFiles: &zero, WriteWindowMultiplier: &quarter}),
 				writeAll(ctx, f, "a", 1<<20))
