@@ -291,20 +291,27 @@ func TestWriteOnlyOpensBypassThePageCache(t *testing.T) {
 	}
 }
 
-// slowWrites holds every write for a while and records how many of one
-// file's writes were under way at once.
-type slowWrites struct {
+// pairedWrites holds each write until a second one is under way beside it,
+// or for a second, and records how many were under way at once.
+type pairedWrites struct {
 	*posixns.FS
 	mu            sync.Mutex
 	inFlight, max int
+	paired        chan struct{} // closed once two writes were under way
 }
 
-func (s *slowWrites) WriteAt(ctx context.Context, p string, b []byte, off int64) (int, error) {
+func (s *pairedWrites) WriteAt(ctx context.Context, p string, b []byte, off int64) (int, error) {
 	s.mu.Lock()
 	s.inFlight++
+	if s.inFlight == 2 && s.max < 2 {
+		close(s.paired)
+	}
 	s.max = max(s.max, s.inFlight)
 	s.mu.Unlock()
-	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-s.paired:
+	case <-time.After(time.Second):
+	}
 	defer func() {
 		s.mu.Lock()
 		s.inFlight--
@@ -318,10 +325,15 @@ func (s *slowWrites) WriteAt(ctx context.Context, p string, b []byte, off int64)
 // -F: their writes reach the namespace side by side, not in turn, and the
 // file holds both halves.
 func TestDirectWritesToOneFileRunInParallel(t *testing.T) {
-	mnt, backing, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *slowWrites { return &slowWrites{FS: p} })
+	mnt, backing, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *pairedWrites {
+		return &pairedWrites{FS: p, paired: make(chan struct{})}
+	})
 	const half = 8 << 10
 	p := filepath.Join(mnt, "f")
-	if err := os.WriteFile(p, make([]byte, 2*half), 0o644); err != nil {
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, 2*half); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
