@@ -85,7 +85,7 @@ func TestWriteOpensMeetTheCacheLimits(t *testing.T) {
 		}, syscall.EEXIST},
 		{"reading what the exclusive create left", func() error {
 			if b, err := os.ReadFile(filepath.Join(backingDir, "pre")); err != nil || string(b) != "pre" {
-				return fmt.Errorf("backing file holds %q, %v; want it untouched", b, err)
+				return fmt.Errorf("backing file holds %q, %w; want it untouched", b, err)
 			}
 			return nil
 		}, nil},
