@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -349,8 +350,11 @@ func TestDirectWritesToOneFileRunInParallel(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	if fsys.max < 2 {
-		t.Errorf("at most %d write of the shared file under way at once, want 2", fsys.max)
+	fsys.mu.Lock()
+	most := fsys.max
+	fsys.mu.Unlock()
+	if most < 2 {
+		t.Errorf("at most %d write of the shared file under way at once, want 2", most)
 	}
 	want := append(bytes.Repeat([]byte{'a'}, half), bytes.Repeat([]byte{'b'}, half)...)
 	if got, err := os.ReadFile(filepath.Join(backing, "f")); err != nil || !bytes.Equal(got, want) {
@@ -373,6 +377,105 @@ func writeHalf(p string, off int64, data []byte) error {
 		}
 	}
 	return f.Close()
+}
+
+// pairedReads holds each read until a second one is under way beside it,
+// or for a second, and records whether two were under way at once.
+type pairedReads struct {
+	*posixns.FS
+	mu       sync.Mutex
+	inFlight int
+	paired   chan struct{} // closed once two reads were under way
+}
+
+func (s *pairedReads) ReadAt(ctx context.Context, p string, b []byte, off int64) (int, error) {
+	s.mu.Lock()
+	if s.inFlight++; s.inFlight == 2 {
+		select {
+		case <-s.paired:
+		default:
+			close(s.paired)
+		}
+	}
+	s.mu.Unlock()
+	select {
+	case <-s.paired:
+	case <-time.After(time.Second):
+	}
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}()
+	return s.FS.ReadAt(ctx, p, b, off)
+}
+
+// TestDirectReadsSendTheirRequestsSideBySide reads 4 MiB of a file with
+// O_DIRECT in one call: the kernel sends it in requests of MaxWrite, which
+// must reach the namespace side by side (asynchronous direct I/O), as they
+// go to the several servers of the file's extents, and bring back the
+// file's bytes.
+func TestDirectReadsSendTheirRequestsSideBySide(t *testing.T) {
+	mnt, backing, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *pairedReads {
+		return &pairedReads{FS: p, paired: make(chan struct{})}
+	})
+	want := bytes.Repeat([]byte("0123456789abcdef"), 4<<20/16)
+	if err := os.WriteFile(filepath.Join(backing, "f"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := alignedBuffer(len(want))
+	if n, err := f.ReadAt(buf, 0); err != nil || !bytes.Equal(buf[:n], want) {
+		t.Fatalf("O_DIRECT read of %d bytes: %d bytes, %v; or they differ", len(want), n, err)
+	}
+	select {
+	case <-fsys.paired:
+	default:
+		t.Error("the requests of one O_DIRECT read reached the namespace one at a time")
+	}
+}
+
+// TestDirectWritesInOneCall overwrites a file and then extends it, each in
+// one O_DIRECT write of several requests, which the kernel sends side by
+// side inside the file and in turn past its end: the backing file must
+// hold both.
+func TestDirectWritesInOneCall(t *testing.T) {
+	mnt, backing, _ := mount(t, Options{})
+	const n = 4 << 20
+	if err := os.WriteFile(filepath.Join(backing, "f"), make([]byte, n), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_RDWR|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := alignedBuffer(n)
+	var want []byte
+	for i, off := range []int64{0, n} {
+		for j := range buf {
+			buf[j] = byte(i*7 + j%251)
+		}
+		if _, err := f.WriteAt(buf, off); err != nil {
+			t.Fatalf("O_DIRECT write of %d bytes at %d: %v", n, off, err)
+		}
+		want = append(want, buf...)
+	}
+	if got, err := os.ReadFile(filepath.Join(backing, "f")); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("backing file of %d bytes, %v; want the %d bytes written", len(got), err, len(want))
+	}
+}
+
+// alignedBuffer returns n bytes aligned to a page, as O_DIRECT wants them.
+func alignedBuffer(n int) []byte {
+	page := os.Getpagesize()
+	b := make([]byte, n+page)
+	off := page - int(uintptr(unsafe.Pointer(&b[0]))%uintptr(page))
+	return b[off%page : off%page+n]
 }
 
 // TestDirectWritesAreSeenOnTheNode writes through a write-only descriptor

@@ -173,10 +173,15 @@ func cmpOr(d, def time.Duration) time.Duration {
 // fsOptions translates Options for go-fuse. CAP_HANDLE_KILLPRIV_V2 is asked
 // for in every mode: without it the kernel clears setuid bits on write with
 // a chmod as the writer, which fails when the writer is not the owner.
+// CAP_ASYNC_DIO, which libfuse asks for by default, lets the kernel send
+// the requests of an O_DIRECT read or write larger than MaxWrite side by
+// side, to the servers of its extents, rather than one after the other,
+// and keeps asynchronous I/O (io_submit, io_uring) asynchronous; writes
+// that extend the file stay synchronous.
 func (s *Server) fsOptions() *fs.Options {
 	o := s.opts
 	neg := time.Duration(0)
-	caps := uint64(fuse.CAP_HANDLE_KILLPRIV_V2)
+	caps := uint64(fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_ASYNC_DIO)
 	if o.ClientCache {
 		caps |= fuse.CAP_WRITEBACK_CACHE
 	}
