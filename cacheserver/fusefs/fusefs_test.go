@@ -292,16 +292,19 @@ func TestWriteOnlyOpensBypassThePageCache(t *testing.T) {
 	}
 }
 
-// pairedWrites holds each write until a second one is under way beside it,
-// or for a second, and records how many were under way at once.
-type pairedWrites struct {
-	*posixns.FS
+// pairer holds each call until a second one is under way beside it, or
+// for a second, and records how many were under way at once.
+type pairer struct {
 	mu            sync.Mutex
 	inFlight, max int
-	paired        chan struct{} // closed once two writes were under way
+	paired        chan struct{} // closed once two calls were under way
 }
 
-func (s *pairedWrites) WriteAt(ctx context.Context, p string, b []byte, off int64) (int, error) {
+func newPairer() pairer { return pairer{paired: make(chan struct{})} }
+
+// enter starts a call, waiting for a partner; the caller calls the
+// returned function when the call ends.
+func (s *pairer) enter() (leave func()) {
 	s.mu.Lock()
 	s.inFlight++
 	if s.inFlight == 2 && s.max < 2 {
@@ -313,11 +316,28 @@ func (s *pairedWrites) WriteAt(ctx context.Context, p string, b []byte, off int6
 	case <-s.paired:
 	case <-time.After(time.Second):
 	}
-	defer func() {
+	return func() {
 		s.mu.Lock()
 		s.inFlight--
 		s.mu.Unlock()
-	}()
+	}
+}
+
+// most returns the most calls that were under way at once.
+func (s *pairer) most() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.max
+}
+
+// pairedWrites pairs the writes of a namespace.
+type pairedWrites struct {
+	*posixns.FS
+	pairer
+}
+
+func (s *pairedWrites) WriteAt(ctx context.Context, p string, b []byte, off int64) (int, error) {
+	defer s.enter()()
 	return s.FS.WriteAt(ctx, p, b, off)
 }
 
@@ -327,7 +347,7 @@ func (s *pairedWrites) WriteAt(ctx context.Context, p string, b []byte, off int6
 // file holds both halves.
 func TestDirectWritesToOneFileRunInParallel(t *testing.T) {
 	mnt, backing, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *pairedWrites {
-		return &pairedWrites{FS: p, paired: make(chan struct{})}
+		return &pairedWrites{FS: p, pairer: newPairer()}
 	})
 	const half = 8 << 10
 	p := filepath.Join(mnt, "f")
@@ -350,10 +370,7 @@ func TestDirectWritesToOneFileRunInParallel(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	fsys.mu.Lock()
-	most := fsys.max
-	fsys.mu.Unlock()
-	if most < 2 {
+	if most := fsys.most(); most < 2 {
 		t.Errorf("at most %d write of the shared file under way at once, want 2", most)
 	}
 	want := append(bytes.Repeat([]byte{'a'}, half), bytes.Repeat([]byte{'b'}, half)...)
@@ -379,34 +396,14 @@ func writeHalf(p string, off int64, data []byte) error {
 	return f.Close()
 }
 
-// pairedReads holds each read until a second one is under way beside it,
-// or for a second, and records whether two were under way at once.
+// pairedReads pairs the reads of a namespace.
 type pairedReads struct {
 	*posixns.FS
-	mu       sync.Mutex
-	inFlight int
-	paired   chan struct{} // closed once two reads were under way
+	pairer
 }
 
 func (s *pairedReads) ReadAt(ctx context.Context, p string, b []byte, off int64) (int, error) {
-	s.mu.Lock()
-	if s.inFlight++; s.inFlight == 2 {
-		select {
-		case <-s.paired:
-		default:
-			close(s.paired)
-		}
-	}
-	s.mu.Unlock()
-	select {
-	case <-s.paired:
-	case <-time.After(time.Second):
-	}
-	defer func() {
-		s.mu.Lock()
-		s.inFlight--
-		s.mu.Unlock()
-	}()
+	defer s.enter()()
 	return s.FS.ReadAt(ctx, p, b, off)
 }
 
@@ -417,7 +414,7 @@ func (s *pairedReads) ReadAt(ctx context.Context, p string, b []byte, off int64)
 // file's bytes.
 func TestDirectReadsSendTheirRequestsSideBySide(t *testing.T) {
 	mnt, backing, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *pairedReads {
-		return &pairedReads{FS: p, paired: make(chan struct{})}
+		return &pairedReads{FS: p, pairer: newPairer()}
 	})
 	want := bytes.Repeat([]byte("0123456789abcdef"), 4<<20/16)
 	if err := os.WriteFile(filepath.Join(backing, "f"), want, 0o644); err != nil {
