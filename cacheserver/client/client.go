@@ -102,7 +102,11 @@ type FS struct {
 // fileState is what the client knows about a file it has opened.
 type fileState struct {
 	// size is the size learned from the servers or extended by writes.
-	size int64
+	// Without sized, a write made the state of a file the client had
+	// forgotten (Flush, at another descriptor's close), and size is only
+	// where that write ended: the file may go on past it.
+	size  int64
+	sized bool
 	// pending is the end of this client's writes that the metadata server
 	// has not been told about; 0 if none.
 	pending int64

@@ -23,7 +23,7 @@ func (f *FS) learn(path string, a namespace.Attr) {
 		st = &fileState{}
 		f.files[path] = st
 	}
-	st.size = max(a.Size, st.pending)
+	st.size, st.sized = max(a.Size, st.pending), true
 	if st.mode != a.Mode {
 		st.mode, st.setidDone = a.Mode, false
 	}
@@ -52,22 +52,27 @@ func (f *FS) setTimes(path string) {
 }
 
 // size returns the size of path as this client knows it, asking the
-// metadata server if it knows nothing.
+// metadata server if it does not know it. What the client knows of a file
+// may be forgotten at any time, by a close of another descriptor (Flush),
+// even while the server answers: the answer stands then.
 func (f *FS) size(ctx context.Context, path string) (int64, error) {
 	f.mu.Lock()
 	st := f.files[path]
+	if st != nil && st.sized {
+		defer f.mu.Unlock()
+		return st.size, nil
+	}
 	f.mu.Unlock()
-	if st == nil {
-		if _, err := f.GetAttr(ctx, path); err != nil {
-			return 0, err
-		}
+	a, err := f.GetAttr(ctx, path)
+	if err != nil {
+		return 0, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if st = f.files[path]; st == nil {
-		return 0, nil
+	if st = f.files[path]; st != nil {
+		return max(st.size, a.Size), nil
 	}
-	return st.size, nil
+	return a.Size, nil
 }
 
 // ReadAt reads from the servers that hold the extents of the range, in
