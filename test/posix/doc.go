@@ -1,8 +1,7 @@
 // Package posix runs POSIX test suites over a real burstcache mount:
 // pjdfstest and fsx (installed from crates.io by hack/cargo-tool.sh),
-// fio's verifying workloads (installed from Debian by
-// hack/debian-tool.sh), go-fuse's posixtest, a behaviour suite of errno
-// values and open-file
+// fio's verifying workloads (installed from Debian by hack/debian-tool.sh),
+// go-fuse's posixtest, a behaviour suite of errno values and open-file
 // semantics, a random differential test against a plain directory, and the
 // permission test for both identity modes.
 //
