@@ -313,8 +313,16 @@ func (f *FS) pushSize(ctx context.Context, path string) error {
 		return err
 	})
 	if err != nil {
+		// The state may have been forgotten meanwhile (a close of another
+		// descriptor, which found nothing pending): the size is still
+		// this client's to publish.
 		f.mu.Lock()
+		if st = f.files[path]; st == nil {
+			st = &fileState{}
+			f.files[path] = st
+		}
 		st.pending = max(st.pending, end)
+		st.size = max(st.size, end)
 		f.mu.Unlock()
 	}
 	return err

@@ -27,6 +27,29 @@ type holdProxy struct {
 
 	mu     sync.Mutex
 	heldID map[uint64]bool
+	// conns are the connections open through the proxy; with refusing
+	// set, it closes new ones at once (cut).
+	conns    []net.Conn
+	refusing bool
+}
+
+// cut closes every connection through the proxy, with the requests held on
+// them, and refuses new ones until heal: to the client, the server is gone.
+func (p *holdProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refusing = true
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+}
+
+// heal lets connections through again.
+func (p *holdProxy) heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refusing = false
 }
 
 // heldRequest is a request frame held back on its way to the server.
@@ -79,15 +102,9 @@ func startHoldProxy(t *testing.T, server string, hold func(wire.Op, *wire.Decode
 	p := &holdProxy{addr: ln.Addr().String(), hold: hold, held: make(chan heldRequest, 16),
 		forwarded: make(chan wire.Op, 1024), answered: make(chan uint64, 16), heldID: map[uint64]bool{}}
 	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
 	t.Cleanup(func() {
 		_ = ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
+		p.cut()
 		wg.Wait()
 	})
 	wg.Go(func() {
@@ -96,14 +113,21 @@ func startHoldProxy(t *testing.T, server string, hold func(wire.Op, *wire.Decode
 			if err != nil {
 				return
 			}
+			p.mu.Lock()
+			refusing := p.refusing
+			p.mu.Unlock()
+			if refusing {
+				_ = c.Close()
+				continue
+			}
 			s, err := net.Dial("tcp", server)
 			if err != nil {
 				_ = c.Close()
 				continue
 			}
-			mu.Lock()
-			conns = append(conns, c, s)
-			mu.Unlock()
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
 			wg.Go(func() { p.responses(s, c); _ = c.Close() })
 			wg.Go(func() { p.requests(c, &lockedWriter{w: s}); _ = s.Close() })
 		}

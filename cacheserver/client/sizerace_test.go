@@ -116,3 +116,45 @@ func checkSize(t *testing.T, f *FS, in *servertest.Instance, p string, want int6
 		t.Errorf("the backing file after a flush: %v, %v; want %d bytes", fi, err, want)
 	}
 }
+
+// TestFailedSizePushSurvivesAnotherClose fails a close's size push (the
+// server goes away while the push is held) after another close forgot what
+// the client knew of the file. The size is still the client's to publish:
+// the next close must push it again.
+func TestFailedSizePushSurvivesAnotherClose(t *testing.T) {
+	in := servertest.Start(t, t.TempDir(), servertest.Options{Servers: 1, ExtentSize: testExtent, Secret: "k"})
+	px := startHoldProxy(t, in.Data[0], func(op wire.Op, args *wire.Decoder) bool {
+		if op != wire.OpExtendSize {
+			return false
+		}
+		_, _ = args.Blob(), args.Int64()
+		return args.Bool()
+	})
+	f := connect(t, &servertest.Instance{Data: []string{px.addr}})
+	ctx := context.Background()
+	create(t, f, "f")
+	const written = 3 * testExtent
+	if _, err := f.WriteAt(ctx, "f", randomData(written), 0); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- f.Flush(ctx, "f") }()
+	waitHeld(t, px)
+	if err := f.Flush(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	px.cut()
+	if err := <-closed; err == nil {
+		t.Fatal("a close whose size push found no server succeeded")
+	}
+	px.heal()
+	go func() { closed <- f.Flush(ctx, "f") }()
+	again := waitHeld(t, px)
+	if _ = again.args.Blob(); again.args.Int64() != written {
+		t.Fatalf("the next close published a size other than %d", written)
+	}
+	again.release(t)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}
