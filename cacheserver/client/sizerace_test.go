@@ -17,23 +17,9 @@ import (
 // ahead of the push, the push would land last and grow the file back to
 // the written size; the truncation must wait for the push instead.
 func TestBackgroundSizePushDoesNotUndoTruncate(t *testing.T) {
-	in := servertest.Start(t, t.TempDir(), servertest.Options{Servers: 1, ExtentSize: testExtent, Secret: "k"})
-	px := startHoldProxy(t, in.Data[0], func(op wire.Op, args *wire.Decoder) bool {
-		if op != wire.OpExtendSize {
-			return false
-		}
-		// Path, size, then durable: the background push, not a write's
-		// announcement.
-		_, _ = args.Blob(), args.Int64()
-		return args.Bool()
-	})
-	f := connect(t, &servertest.Instance{Data: []string{px.addr}})
-	ctx := context.Background()
-	create(t, f, "f")
 	const written, cut = 3 * testExtent, 100
-	if _, err := f.WriteAt(ctx, "f", randomData(written), 0); err != nil {
-		t.Fatal(err)
-	}
+	f, in, px := writeWithPushesHeld(t, "f", written)
+	ctx := context.Background()
 	push := waitHeld(t, px)
 	if _ = push.args.Blob(); push.args.Int64() != written {
 		t.Fatalf("the pusher published a size other than %d", written)
@@ -52,6 +38,28 @@ func TestBackgroundSizePushDoesNotUndoTruncate(t *testing.T) {
 	}
 	waitAnswered(t, px, push.id)
 	checkSize(t, f, in, "f", cut)
+}
+
+// writeWithPushesHeld starts a server behind a proxy that holds back the
+// durable size pushes of a client, and has that client write n bytes to a
+// new file p.
+func writeWithPushesHeld(t *testing.T, p string, n int) (*FS, *servertest.Instance, *holdProxy) {
+	t.Helper()
+	in := servertest.Start(t, t.TempDir(), servertest.Options{Servers: 1, ExtentSize: testExtent, Secret: "k"})
+	px := startHoldProxy(t, in.Data[0], func(op wire.Op, args *wire.Decoder) bool {
+		if op != wire.OpExtendSize {
+			return false
+		}
+		// Path, size, then durable: a push, not a write's announcement.
+		_, _ = args.Blob(), args.Int64()
+		return args.Bool()
+	})
+	f := connect(t, &servertest.Instance{Data: []string{px.addr}})
+	create(t, f, p)
+	if _, err := f.WriteAt(context.Background(), p, randomData(n), 0); err != nil {
+		t.Fatal(err)
+	}
+	return f, in, px
 }
 
 // waitHeld returns the next request the proxy held back.
@@ -122,21 +130,9 @@ func checkSize(t *testing.T, f *FS, in *servertest.Instance, p string, want int6
 // the client knew of the file. The size is still the client's to publish:
 // the next close must push it again.
 func TestFailedSizePushSurvivesAnotherClose(t *testing.T) {
-	in := servertest.Start(t, t.TempDir(), servertest.Options{Servers: 1, ExtentSize: testExtent, Secret: "k"})
-	px := startHoldProxy(t, in.Data[0], func(op wire.Op, args *wire.Decoder) bool {
-		if op != wire.OpExtendSize {
-			return false
-		}
-		_, _ = args.Blob(), args.Int64()
-		return args.Bool()
-	})
-	f := connect(t, &servertest.Instance{Data: []string{px.addr}})
-	ctx := context.Background()
-	create(t, f, "f")
 	const written = 3 * testExtent
-	if _, err := f.WriteAt(ctx, "f", randomData(written), 0); err != nil {
-		t.Fatal(err)
-	}
+	f, _, px := writeWithPushesHeld(t, "f", written)
+	ctx := context.Background()
 	closed := make(chan error, 1)
 	go func() { closed <- f.Flush(ctx, "f") }()
 	waitHeld(t, px)
