@@ -76,6 +76,9 @@ type FS struct {
 
 	mu    sync.Mutex
 	files map[string]*fileState
+	// extensions counts the writes of this client that made a file longer
+	// than it knew it to be; see fileState.grewAt.
+	extensions uint64
 	// unsynced holds, for each file this client wrote to since it last
 	// made it durable (Fsync, or the close after the writes), the servers
 	// the writes went to and the incarnations of theirs that took them.
@@ -107,6 +110,10 @@ type fileState struct {
 	// where that write ended: the file may go on past it.
 	size  int64
 	sized bool
+	// grewAt is FS.extensions after the last write of this client that made
+	// the file longer. An answer about the file asked for before then may
+	// not know of that write: it does not make the size smaller (learn).
+	grewAt uint64
 	// pending is the end of this client's writes that the metadata server
 	// has not been told about; 0 if none.
 	pending int64

@@ -11,8 +11,20 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/wire"
 )
 
-// learn records the attributes the servers answered for path.
-func (f *FS) learn(path string, a namespace.Attr) {
+// asked returns the mark to give learn for an answer asked for now.
+func (f *FS) asked() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.extensions
+}
+
+// learn records the attributes the servers answered for path to a request
+// sent at mark since (asked). The answer's size replaces the one the
+// client knew, unless a write of this client made the file longer after
+// the request was sent: the server may have answered before that write,
+// and the file is then the longer of the two, as the kernel keeps the size
+// a write gave a file against an older answer (attr_version).
+func (f *FS) learn(path string, a namespace.Attr, since uint64) {
 	if !a.IsRegular() {
 		return
 	}
@@ -23,7 +35,12 @@ func (f *FS) learn(path string, a namespace.Attr) {
 		st = &fileState{}
 		f.files[path] = st
 	}
-	st.size, st.sized = max(a.Size, st.pending), true
+	if st.grewAt > since {
+		st.size = max(a.Size, st.size)
+	} else {
+		st.size = max(a.Size, st.pending)
+	}
+	st.sized = true
 	if st.mode != a.Mode {
 		st.mode, st.setidDone = a.Mode, false
 	}
@@ -264,7 +281,8 @@ func (f *FS) grew(path string, end int64) {
 	}
 	st.wrote = now
 	if end > st.size {
-		st.size, st.pending = end, end
+		f.extensions++
+		st.size, st.pending, st.grewAt = end, end, f.extensions
 		f.kickPush()
 	}
 }
@@ -322,7 +340,10 @@ func (f *FS) pushSize(ctx context.Context, path string) error {
 			f.files[path] = st
 		}
 		st.pending = max(st.pending, end)
-		st.size = max(st.size, end)
+		if end > st.size {
+			f.extensions++
+			st.size, st.grewAt = end, f.extensions
+		}
 		f.mu.Unlock()
 	}
 	return err

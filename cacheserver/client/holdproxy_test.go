@@ -24,6 +24,10 @@ type holdProxy struct {
 	// answered receives the request id of every response to a request
 	// that was held, once the response has passed.
 	answered chan uint64
+	// holdAnswer, if set, picks the requests whose answers the proxy
+	// holds back on their way to the client, into heldAnswers.
+	holdAnswer  func(op wire.Op) bool
+	heldAnswers chan heldRequest
 
 	mu     sync.Mutex
 	heldID map[uint64]bool
@@ -74,7 +78,8 @@ func (l *lockedWriter) write(b []byte) error {
 	return err
 }
 
-// release sends a held request on to the server.
+// release sends a held request on to the server, or a held answer on to
+// the client.
 func (h heldRequest) release(t *testing.T) {
 	t.Helper()
 	if err := h.to.write(h.frame); err != nil {
@@ -95,12 +100,20 @@ const (
 
 func startHoldProxy(t *testing.T, server string, hold func(wire.Op, *wire.Decoder) bool) *holdProxy {
 	t.Helper()
+	return startProxy(t, server, hold, nil)
+}
+
+// startProxy starts a proxy that holds the requests hold picks and the
+// answers to those holdAnswer picks; either may be nil.
+func startProxy(t *testing.T, server string, hold func(wire.Op, *wire.Decoder) bool, holdAnswer func(wire.Op) bool) *holdProxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &holdProxy{addr: ln.Addr().String(), hold: hold, held: make(chan heldRequest, 16),
-		forwarded: make(chan wire.Op, 1024), answered: make(chan uint64, 16), heldID: map[uint64]bool{}}
+	p := &holdProxy{addr: ln.Addr().String(), hold: hold, holdAnswer: holdAnswer, held: make(chan heldRequest, 16),
+		forwarded: make(chan wire.Op, 1024), answered: make(chan uint64, 16), heldID: map[uint64]bool{},
+		heldAnswers: make(chan heldRequest, 16)}
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
 		_ = ln.Close()
@@ -128,15 +141,17 @@ func startHoldProxy(t *testing.T, server string, hold func(wire.Op, *wire.Decode
 			p.mu.Lock()
 			p.conns = append(p.conns, c, s)
 			p.mu.Unlock()
-			wg.Go(func() { p.responses(s, c); _ = c.Close() })
-			wg.Go(func() { p.requests(c, &lockedWriter{w: s}); _ = s.Close() })
+			// The requests of this connection whose answers are held, by id.
+			var answers sync.Map
+			wg.Go(func() { p.responses(s, &lockedWriter{w: c}, &answers); _ = c.Close() })
+			wg.Go(func() { p.requests(c, &lockedWriter{w: s}, &answers); _ = s.Close() })
 		}
 	})
 	return p
 }
 
 // requests forwards the handshake answer as it is, then frame by frame.
-func (p *holdProxy) requests(from io.Reader, to *lockedWriter) {
+func (p *holdProxy) requests(from io.Reader, to *lockedWriter, answers *sync.Map) {
 	hs := make([]byte, handshakeAnswer)
 	if _, err := io.ReadFull(from, hs); err != nil || to.write(hs) != nil {
 		return
@@ -148,12 +163,15 @@ func (p *holdProxy) requests(from io.Reader, to *lockedWriter) {
 		}
 		id, op := binary.LittleEndian.Uint64(frame), wire.Op(binary.LittleEndian.Uint32(frame[8:]))
 		meta := frame[frameHeader : frameHeader+binary.LittleEndian.Uint32(frame[12:])]
-		if d := wire.NewDecoder(meta); p.hold(op, argsOf(d)) {
+		if d := wire.NewDecoder(meta); p.hold != nil && p.hold(op, argsOf(d)) {
 			p.mu.Lock()
 			p.heldID[id] = true
 			p.mu.Unlock()
 			p.held <- heldRequest{id: id, op: op, args: argsOf(wire.NewDecoder(meta)), frame: frame, to: to}
 			continue
+		}
+		if p.holdAnswer != nil && p.holdAnswer(op) {
+			answers.Store(id, op)
 		}
 		if to.write(frame) != nil {
 			return
@@ -166,13 +184,13 @@ func (p *holdProxy) requests(from io.Reader, to *lockedWriter) {
 }
 
 // responses forwards the server's side of the handshake and its responses.
-func (p *holdProxy) responses(from io.Reader, to io.Writer) {
+func (p *holdProxy) responses(from io.Reader, to *lockedWriter, answers *sync.Map) {
 	for _, n := range []int{handshakeHello, handshakeVerdict} {
 		hs := make([]byte, n)
 		if _, err := io.ReadFull(from, hs); err != nil {
 			return
 		}
-		if _, err := to.Write(hs); err != nil {
+		if to.write(hs) != nil {
 			return
 		}
 	}
@@ -181,10 +199,14 @@ func (p *holdProxy) responses(from io.Reader, to io.Writer) {
 		if err != nil {
 			return
 		}
-		if _, err := to.Write(frame); err != nil {
+		id := binary.LittleEndian.Uint64(frame)
+		if op, ok := answers.LoadAndDelete(id); ok {
+			p.heldAnswers <- heldRequest{id: id, op: op.(wire.Op), frame: frame, to: to}
+			continue
+		}
+		if to.write(frame) != nil {
 			return
 		}
-		id := binary.LittleEndian.Uint64(frame)
 		p.mu.Lock()
 		held := p.heldID[id]
 		p.mu.Unlock()

@@ -24,11 +24,12 @@ func (f *FS) attrCall(ctx context.Context, p string, op wire.Op, args *wire.Enco
 // GetAttr asks the metadata server of p, which knows the sizes that writes
 // of every client announced.
 func (f *FS) GetAttr(ctx context.Context, p string) (namespace.Attr, error) {
+	since := f.asked()
 	a, err := f.attrCall(ctx, p, wire.OpGetAttr, pathArgs(p))
 	if err != nil {
 		return a, err
 	}
-	f.learn(p, a)
+	f.learn(p, a, since)
 	return f.withWrites(p, a), nil
 }
 
@@ -36,6 +37,7 @@ func (f *FS) GetAttr(ctx context.Context, p string) (namespace.Attr, error) {
 // checks the caller may), trims every server, then records the size.
 func (f *FS) SetAttr(ctx context.Context, p string, in namespace.SetAttr) (namespace.Attr, error) {
 	if in.Size == nil {
+		since := f.asked()
 		a, err := f.attrCall(ctx, p, wire.OpSetAttr, pathArgs(p).SetAttr(in))
 		if err != nil {
 			return a, err
@@ -43,7 +45,7 @@ func (f *FS) SetAttr(ctx context.Context, p string, in namespace.SetAttr) (names
 		if in.Mtime != nil || in.MtimeNow {
 			f.setTimes(p)
 		}
-		f.learn(p, a)
+		f.learn(p, a, since)
 		return f.withWrites(p, a), nil
 	}
 	if err := f.pushSize(ctx, p); err != nil {
@@ -84,13 +86,15 @@ func (f *FS) truncateVia(ctx context.Context, p string, size int64, viaOpen bool
 	}
 	a, err := f.attrCall(ctx, p, wire.OpTruncate, pathArgs(p).Int64(size).Bool(viaOpen))
 	if err == nil {
-		f.learn(p, a)
+		// The size is what the truncation made it, whatever came before.
+		f.learn(p, a, f.asked())
 	}
 	return a, err
 }
 
 // Open checks the caller may open p; O_TRUNC also empties the cached file.
 func (f *FS) Open(ctx context.Context, p string, flags int) (namespace.Attr, error) {
+	since := f.asked()
 	a, err := f.attrCall(ctx, p, wire.OpOpen, pathArgs(p).Uint32(uint32(flags)))
 	if err != nil {
 		return a, err
@@ -98,7 +102,7 @@ func (f *FS) Open(ctx context.Context, p string, flags int) (namespace.Attr, err
 	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		return f.truncate(ctx, p, 0)
 	}
-	f.learn(p, a)
+	f.learn(p, a, since)
 	return a, nil
 }
 
@@ -118,7 +122,7 @@ func (f *FS) Create(ctx context.Context, p string, flags int, mode uint32) (name
 		return f.truncate(ctx, p, 0)
 	}
 	f.forget(p)
-	f.learn(p, a)
+	f.learn(p, a, f.asked())
 	return a, nil
 }
 

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -152,5 +153,47 @@ func TestFailedSizePushSurvivesAnotherClose(t *testing.T) {
 	again.release(t)
 	if err := <-closed; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStaleAnswerDoesNotShrinkTheFile holds back the answer to a GetAttr,
+// which the server gave before a write of the same client made the file
+// longer, and lets it through once the write returned and a sync published
+// its size. The answer knows nothing of the write: the client must still
+// read the whole file, as the kernel keeps the size a write gave an inode
+// against an older answer.
+func TestStaleAnswerDoesNotShrinkTheFile(t *testing.T) {
+	in := servertest.Start(t, t.TempDir(), servertest.Options{Servers: 1, ExtentSize: testExtent, Secret: "k"})
+	px := startProxy(t, in.Data[0], nil, func(op wire.Op) bool { return op == wire.OpGetAttr })
+	f := connect(t, &servertest.Instance{Data: []string{px.addr}})
+	ctx := context.Background()
+	create(t, f, "f")
+	want := randomData(3 * testExtent)
+	if _, err := f.WriteAt(ctx, "f", want[:testExtent], 0); err != nil {
+		t.Fatal(err)
+	}
+	asked := make(chan error, 1)
+	go func() {
+		_, err := f.GetAttr(ctx, "f")
+		asked <- err
+	}()
+	var stale heldRequest
+	select {
+	case stale = <-px.heldAnswers:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not answer the GetAttr")
+	}
+	if _, err := f.WriteAt(ctx, "f", want[testExtent:], testExtent); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Fsync(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	stale.release(t)
+	if err := <-asked; err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, f, "f", len(want)); !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes after an answer older than the last write; want the %d written", len(got), len(want))
 	}
 }
