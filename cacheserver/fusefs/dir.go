@@ -93,6 +93,9 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	ctx = n.ctx(ctx)
 	if c := n.openChild(name); c != nil {
+		// A failed removal of the hidden name is logged; the unlink did
+		// what it was asked.
+		defer func() { _ = c.dropOpen() }()
 		if a, err := n.m.fsys.GetAttr(ctx, n.child(name)); err != nil || a.Nlink < 2 {
 			return c.hide(ctx, n, name)
 		}
@@ -110,6 +113,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	ctx = n.ctx(ctx)
 	oldPath, newPath := n.child(name), np.child(newName)
 	victim := np.openChild(newName)
+	if victim != nil {
+		defer func() { _ = victim.dropOpen() }()
+	}
 	if victim == nil || flags&(fs.RENAME_EXCHANGE|renameNoReplace) != 0 || victim.EmbeddedInode() == n.GetChild(name) {
 		return errno(n.m.fsys.Rename(ctx, oldPath, newPath, flags))
 	}
@@ -127,7 +133,11 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 const renameNoReplace = 1
 
 // openChild returns the child name of n if this mount has it open and it is
-// not a directory.
+// not a directory, counted as open once more until the caller, done hiding
+// it or not, drops that count (dropOpen). A last release that lands while
+// the file is being hidden then leaves the removal of the hidden name to
+// that drop, rather than finding the file not hidden yet and leaving the
+// name behind for good.
 func (n *node) openChild(name string) *node {
 	ci := n.GetChild(name)
 	if ci == nil || ci.IsDir() {
@@ -142,5 +152,6 @@ func (n *node) openChild(name string) *node {
 	if c.opens == 0 {
 		return nil
 	}
+	c.opens++
 	return c
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/posixns"
@@ -96,4 +97,63 @@ func TestHiddenNamesAreNotedFirst(t *testing.T) {
 	if got, err := g.ReadAt(make([]byte, 1), 0); got != 1 || err != nil {
 		t.Fatalf("reading g after its unlink: %d, %v", got, err)
 	}
+}
+
+// gatedNotes is a namespace whose notes of hidden names wait at a gate.
+type gatedNotes struct {
+	namespace.FS
+	entered, gate chan struct{}
+}
+
+func (g *gatedNotes) NoteHidden(context.Context, string) error {
+	g.entered <- struct{}{}
+	<-g.gate
+	return nil
+}
+
+// TestReleaseWhileHidingRemovesTheHiddenName closes the last descriptor of
+// a file while an unlink is hiding it, and lets the hiding go on only once
+// the mount has handled the release. The file is closed and unlinked: its
+// hidden name must go too, not stay in the backing directory for good.
+func TestReleaseWhileHidingRemovesTheHiddenName(t *testing.T) {
+	mnt, backing, fsys, s := mountOver(t, Options{}, func(p *posixns.FS) *gatedNotes {
+		return &gatedNotes{FS: p, entered: make(chan struct{}), gate: make(chan struct{})}
+	})
+	p := filepath.Join(mnt, "f")
+	if err := os.WriteFile(p, []byte("f"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed := make(chan error, 1)
+	go func() { removed <- os.Remove(p) }()
+	<-fsys.entered
+	c := s.root.GetChild("f").Operations().(*node)
+	before := opens(c)
+	f.Close()
+	for deadline := time.Now().Add(10 * time.Second); opens(c) == before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the mount did not handle the release of the closed descriptor")
+		}
+	}
+	close(fsys.gate)
+	if err := <-removed; err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(backing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		t.Errorf("the backing directory holds %s after the file was closed and unlinked", e.Name())
+	}
+}
+
+// opens returns how many opens of n the mount counts.
+func opens(n *node) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.opens
 }

@@ -83,6 +83,7 @@ type Server struct {
 	log     *slog.Logger
 	callers callers
 	server  *fuse.Server
+	root    *node
 	// conn is the FUSE connection's number in /sys/fs/fuse/connections.
 	conn uint32
 	// done is closed when go-fuse's serving loops have returned; stopped
@@ -126,7 +127,8 @@ func Mount(mountpoint string, fsys namespace.FS, opts Options) (*Server, error) 
 // with the writes of cached pages watched (watchedFS).
 func (s *Server) mount() (*fuse.Server, error) {
 	opts := s.fsOptions()
-	raw := watchedFS{RawFileSystem: fs.NewNodeFS(&node{m: s}, opts), m: s}
+	s.root = &node{m: s}
+	raw := watchedFS{RawFileSystem: fs.NewNodeFS(s.root, opts), m: s}
 	server, err := fuse.NewServer(raw, s.dir, &opts.MountOptions)
 	if err != nil {
 		return nil, err
