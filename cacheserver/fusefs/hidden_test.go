@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -112,42 +113,59 @@ func (g *gatedNotes) NoteHidden(context.Context, string) error {
 }
 
 // TestReleaseWhileHidingRemovesTheHiddenName closes the last descriptor of
-// a file while an unlink is hiding it, and lets the hiding go on only once
-// the mount has handled the release. The file is closed and unlinked: its
-// hidden name must go too, not stay in the backing directory for good.
+// a file while an unlink, or a rename over it, is hiding it, and lets the
+// hiding go on only once the mount has handled the release. The file is
+// closed and gone: its hidden name must go too, not stay in the backing
+// directory for good.
 func TestReleaseWhileHidingRemovesTheHiddenName(t *testing.T) {
-	mnt, backing, fsys, s := mountOver(t, Options{}, func(p *posixns.FS) *gatedNotes {
-		return &gatedNotes{FS: p, entered: make(chan struct{}), gate: make(chan struct{})}
-	})
-	p := filepath.Join(mnt, "f")
-	if err := os.WriteFile(p, []byte("f"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	removed := make(chan error, 1)
-	go func() { removed <- os.Remove(p) }()
-	<-fsys.entered
-	c := s.root.GetChild("f").Operations().(*node)
-	before := opens(c)
-	f.Close()
-	for deadline := time.Now().Add(10 * time.Second); opens(c) == before; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the mount did not handle the release of the closed descriptor")
-		}
-	}
-	close(fsys.gate)
-	if err := <-removed; err != nil {
-		t.Fatal(err)
-	}
-	entries, err := os.ReadDir(backing)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		t.Errorf("the backing directory holds %s after the file was closed and unlinked", e.Name())
+	for name, remove := range map[string]func(mnt string) error{
+		"unlink": func(mnt string) error { return os.Remove(filepath.Join(mnt, "f")) },
+		"rename over": func(mnt string) error {
+			if err := os.WriteFile(filepath.Join(mnt, "g"), []byte("g"), 0o644); err != nil {
+				return err
+			}
+			return os.Rename(filepath.Join(mnt, "g"), filepath.Join(mnt, "f"))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			mnt, backing, fsys, s := mountOver(t, Options{}, func(p *posixns.FS) *gatedNotes {
+				return &gatedNotes{FS: p, entered: make(chan struct{}), gate: make(chan struct{})}
+			})
+			if err := os.WriteFile(filepath.Join(mnt, "f"), []byte("f"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(filepath.Join(mnt, "f"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			removed := make(chan error, 1)
+			go func() { removed <- remove(mnt) }()
+			<-fsys.entered
+			c := s.root.GetChild("f").Operations().(*node)
+			before := opens(c)
+			f.Close()
+			for deadline := time.Now().Add(10 * time.Second); opens(c) == before; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the mount did not handle the release of the closed descriptor")
+				}
+			}
+			close(fsys.gate)
+			if err := <-removed; err != nil {
+				t.Fatal(err)
+			}
+			entries, err := os.ReadDir(backing)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			want := map[string][]string{"unlink": nil, "rename over": {"f"}}[name]
+			if !slices.Equal(names, want) {
+				t.Errorf("the backing directory holds %q after the file was closed and replaced; want %q", names, want)
+			}
+		})
 	}
 }
 
