@@ -30,11 +30,7 @@ func (f *FS) learn(path string, a namespace.Attr, since uint64) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	st := f.files[path]
-	if st == nil {
-		st = &fileState{}
-		f.files[path] = st
-	}
+	st := f.stateLocked(path)
 	if st.grewAt > since {
 		st.size = max(a.Size, st.size)
 	} else {
@@ -274,17 +270,35 @@ func (f *FS) grew(path string, end int64) {
 	now := time.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	st := f.stateLocked(path)
+	st.wrote = now
+	if f.extendLocked(st, end) {
+		st.pending = end
+		f.kickPush()
+	}
+}
+
+// stateLocked returns the state of path, new if the client knows nothing
+// of it. Called with f.mu held.
+func (f *FS) stateLocked(path string) *fileState {
 	st := f.files[path]
 	if st == nil {
 		st = &fileState{}
 		f.files[path] = st
 	}
-	st.wrote = now
-	if end > st.size {
-		f.extensions++
-		st.size, st.pending, st.grewAt = end, end, f.extensions
-		f.kickPush()
+	return st
+}
+
+// extendLocked records that this client's writes reach end of the file of
+// st, and reports whether that made the file longer than the client knew
+// it (marking it for learn). Called with f.mu held.
+func (f *FS) extendLocked(st *fileState, end int64) bool {
+	if end <= st.size {
+		return false
 	}
+	f.extensions++
+	st.size, st.grewAt = end, f.extensions
+	return true
 }
 
 // clearSetid asks the metadata server to clear the setuid and setgid bits
@@ -335,15 +349,9 @@ func (f *FS) pushSize(ctx context.Context, path string) error {
 		// descriptor, which found nothing pending): the size is still
 		// this client's to publish.
 		f.mu.Lock()
-		if st = f.files[path]; st == nil {
-			st = &fileState{}
-			f.files[path] = st
-		}
+		st = f.stateLocked(path)
 		st.pending = max(st.pending, end)
-		if end > st.size {
-			f.extensions++
-			st.size, st.grewAt = end, f.extensions
-		}
+		f.extendLocked(st, end)
 		f.mu.Unlock()
 	}
 	return err
