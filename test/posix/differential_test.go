@@ -187,6 +187,14 @@ func TestDifferential(t *testing.T) {
 	checkDifferential(t, []string{dir}, backing, rapid.Custom(drawOp))
 }
 
+// TestDifferentialClientCache does the same through a mount with the
+// client cache, where the kernel keeps pages, attributes and names, and
+// gathers writes in its page cache, across opens.
+func TestDifferentialClientCache(t *testing.T) {
+	dir, backing := mountUnderTest(t, withClientCache())
+	checkDifferential(t, []string{dir}, backing, rapid.Custom(drawOp))
+}
+
 // TestDifferentialTwoMounts does the same through two mounts of the same
 // files, each operation through either: without the client cache, a mount
 // must see what the other wrote and closed (close-to-open), whatever it
