@@ -41,6 +41,12 @@ type Options struct {
 	// socket, also from servers on this machine, whose slab files it
 	// otherwise reads itself.
 	RemoteReads bool
+	// GathersWrites tells the servers that the kernel gathers this
+	// client's writes in its page cache (a mount with the client cache):
+	// they arrive as page write-back, which the servers take even past
+	// their limits on new writes, so an open for writing is held to those
+	// limits as a create is (see wire.OpOpen).
+	GathersWrites bool
 	// DoomHold is how often an unlink under way tells the servers that
 	// keep the file's data doomed that it still is; 0 means 30 seconds. It
 	// must stay well under the servers' doom timeout (two minutes by
@@ -71,6 +77,8 @@ type FS struct {
 	indexes      []int
 	total        int
 	loadBalanced bool
+	// gathers is Options.GathersWrites.
+	gathers bool
 	// conns is how many connections the client keeps to each server.
 	conns int
 
@@ -147,7 +155,7 @@ func New(opts Options) (*FS, error) {
 		opts.LostUnlinkWait = 15 * time.Second
 	}
 	f := &FS{
-		total: len(opts.Servers), loadBalanced: opts.LoadBalanced, log: opts.Log, doomHold: opts.DoomHold, lostUnlinkWait: opts.LostUnlinkWait,
+		total: len(opts.Servers), loadBalanced: opts.LoadBalanced, gathers: opts.GathersWrites, log: opts.Log, doomHold: opts.DoomHold, lostUnlinkWait: opts.LostUnlinkWait,
 		files: map[string]*fileState{}, unsynced: map[string]map[int]uint64{}, conns: opts.Conns,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), pusherDone: make(chan struct{}), giveUp: make(chan struct{}),
 	}

@@ -95,7 +95,7 @@ func (f *FS) truncateVia(ctx context.Context, p string, size int64, viaOpen bool
 // Open checks the caller may open p; O_TRUNC also empties the cached file.
 func (f *FS) Open(ctx context.Context, p string, flags int) (namespace.Attr, error) {
 	since := f.asked()
-	a, err := f.attrCall(ctx, p, wire.OpOpen, pathArgs(p).Uint32(uint32(flags)))
+	a, err := f.attrCall(ctx, p, wire.OpOpen, f.withGathered(pathArgs(p).Uint32(uint32(flags))))
 	if err != nil {
 		return a, err
 	}
@@ -106,10 +106,20 @@ func (f *FS) Open(ctx context.Context, p string, flags int) (namespace.Attr, err
 	return a, nil
 }
 
+// withGathered ends the arguments of an open or a create with whether the
+// kernel gathers this client's writes (Options.GathersWrites); servers of
+// an earlier release ignore it.
+func (f *FS) withGathered(args *wire.Encoder) *wire.Encoder {
+	if f.gathers {
+		args.Bool(true)
+	}
+	return args
+}
+
 // Create creates and opens a regular file. A file that existed is opened
 // as Open does, O_TRUNC included: the servers may hold its data.
 func (f *FS) Create(ctx context.Context, p string, flags int, mode uint32) (namespace.Attr, error) {
-	d, err := f.meta(ctx, p, wire.OpCreate, pathArgs(p).Uint32(uint32(flags)).Uint32(mode))
+	d, err := f.meta(ctx, p, wire.OpCreate, f.withGathered(pathArgs(p).Uint32(uint32(flags)).Uint32(mode)))
 	if err != nil {
 		return namespace.Attr{}, err
 	}

@@ -26,17 +26,18 @@ func accepted(ctx context.Context) bool {
 
 // AdmitWriter answers, for an open of path for writing, the error that a
 // write would meet now: ErrReadOnly while the write window is used up, and,
-// if the open creates path, ErrTooManyFiles while the cache holds MaxFiles
-// files. A job whose writes its kernel gathers in the page cache learns of
+// if counted (the open creates path, or its writes will come Accepted),
+// ErrTooManyFiles while the cache holds MaxFiles files and none of them is
+// path. A job whose writes its kernel gathers in the page cache learns of
 // the limits there, at open, as it would from write(2) otherwise: its
 // writes reach the cache later, marked Accepted, and pass them.
-func (e *Engine) AdmitWriter(path string, create bool) error {
+func (e *Engine) AdmitWriter(path string, counted bool) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.readOnlyLocked() {
 		return fmt.Errorf("open %s for writing: %w", path, ErrReadOnly)
 	}
-	if !create || e.tun.MaxFiles <= 0 || e.nfile < e.tun.MaxFiles {
+	if !counted || e.tun.MaxFiles <= 0 || e.nfile < e.tun.MaxFiles {
 		return nil
 	}
 	if f := e.files[path]; f != nil && f.record {

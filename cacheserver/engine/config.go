@@ -17,7 +17,8 @@ var (
 	ErrFileTooLarge = errors.New("file too large")
 	// ErrTooManyFiles (EDQUOT): the first write to a new file when the cache
 	// already holds Tunables.MaxFiles files (but one marked Accepted), and
-	// AdmitWriter for a create then.
+	// AdmitWriter then for an open it counts (a create, or one whose writes
+	// will come Accepted) of a file it does not hold.
 	ErrTooManyFiles = errors.New("too many files")
 	// ErrReadOnly (EROFS): bytes written to the cache device within the
 	// write window passed Multiplier x Capacity; the cache refuses writes

@@ -309,12 +309,13 @@ func (s *Server) create(ctx context.Context, req *wire.Request, resp *wire.Respo
 		return err
 	}
 	flags, mode := int(req.Args.Uint32()), req.Args.Uint32()
-	if err := req.Args.Err(); err != nil {
+	gathered, err := readGathered(req.Args)
+	if err != nil {
 		return err
 	}
 	for {
 		if err := s.cfg.Cache.AdmitWriter(p, true); err != nil {
-			return s.openRefusedCreate(ctx, p, flags, err, resp)
+			return s.openRefusedCreate(ctx, p, flags, gathered, err, resp)
 		}
 		a, err := s.cfg.NS.Create(ctx, p, flags|syscall.O_EXCL, mode)
 		if !errors.Is(err, syscall.EEXIST) || flags&syscall.O_EXCL != 0 {
@@ -324,7 +325,7 @@ func (s *Server) create(ctx context.Context, req *wire.Request, resp *wire.Respo
 			resp.Meta.Attr(s.withCacheSize(ctx, p, a)).Bool(false)
 			return nil
 		}
-		a, err = s.openFile(ctx, p, flags)
+		a, err = s.openFile(ctx, p, flags, gathered)
 		if errors.Is(err, syscall.ENOENT) {
 			// Removed between the two calls: create it again.
 			continue
@@ -340,7 +341,7 @@ func (s *Server) create(ctx context.Context, req *wire.Request, resp *wire.Respo
 // openRefusedCreate answers a create that the cache's limits refused with
 // refused: an existing file is opened instead, as open(2) with O_CREAT does
 // on a read-only file system, or, for O_EXCL, fails with EEXIST untouched.
-func (s *Server) openRefusedCreate(ctx context.Context, p string, flags int, refused error, resp *wire.Response) error {
+func (s *Server) openRefusedCreate(ctx context.Context, p string, flags int, gathered bool, refused error, resp *wire.Response) error {
 	var a namespace.Attr
 	var err error
 	if flags&syscall.O_EXCL != 0 {
@@ -348,7 +349,7 @@ func (s *Server) openRefusedCreate(ctx context.Context, p string, flags int, ref
 			return syscall.EEXIST
 		}
 	} else {
-		a, err = s.openFile(ctx, p, flags)
+		a, err = s.openFile(ctx, p, flags, gathered)
 	}
 	if errors.Is(err, syscall.ENOENT) {
 		return refused
@@ -367,7 +368,12 @@ func (s *Server) open(ctx context.Context, req *wire.Request, resp *wire.Respons
 	if err != nil {
 		return err
 	}
-	a, err := s.openFile(ctx, p, int(req.Args.Uint32()))
+	flags := int(req.Args.Uint32())
+	gathered, err := readGathered(req.Args)
+	if err != nil {
+		return err
+	}
+	a, err := s.openFile(ctx, p, flags, gathered)
 	if err != nil {
 		return err
 	}
@@ -375,10 +381,24 @@ func (s *Server) open(ctx context.Context, req *wire.Request, resp *wire.Respons
 	return nil
 }
 
+// readGathered reads the last argument of an open or a create, which says
+// whether the client's kernel gathers its writes in its page cache (a
+// client of an earlier release sends none).
+func readGathered(d *wire.Decoder) (bool, error) {
+	if !d.More() {
+		return false, d.Err()
+	}
+	gathered := d.Bool()
+	return gathered, d.Err()
+}
+
 // openFile checks the caller may open p with flags, and answers its
 // attributes: those of the backing file just cut for O_TRUNC, which the
 // client trims the servers to, and otherwise with the size the cache knows.
-func (s *Server) openFile(ctx context.Context, p string, flags int) (namespace.Attr, error) {
+// The writes of a client whose kernel gathers them (gathered) reach the
+// cache as page write-back, which passes its limit on files: the limit
+// then holds at open, for a file the cache does not hold, as for a create.
+func (s *Server) openFile(ctx context.Context, p string, flags int, gathered bool) (namespace.Attr, error) {
 	writing := flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0
 	if writing && s.cfg.LoadBalanced {
 		return namespace.Attr{}, fmt.Errorf("load-balanced instance is read-only: %w", syscall.EROFS)
@@ -387,7 +407,7 @@ func (s *Server) openFile(ctx context.Context, p string, flags int) (namespace.A
 		return namespace.Attr{}, errDraining
 	}
 	if writing {
-		if err := s.cfg.Cache.AdmitWriter(p, false); err != nil {
+		if err := s.cfg.Cache.AdmitWriter(p, gathered); err != nil {
 			return namespace.Attr{}, err
 		}
 	}

@@ -59,9 +59,10 @@ type Cache interface {
 	EvictPath(ctx context.Context, path string) error
 	InvalidatePath(ctx context.Context, path string) error
 	// AdmitWriter returns the error a write to path would meet now, for an
-	// open of it for writing that creates it if create: a write window
-	// used up (EROFS) or, for a new file, the limit on files (EDQUOT).
-	AdmitWriter(path string, create bool) error
+	// open of it for writing: a write window used up (EROFS) or, if
+	// counted (a create, or writes the client's kernel gathers), the limit
+	// on files for a file the cache does not hold (EDQUOT).
+	AdmitWriter(path string, counted bool) error
 	Stats() control.Stats
 	SetTunables(t control.Tunables) error
 }

@@ -70,15 +70,20 @@ const (
 	OpReadlink
 	// OpLink (old, new) answers an Attr.
 	OpLink
-	// OpCreate (path, flags u32, mode u32) answers an Attr and whether the
-	// file existed (bool; servers older than it answer none). Without
-	// O_EXCL an existing file is opened as by OpOpen: with O_TRUNC the
-	// client then trims every server and finishes with OpTruncate. A new
-	// file past the cache's limit on files fails with EDQUOT.
+	// OpCreate (path, flags u32, mode u32[, gathered bool]) answers an
+	// Attr and whether the file existed (bool; servers older than it
+	// answer none). Without O_EXCL an existing file is opened as by OpOpen:
+	// with O_TRUNC the client then trims every server and finishes with
+	// OpTruncate. A new file past the cache's limit on files fails with
+	// EDQUOT.
 	OpCreate
-	// OpOpen (path, flags u32) answers an Attr. An open for writing fails
-	// with EROFS while the cache's write window is used up, and so does
-	// OpCreate.
+	// OpOpen (path, flags u32[, gathered bool]) answers an Attr. An open
+	// for writing fails with EROFS while the cache's write window is used
+	// up, and so does OpCreate. gathered says that the client's kernel
+	// gathers its writes in its page cache (a mount with the client
+	// cache): they will reach the servers as page write-back, which passes
+	// the limit on files, so an open for writing of a file the cache does
+	// not hold fails with EDQUOT past the limit, as a create does.
 	OpOpen
 	// OpGetxattr (path, name, size u32) answers the size (u32) and, when
 	// size > 0, the value in the data section.

@@ -78,7 +78,8 @@ func runMount(ctx context.Context, f *mountFlags, mountpoint string) error {
 	if err != nil {
 		return err
 	}
-	opts := client.Options{Servers: f.servers, Secret: secret, ExtentSize: int64(f.extentSize), LoadBalanced: f.loadBalance, Node: f.node, Log: log}
+	opts := client.Options{Servers: f.servers, Secret: secret, ExtentSize: int64(f.extentSize), LoadBalanced: f.loadBalance, Node: f.node, Log: log,
+		GathersWrites: f.clientCache}
 	if opts.Node == "" {
 		opts.Node, _ = os.Hostname()
 	}

@@ -103,7 +103,9 @@ func writeMapped(t *testing.T, path string, data []byte) {
 // TestMaxFilesRefusesCreates checks that a create past the limit on files
 // fails with EDQUOT, with the client cache too, whose writes reach the
 // servers only as page write-back, which passes the limit; files the cache
-// holds may still be written.
+// holds may still be written. A file of the backing directory that the
+// cache does not hold counts as a new one: writing it fails with EDQUOT,
+// at write(2), or at open with the client cache, and it can still be read.
 func TestMaxFilesRefusesCreates(t *testing.T) {
 	requireFUSE(t)
 	for name, args := range map[string][]string{
@@ -112,6 +114,8 @@ func TestMaxFilesRefusesCreates(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := dirs(t)
+			old := []byte("from before")
+			writeWhole(t, filepath.Join(in.backing, "old"), old)
 			up(t, in, 1, args...)
 			for _, n := range []string{"a", "b"} {
 				writeWhole(t, filepath.Join(in.mount, n), []byte(n))
@@ -120,12 +124,28 @@ func TestMaxFilesRefusesCreates(t *testing.T) {
 			if !errors.Is(err, syscall.EDQUOT) {
 				t.Errorf("create past maxFiles: %v, want EDQUOT", err)
 			}
+			if err := overwrite(filepath.Join(in.mount, "old"), []byte("new")); !errors.Is(err, syscall.EDQUOT) {
+				t.Errorf("writing a file the cache does not hold past maxFiles: %v, want EDQUOT", err)
+			}
+			sameFile(t, filepath.Join(in.mount, "old"), old)
 			writeWhole(t, filepath.Join(in.mount, "a"), []byte("again"))
 			must(t, "local", "down", "--mount", in.mount)
 			sameFile(t, filepath.Join(in.backing, "a"), []byte("again"))
+			sameFile(t, filepath.Join(in.backing, "old"), old)
 			if _, err := os.Stat(filepath.Join(in.backing, "c")); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("refused create left c on the backing directory: %v", err)
 			}
 		})
 	}
+}
+
+// overwrite opens an existing file for writing, writes data at its start
+// and closes it, and returns the first error.
+func overwrite(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(data, 0)
+	return errors.Join(err, f.Close())
 }
