@@ -33,6 +33,18 @@ func restartServer(t *testing.T, in instance, i int, sig syscall.Signal) {
 // stopAndRestart is restartServer after delay, for a goroutine beside the
 // test's: it reports errors rather than failing the test.
 func stopAndRestart(in instance, i int, sig syscall.Signal, delay time.Duration) error {
+	return stopAndStart(in, i, sig, delay, func(servers int) error {
+		out, err := exec.Command(bin, upArgs(in, servers)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("local up: %w\n%s", err, out)
+		}
+		return nil
+	})
+}
+
+// stopAndStart stops server i of the instance with sig after delay, waits
+// until it is gone, and runs start with the number of servers.
+func stopAndStart(in instance, i int, sig syscall.Signal, delay time.Duration, start func(servers int) error) error {
 	time.Sleep(delay)
 	st, err := loadState(in.cacheDir)
 	if err != nil {
@@ -45,11 +57,7 @@ func stopAndRestart(in instance, i int, sig syscall.Signal, delay time.Duration)
 	if err := waitDead(victim); err != nil {
 		return err
 	}
-	out, err := exec.Command(bin, upArgs(in, len(st.Servers))...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("local up: %w\n%s", err, out)
-	}
-	return nil
+	return start(len(st.Servers))
 }
 
 // TestCloseAfterAServerRestart writes to a file that stays open, restarts

@@ -1,12 +1,14 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,6 +30,10 @@ import (
 // not. The servers commit only when a close, an fsync or a change of names
 // asks them to, so that nothing else makes the data durable.
 //
+// With the client cache the kernel holds written pages and sends them
+// later: a close waits until the killed server is back to take them, and
+// fails if it took some before it died.
+//
 // It depends on timing as much as on its seed: soak it with -count. A run
 // takes about two seconds, or 15 more when a kill hides whether an unlink
 // removed its file (the metadata server died with the removal sent): the
@@ -35,6 +41,12 @@ import (
 // still be under way.
 func TestRandomServerKillsLoseNothingAcknowledged(t *testing.T) {
 	requireFUSE(t)
+	for name, extra := range map[string][]string{"no client cache": nil, "client cache": {"--client-cache"}} {
+		t.Run(name, func(t *testing.T) { killSoak(t, extra) })
+	}
+}
+
+func killSoak(t *testing.T, extra []string) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("BURSTCACHE_KILL_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
@@ -43,7 +55,8 @@ func TestRandomServerKillsLoseNothingAcknowledged(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	in := dirs(t)
 	const servers = 3
-	up(t, in, servers, append(holdDirty, "--server-arg=--commit-interval=1h")...)
+	up(t, in, servers, append(append(holdDirty, "--server-arg=--commit-interval=1h"), extra...)...)
+	restart := startLauncher(t, in, servers)
 	k := &killRun{t: t, rng: rng, mount: in.mount, backing: in.backing, known: map[string][]byte{}, exists: map[string]bool{}}
 	ops, failed, heldLost := 0, 0, 0
 	for round := range 8 {
@@ -63,7 +76,7 @@ func TestRandomServerKillsLoseNothingAcknowledged(t *testing.T) {
 		victim := rng.IntN(servers)
 		delay := time.Duration(rng.IntN(40)) * time.Millisecond
 		restarted := make(chan error, 1)
-		go func() { restarted <- stopAndRestart(in, victim, syscall.SIGKILL, delay) }()
+		go func() { restarted <- stopAndStart(in, victim, syscall.SIGKILL, delay, restart) }()
 		for done := false; !done; {
 			select {
 			case err := <-restarted:
@@ -305,4 +318,59 @@ func firstDifference(a, b []byte) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// startLauncher starts a process that runs local up for the instance of
+// servers servers each time the returned function is called, and returns
+// that function. The
+// process starts before the test opens any file of the mount, and holds
+// none: a process that forks to run a command holds copies of its open
+// files until the exec, which closes them, and the close of a file with
+// dirty pages in the kernel's page cache (the client cache) waits until
+// they are written back, to the killed server that the command would
+// start again.
+func startLauncher(t *testing.T, in instance, servers int) func(servers int) error {
+	t.Helper()
+	log := filepath.Join(t.TempDir(), "launcher.log")
+	logf, err := os.Create(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command("sh", "-c", `while read -r _; do "$0" "$@" >&2; echo $?; done`, bin)
+	cmd.Args = append(cmd.Args, upArgs(in, servers)...)
+	cmd.Stderr = logf
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	})
+	answers := bufio.NewReader(stdout)
+	return func(n int) error {
+		if n != servers {
+			return fmt.Errorf("the launcher starts %d servers, not %d", servers, n)
+		}
+		if _, err := fmt.Fprintln(stdin); err != nil {
+			return err
+		}
+		code, err := answers.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if code = strings.TrimSpace(code); code != "0" {
+			out, _ := os.ReadFile(log)
+			return fmt.Errorf("local up: exit %s\n%s", code, out)
+		}
+		return nil
+	}
 }
