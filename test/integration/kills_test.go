@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -340,22 +339,7 @@ func startLauncher(t *testing.T, in instance, servers int) func(servers int) err
 	cmd := exec.Command("sh", "-c", `while read -r _; do "$0" "$@" >&2; echo $?; done`, bin)
 	cmd.Args = append(cmd.Args, upArgs(in, servers)...)
 	cmd.Stderr = logf
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = stdin.Close()
-		_ = cmd.Wait()
-	})
-	answers := bufio.NewReader(stdout)
+	stdin, answers := startPiped(t, cmd)
 	return func(n int) error {
 		if n != servers {
 			return fmt.Errorf("the launcher starts %d servers, not %d", servers, n)

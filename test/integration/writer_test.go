@@ -92,22 +92,8 @@ func startWriter(t *testing.T, path string, data []byte, mode string) *writer {
 	}
 	cmd := exec.Command(os.Args[0], path, src, mode)
 	cmd.Env = append(os.Environ(), writerEnv+"=1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	w := &writer{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
+	stdin, out := startPiped(t, cmd)
+	w := &writer{cmd: cmd, stdin: stdin, out: out}
 	if err := <-w.step("opened"); err != nil {
 		t.Fatalf("writer: %v", err)
 	}
@@ -148,4 +134,27 @@ func (w *writer) step(want string) <-chan error {
 		}
 	}()
 	return done
+}
+
+// startPiped starts cmd with pipes to its standard input and from its
+// standard output, and kills it when the test ends.
+func startPiped(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, *bufio.Reader) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return stdin, bufio.NewReader(stdout)
 }
