@@ -7,12 +7,54 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/burstcache/burstcache/cacheserver/server/servertest"
+	"github.com/burstcache/burstcache/cacheserver/wire"
 )
 
-// Flush, which the mount calls at every close(2), forgets what the client
-// knew of the file. Other descriptors of the same file on the node go on
-// reading and writing meanwhile: what they do must not depend on that
-// knowledge being there.
+// Released, which the mount calls when it released its last descriptor of
+// a file, forgets what the client knew of the file; an open may be under
+// way meanwhile, and descriptors it opens read and write at once. What they
+// do must not depend on that knowledge being there. The tests below forget
+// it at every close (Flush, then Released), which is more often than the
+// mount does.
+
+// TestCloseKeepsWhatTheClientKnows closes a file while another descriptor
+// of it stays open: reads through that one must not ask the metadata
+// server for the size again, until the mount released the last descriptor.
+func TestCloseKeepsWhatTheClientKnows(t *testing.T) {
+	in := servertest.Start(t, t.TempDir(), servertest.Options{Servers: 1, ExtentSize: testExtent, Secret: "k"})
+	px := startProxy(t, in.Data[0], nil, nil)
+	f := connect(t, &servertest.Instance{Data: []string{px.addr}})
+	ctx := context.Background()
+	create(t, f, "f")
+	want := randomData(2 * testExtent)
+	if _, err := f.WriteAt(ctx, "f", want, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Flush(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	readAsking := func() (got []byte, asked bool) {
+		for len(px.forwarded) > 0 {
+			<-px.forwarded
+		}
+		got = readAll(t, f, "f", len(want))
+		for len(px.forwarded) > 0 {
+			if <-px.forwarded == wire.OpGetAttr {
+				asked = true
+			}
+		}
+		return got, asked
+	}
+	if got, asked := readAsking(); !bytes.Equal(got, want) || asked {
+		t.Errorf("read after another descriptor's close: %d of %d bytes, asked the size again: %v", len(got), len(want), asked)
+	}
+	f.Released("f")
+	if got, asked := readAsking(); !bytes.Equal(got, want) || !asked {
+		t.Errorf("read after the last release: %d of %d bytes, asked the size again: %v", len(got), len(want), asked)
+	}
+}
 
 // TestWriteAfterAnotherCloseKeepsTheSize writes to a file whose size the
 // client forgot at a close. The write is inside the file: it tells the
@@ -29,6 +71,7 @@ func TestWriteAfterAnotherCloseKeepsTheSize(t *testing.T) {
 	if err := f.Flush(ctx, "f"); err != nil {
 		t.Fatal(err)
 	}
+	f.Released("f")
 	copy(want, "rewritten")
 	if _, err := f.WriteAt(ctx, "f", []byte("rewritten"), 0); err != nil {
 		t.Fatal(err)
@@ -58,6 +101,7 @@ func TestReadsWhileAnotherDescriptorCloses(t *testing.T) {
 		var err error
 		for !stop.Load() && err == nil {
 			err = f.Flush(ctx, "f")
+			f.Released("f")
 		}
 		closer <- err
 	}()

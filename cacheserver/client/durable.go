@@ -81,20 +81,25 @@ func optionalUint64(d *wire.Decoder) uint64 {
 // restarted since it took writes of the file may have lost them: close
 // then fails (ErrServerRestarted). Every write that extended the file
 // announced the new size to the metadata server already, so the next open
-// anywhere sees it. Flush then forgets what this client knew of the file,
-// so that a later open learns it afresh.
+// anywhere sees it. What the client knows of the file stays while other
+// descriptors of it are open (each open learns it afresh); Released
+// forgets it.
 func (f *FS) Flush(ctx context.Context, path string) error {
 	if wrote := f.takeUnsynced(path); len(wrote) > 0 {
-		if err := f.syncOn(ctx, path, slices.Sorted(maps.Keys(wrote)), wrote); err != nil {
-			return err
-		}
+		return f.syncOn(ctx, path, slices.Sorted(maps.Keys(wrote)), wrote)
 	}
+	return nil
+}
+
+// Released is called by the FUSE layer when the mount released its last
+// descriptor of path: the client forgets what it knew of the file, unless
+// it still has a size to tell the metadata server.
+func (f *FS) Released(path string) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	if st := f.files[path]; st != nil && st.pending == 0 {
 		delete(f.files, path)
 	}
-	f.mu.Unlock()
-	return nil
 }
 
 // Fsync publishes the size and makes the data durable on every server, as

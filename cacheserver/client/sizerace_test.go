@@ -140,6 +140,7 @@ func TestFailedSizePushSurvivesAnotherClose(t *testing.T) {
 	if err := f.Flush(ctx, "f"); err != nil {
 		t.Fatal(err)
 	}
+	f.Released("f")
 	px.cut()
 	if err := <-closed; err == nil {
 		t.Fatal("a close whose size push found no server succeeded")

@@ -91,14 +91,26 @@ func (n *node) addOpen() {
 	n.mu.Unlock()
 }
 
-// dropOpen uncounts an open of n; the last one removes the hidden name of a
-// file that was unlinked while open.
+// Releaser is implemented by a namespace.FS that keeps what it knows of a
+// file while the mount has it open.
+type Releaser interface {
+	// Released says that the mount released its last open of path.
+	Released(path string)
+}
+
+// dropOpen uncounts an open of n; the last one tells the namespace
+// (Releaser), and removes the hidden name of a file that was unlinked
+// while open.
 func (n *node) dropOpen() syscall.Errno {
 	n.mu.Lock()
 	n.opens--
-	last := n.opens == 0 && n.hidden
+	released := n.opens == 0
+	last := released && n.hidden
 	as := n.unlinkAs
 	n.mu.Unlock()
+	if r, ok := n.m.fsys.(Releaser); ok && released {
+		r.Released(n.path())
+	}
 	if !last {
 		return 0
 	}
