@@ -357,6 +357,17 @@ func (f *FS) pushSize(ctx context.Context, path string) error {
 	return err
 }
 
+// Released is called by the FUSE layer when the mount released its last
+// descriptor of path: the client forgets what it knew of the file, unless
+// it still has a size to tell the metadata server.
+func (f *FS) Released(path string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st := f.files[path]; st != nil && st.pending == 0 {
+		delete(f.files, path)
+	}
+}
+
 // forget drops what the client knows about path.
 func (f *FS) forget(paths ...string) {
 	f.mu.Lock()

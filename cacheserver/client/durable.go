@@ -91,17 +91,6 @@ func (f *FS) Flush(ctx context.Context, path string) error {
 	return nil
 }
 
-// Released is called by the FUSE layer when the mount released its last
-// descriptor of path: the client forgets what it knew of the file, unless
-// it still has a size to tell the metadata server.
-func (f *FS) Released(path string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if st := f.files[path]; st != nil && st.pending == 0 {
-		delete(f.files, path)
-	}
-}
-
 // Fsync publishes the size and makes the data durable on every server, as
 // their durability setting says.
 func (f *FS) Fsync(ctx context.Context, path string) error {

@@ -207,17 +207,24 @@ func (s *Server) write(ctx context.Context, req *wire.Request, resp *wire.Respon
 // its bytes come from a client's page cache (a client of an earlier
 // release sends none), and marks ctx for the engine if they do.
 func acceptedWrite(ctx context.Context, d *wire.Decoder) (context.Context, error) {
-	if !d.More() {
-		return ctx, d.Err()
-	}
-	fromPageCache := d.Bool()
-	if err := d.Err(); err != nil {
+	fromPageCache, err := optionalBool(d)
+	if err != nil {
 		return ctx, err
 	}
 	if fromPageCache {
 		ctx = engine.Accepted(ctx)
 	}
 	return ctx, nil
+}
+
+// optionalBool reads a last argument that clients of an earlier release
+// do not send: false if it is missing.
+func optionalBool(d *wire.Decoder) (bool, error) {
+	if !d.More() {
+		return false, d.Err()
+	}
+	b := d.Bool()
+	return b, d.Err()
 }
 
 // settling runs fn, which makes a path's cached data durable or writes it

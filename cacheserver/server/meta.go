@@ -309,7 +309,7 @@ func (s *Server) create(ctx context.Context, req *wire.Request, resp *wire.Respo
 		return err
 	}
 	flags, mode := int(req.Args.Uint32()), req.Args.Uint32()
-	gathered, err := readGathered(req.Args)
+	gathered, err := optionalBool(req.Args)
 	if err != nil {
 		return err
 	}
@@ -369,7 +369,7 @@ func (s *Server) open(ctx context.Context, req *wire.Request, resp *wire.Respons
 		return err
 	}
 	flags := int(req.Args.Uint32())
-	gathered, err := readGathered(req.Args)
+	gathered, err := optionalBool(req.Args)
 	if err != nil {
 		return err
 	}
@@ -379,17 +379,6 @@ func (s *Server) open(ctx context.Context, req *wire.Request, resp *wire.Respons
 	}
 	resp.Meta.Attr(a)
 	return nil
-}
-
-// readGathered reads the last argument of an open or a create, which says
-// whether the client's kernel gathers its writes in its page cache (a
-// client of an earlier release sends none).
-func readGathered(d *wire.Decoder) (bool, error) {
-	if !d.More() {
-		return false, d.Err()
-	}
-	gathered := d.Bool()
-	return gathered, d.Err()
 }
 
 // openFile checks the caller may open p with flags, and answers its
