@@ -62,6 +62,11 @@ type Engine struct {
 	commitErr     error
 	commitKick    chan struct{}
 
+	// unsynced holds the extents written back to backing files that wait
+	// for the files' fsync (syncer) before they count as clean.
+	unsynced map[*file][]wroteBack
+	syncKick chan struct{}
+
 	// lastIO is when the latest read or write of a job came in; background
 	// write-back yields to jobs that do I/O (see yieldToJobs).
 	lastIO       time.Time
@@ -92,6 +97,7 @@ func Open(cfg Config) (*Engine, error) {
 		cfg: cfg, log: cfg.Logger, backing: cfg.Backing, es: cfg.ExtentSize, tun: cfg.Tunables,
 		files: map[string]*file{}, dooms: map[*file]struct{}{}, overtaken: map[unlinkKey]time.Time{}, idxExt: map[index.Key]struct{}{}, idxFile: map[string]struct{}{},
 		commitKick: make(chan struct{}, 1), stop: make(chan struct{}),
+		unsynced: map[*file][]wroteBack{}, syncKick: make(chan struct{}, 1),
 	}
 	e.cond = sync.NewCond(&e.mu)
 	e.bufs.New = func() any { b := make([]byte, e.es); return &b }
@@ -166,9 +172,10 @@ func (e *Engine) geometry(idx *index.DB) (int64, error) {
 }
 
 func (e *Engine) start() {
-	e.wg.Add(2)
+	e.wg.Add(3)
 	go e.committer()
 	go e.ticker()
+	go e.syncer()
 	e.mu.Lock()
 	e.startWorkersLocked()
 	e.mu.Unlock()

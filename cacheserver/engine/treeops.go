@@ -246,7 +246,9 @@ func (e *Engine) dropTree(dir string, records bool) int {
 }
 
 // flushTree writes back, on the calling goroutine, every dirty extent under
-// dir, retrying failures with backoff until flushGiveUp in a row.
+// dir, retrying failures with backoff until an extent under dir failed
+// flushGiveUp times in a row, and as many write-backs failed since the
+// flush began.
 func (e *Engine) flushTree(ctx context.Context, dir string) error {
 	return e.flushTreeYielding(ctx, dir, false)
 }
@@ -254,9 +256,14 @@ func (e *Engine) flushTree(ctx context.Context, dir string) error {
 // flushTreeYielding is flushTree; with yield set, the write-back yields to
 // jobs' I/O (see yieldToJobs), for flushes nobody blocks on.
 func (e *Engine) flushTreeYielding(ctx context.Context, dir string, yield bool) error {
-	failures := 0
+	e.mu.Lock()
+	errs := e.st.wbErrors
+	e.mu.Unlock()
 	for {
-		xs, busy := e.dirtyUnder(dir)
+		xs, busy, failed := e.dirtyUnder(dir, errs)
+		if failed != nil {
+			return fmt.Errorf("flushing %s: %w", dir, e.dirtyLeft(failed))
+		}
 		if len(xs) == 0 && !busy {
 			return nil
 		}
@@ -267,23 +274,15 @@ func (e *Engine) flushTreeYielding(ctx context.Context, dir string, yield bool) 
 			}
 			claimed++
 			start := time.Now()
-			err := e.writeBack(x)
+			// A failure is retried after the extent's backoff.
+			_ = e.writeBack(x)
 			if yield {
 				e.yieldToJobs(time.Since(start))
 			}
-			if err != nil {
-				if failures++; failures >= flushGiveUp {
-					return fmt.Errorf("flushing %s: %w", dir, e.dirtyLeft(err))
-				}
-				if err := sleepCtx(ctx, min(backoffMin<<failures, backoffMax)); err != nil {
-					return fmt.Errorf("flushing %s: %w", dir, e.dirtyLeft(err))
-				}
-			} else {
-				failures = 0
-			}
 		}
 		if claimed == 0 {
-			// Workers hold every dirty extent left: wait for them.
+			// Workers and the syncer hold every dirty extent left, or
+			// those left wait for their backoff: wait for them.
 			if err := sleepCtx(ctx, time.Millisecond); err != nil {
 				return fmt.Errorf("flushing %s: %w", dir, e.dirtyLeft(err))
 			}
@@ -291,23 +290,31 @@ func (e *Engine) flushTreeYielding(ctx context.Context, dir string, yield bool) 
 	}
 }
 
-// dirtyUnder lists the dirty extents under dir nobody writes back, and
-// reports whether others are being written back.
-func (e *Engine) dirtyUnder(dir string) (xs []*extent, busy bool) {
+// dirtyUnder lists the dirty extents under dir that nobody writes back and
+// whose backoff is over, and reports whether others are left. failed is
+// the last write-back error when an extent under dir failed flushGiveUp
+// times in a row, and as many write-backs failed since the count was errs.
+func (e *Engine) dirtyUnder(dir string, errs int64) (xs []*extent, busy bool, failed error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	now := time.Now()
 	for _, f := range e.filesUnderLocked(dir) {
 		for _, x := range f.extents {
-			if x.state == ready && x.dirty() {
-				// A doomed file's extents wait for the doom to end.
-				busy = busy || x.wb || f.doomed > 0
-				if !x.wb && f.doomed == 0 {
-					xs = append(xs, x)
-				}
+			if x.state != ready || !x.dirty() {
+				continue
+			}
+			if x.failures >= flushGiveUp && e.st.wbErrors-errs >= flushGiveUp {
+				failed = e.st.lastWBErr
+			}
+			// A doomed file's extents wait for the doom to end.
+			if x.wb || f.doomed > 0 || now.Before(x.retryAt) {
+				busy = true
+			} else {
+				xs = append(xs, x)
 			}
 		}
 	}
-	return xs, busy
+	return xs, busy, failed
 }
 
 // claim marks x as being written back, if it is dirty and nobody else is.

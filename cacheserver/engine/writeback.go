@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/ident"
@@ -119,7 +120,9 @@ func (e *Engine) pickDirtyLocked() *extent {
 }
 
 // writeBack writes the dirty range of x, claimed by the caller, to the
-// backing file, and marks x clean unless it was written meanwhile.
+// backing file, and hands x to the syncer (syncBacking), which marks it
+// clean once the backing file is fsynced, unless it was written meanwhile.
+// x stays claimed until then.
 func (e *Engine) writeBack(x *extent) error {
 	f := x.f
 	f.wbmu.RLock()
@@ -138,29 +141,33 @@ func (e *Engine) writeBack(x *extent) error {
 	}
 	x.mu.RUnlock()
 	if ok && err == nil {
-		ctx := context.Background()
-		if cred != nil {
-			ctx = ident.NewContext(ctx, *cred)
-		}
 		start := time.Now()
-		if _, err = e.backing.WriteAt(ctx, f.path, (*buf)[lo:hi], x.idx*e.es+int64(lo)); err == nil {
+		if _, err = e.backing.WriteAt(credContext(cred), f.path, (*buf)[lo:hi], x.idx*e.es+int64(lo)); err == nil {
 			e.writeBackTimes.add(time.Since(start))
 		}
 	}
-	x.mu.RLock()
-	defer x.mu.RUnlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if ok && err == nil {
+		e.wroteBackLocked(x, gen, lo, hi)
+		return nil
+	}
 	x.wb = false
 	e.cond.Broadcast()
 	if !ok {
 		return nil
 	}
-	if err != nil {
-		return e.writeBackFailedLocked(x, err)
+	return e.writeBackFailedLocked(x, err)
+}
+
+// credContext returns a context that acts as cred on the backing store, or
+// as the process when cred is nil.
+func credContext(cred *ident.Cred) context.Context {
+	ctx := context.Background()
+	if cred != nil {
+		ctx = ident.NewContext(ctx, *cred)
 	}
-	e.writeBackDoneLocked(x, gen, lo, hi)
-	return nil
+	return ctx
 }
 
 func (e *Engine) writeBackFailedLocked(x *extent, err error) error {
@@ -174,17 +181,119 @@ func (e *Engine) writeBackFailedLocked(x *extent, err error) error {
 	return err
 }
 
-// writeBackDoneLocked records a successful write-back of [lo, hi) of x at
-// generation gen. The clean state is committed with the next batch: a crash
-// before that only writes the extent back again.
-func (e *Engine) writeBackDoneLocked(x *extent, gen uint64, lo, hi int32) {
+// wroteBack is an extent whose dirty range [lo, hi) at generation gen was
+// written to the backing file, which waits for an fsync.
+type wroteBack struct {
+	x      *extent
+	gen    uint64
+	lo, hi int32
+}
+
+// wroteBackLocked records that [lo, hi) of x, at generation gen, is in the
+// backing file, and queues x for the syncer. The backing file has grown
+// now, whatever becomes of the fsync.
+func (e *Engine) wroteBackLocked(x *extent, gen uint64, lo, hi int32) {
+	f := x.f
+	f.backingSize = max(f.backingSize, x.idx*e.es+int64(hi))
+	f.exists = true
+	f.sizeGen++
+	e.unsynced[f] = append(e.unsynced[f], wroteBack{x: x, gen: gen, lo: lo, hi: hi})
+	e.kickSyncerLocked()
+}
+
+func (e *Engine) kickSyncerLocked() {
+	select {
+	case e.syncKick <- struct{}{}:
+	default:
+	}
+}
+
+// syncer fsyncs the backing files that write-back wrote to, and only then
+// lets their extents count as clean: an extent whose clean state reached
+// the index while its bytes were still only in the backing file system's
+// page cache (or a parallel file system client's) would be lost to a crash
+// of the node, since the cache would never write it back again, and
+// eviction could drop the only durable copy before that. Write-back of
+// many extents of a file costs one fsync per round: the extents written
+// while one round syncs wait for the next. A round fsyncs as many files at
+// a time as there are write-back workers, since a job's many small files
+// each need their own.
+func (e *Engine) syncer() {
+	defer e.wg.Done()
+	for {
+		select {
+		case <-e.stop:
+			// Extents still waiting stay dirty in the index, and are
+			// written back again after the next Open.
+			return
+		case <-e.syncKick:
+		}
+		e.mu.Lock()
+		batch := e.unsynced
+		e.unsynced = map[*file][]wroteBack{}
+		par := make(chan struct{}, max(e.tun.WriteBackThreads, 1))
+		e.mu.Unlock()
+		var wg sync.WaitGroup
+		for f, ws := range batch {
+			par <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				e.syncBacking(f, ws)
+				<-par
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+// syncBacking fsyncs the backing file of f, then marks the extents ws,
+// written back to it, clean, or failed.
+func (e *Engine) syncBacking(f *file, ws []wroteBack) {
+	// Holding wbmu keeps truncate, drop and doom from running during the
+	// fsync, as during write-back itself.
+	f.wbmu.RLock()
+	e.mu.Lock()
+	skip, cred := f.doomed > 0 || f.dead, f.cred
+	e.mu.Unlock()
+	var err error
+	if !skip {
+		// Durable step: the fsync of the backing file. A crash before it
+		// leaves the extents dirty in the index, to be written back again.
+		err = e.backing.Sync(credContext(cred), f.path)
+	}
+	f.wbmu.RUnlock()
+	for _, w := range ws {
+		x := w.x
+		x.mu.RLock()
+		e.mu.Lock()
+		x.wb = false
+		switch {
+		case skip || x.state != ready:
+			// A doomed file's extents wait for its doom to end; a dead
+			// extent is gone.
+		case err != nil:
+			// Counted in Stats; the extent is retried with backoff.
+			_ = e.writeBackFailedLocked(x, fmt.Errorf("fsync: %w", err))
+		default:
+			e.syncedLocked(x, w.gen, w.lo, w.hi)
+		}
+		e.mu.Unlock()
+		x.mu.RUnlock()
+	}
+	e.mu.Lock()
+	e.cond.Broadcast()
+	e.mu.Unlock()
+}
+
+// syncedLocked records that [lo, hi) of x at generation gen is durable in
+// the backing file. The clean state is committed with the next batch: a
+// crash before that only writes the extent back again.
+func (e *Engine) syncedLocked(x *extent, gen uint64, lo, hi int32) {
 	x.failures, x.retryAt = 0, time.Time{}
 	e.failStreak = 0
 	e.st.writeBack += int64(hi - lo)
-	x.f.backingSize = max(x.f.backingSize, x.idx*e.es+int64(hi))
-	x.f.exists = true
-	x.f.sizeGen++
-	if x.state == ready && x.gen == gen {
+	if x.gen == gen {
 		e.setCleanLocked(x)
 		e.markExtLocked(x)
 	}
