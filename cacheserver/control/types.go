@@ -71,6 +71,11 @@ type Stats struct {
 	WindowBytesWritten int64 `json:"windowBytesWritten"`
 	WindowLimitBytes   int64 `json:"windowLimitBytes"`
 	ReadOnly           bool  `json:"readOnly"`
+	// CacheDeviceError says why the server's cache device failed (an
+	// fdatasync of it returned an error): the server then refuses writes
+	// (EIO) and makes nothing durable on the device, while it still serves
+	// reads and writes back what is dirty. Empty while the device works.
+	CacheDeviceError string `json:"cacheDeviceError,omitempty"`
 	// Flushes counts the whole-cache flushes (Flush and Drain) that ended,
 	// and FlushSeconds the time they took in total.
 	Flushes      uint64  `json:"flushes"`

@@ -25,7 +25,8 @@ func accepted(ctx context.Context) bool {
 }
 
 // AdmitWriter answers, for an open of path for writing, the error that a
-// write would meet now: ErrReadOnly while the write window is used up, and,
+// write would meet now: ErrCacheDevice once the cache device failed,
+// ErrReadOnly while the write window is used up, and,
 // if counted (the open creates path, or its writes will come Accepted),
 // ErrTooManyFiles while the cache holds MaxFiles files and none of them is
 // path. A job whose writes its kernel gathers in the page cache learns of
@@ -34,6 +35,9 @@ func accepted(ctx context.Context) bool {
 func (e *Engine) AdmitWriter(path string, counted bool) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.deviceErr != nil {
+		return fmt.Errorf("open %s for writing: %w", path, e.deviceErr)
+	}
 	if e.readOnlyLocked() {
 		return fmt.Errorf("open %s for writing: %w", path, ErrReadOnly)
 	}

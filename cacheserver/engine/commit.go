@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -57,7 +58,7 @@ func (e *Engine) committer() {
 				continue
 			}
 		}
-		if err := e.commitOnce(); err != nil {
+		if err := e.commitOnce(); err != nil && !errors.Is(err, ErrCacheDevice) {
 			e.log.Error("Committing cache index failed", "err", err)
 		}
 	}
@@ -107,6 +108,12 @@ func (e *Engine) commitBatch(b index.Batch) error {
 	if len(b.Extents) == 0 && len(b.Files) == 0 {
 		return nil
 	}
+	e.mu.Lock()
+	failed := e.deviceErr
+	e.mu.Unlock()
+	if failed != nil {
+		return failed
+	}
 	// Durable step 1: fdatasync the slab. Every entry in the batch names a
 	// slot whose data was written before the entry was queued, so after this
 	// the data the batch refers to is on disk. A crash here leaves the index
@@ -114,6 +121,14 @@ func (e *Engine) commitBatch(b index.Batch) error {
 	// recovery), and dirty extents written in place are recovered as dirty
 	// over their whole valid range.
 	if err := e.slab.Sync(); err != nil {
+		// The pages that failed may be gone from memory as if written,
+		// and the next fdatasync would not say so: trust no commit from
+		// now on (ErrCacheDevice).
+		err = fmt.Errorf("%w: fdatasync of the slab: %w", ErrCacheDevice, err)
+		e.mu.Lock()
+		e.deviceErr = err
+		e.mu.Unlock()
+		e.log.Error("The cache device failed: refusing writes and commits, writing back what is dirty", "err", err)
 		return err
 	}
 	// Durable step 2: the bbolt transaction (see index.DB.Commit). A crash

@@ -25,6 +25,14 @@ var (
 	// (but those marked Accepted), and AdmitWriter opens for writing, until
 	// old writes leave the window.
 	ErrReadOnly = errors.New("cache is read-only: write window exceeded")
+	// ErrCacheDevice (EIO): an fdatasync of the slab failed. The kernel
+	// reports a failed write-out once, and may let the pages it could not
+	// write fall out of memory as if written, so a later fdatasync that
+	// succeeds proves nothing. From then on the engine commits no index
+	// change, every Sync fails, and writes fail (but those marked
+	// Accepted), while reads and write-back of the dirty data go on; Stats
+	// says so. A restart of the engine ends the state.
+	ErrCacheDevice = errors.New("cache device failed")
 	// ErrClosed: the engine was closed.
 	ErrClosed = errors.New("cache engine closed")
 	// ErrDirtyLeft: a flush gave up with dirty data left; the error says

@@ -148,6 +148,13 @@
 //     the only copy. The fsyncs are grouped: the extents written back to a
 //     file while one fsync of it runs wait for the next.
 //
+// A failed fdatasync of the slab is final (ErrCacheDevice): Linux reports
+// a failed write-out once and may drop the pages it could not write, so a
+// later fdatasync that succeeds proves nothing, and an index committed
+// after it could name slots whose bytes never reached the disk. The engine
+// then commits nothing more and refuses writes, but reads and writes back
+// the dirty data it still holds.
+//
 // The write that leaves an extent dirty from end to end starts writing its
 // slot to the disk (sync_file_range(2), a hint that makes nothing durable),
 // so that the fdatasync of the next commit or Sync waits for little more

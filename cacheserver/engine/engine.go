@@ -61,6 +61,9 @@ type Engine struct {
 	commitDone    uint64
 	commitErr     error
 	commitKick    chan struct{}
+	// deviceErr, once set, wraps ErrCacheDevice: the slab's fdatasync
+	// failed, and nothing commits again.
+	deviceErr error
 
 	// unsynced holds the extents written back to backing files that wait
 	// for the files' fsync (syncer) before they count as clean.

@@ -30,6 +30,9 @@ type Stats struct {
 	// text of the latest one.
 	WriteBackErrors    int64
 	LastWriteBackError string
+	// DeviceError is the failure of the cache device that stopped writes
+	// and commits (ErrCacheDevice), empty while the device works.
+	DeviceError string
 	// PinnedSlots counts the slots that readers of ReadSpans hold.
 	PinnedSlots int64
 	// DoomedFiles counts the files an unlink holds doomed (see Doom):
@@ -80,6 +83,9 @@ func (e *Engine) Stats() Stats {
 	}
 	if e.st.lastWBErr != nil {
 		s.LastWriteBackError = e.st.lastWBErr.Error()
+	}
+	if e.deviceErr != nil {
+		s.DeviceError = e.deviceErr.Error()
 	}
 	for x := e.dirty.head; x != nil; x = x.next {
 		s.WriteBackLag = max(s.WriteBackLag, now.Sub(x.dirtySince))

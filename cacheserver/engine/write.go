@@ -60,8 +60,11 @@ func (e *Engine) fileForWrite(ctx context.Context, path string, off, n int64) (*
 		return nil, fmt.Errorf("write %s at %d: %w", path, off, ErrInvalid)
 	}
 	e.mu.Lock()
-	ro, maxSize := e.readOnlyLocked(), e.tun.MaxFileSize
+	ro, failed, maxSize := e.readOnlyLocked(), e.deviceErr, e.tun.MaxFileSize
 	e.mu.Unlock()
+	if failed != nil && !accepted(ctx) {
+		return nil, fmt.Errorf("write %s: %w", path, failed)
+	}
 	if ro && !accepted(ctx) {
 		return nil, fmt.Errorf("write %s: %w", path, ErrReadOnly)
 	}

@@ -54,6 +54,11 @@ func PrintStatus(w io.Writer, st *State, mountAlive bool, ss []ServerStatus) {
 	}
 	printRow(tw, "total", "", "", "", total)
 	_ = tw.Flush()
+	for _, s := range ss {
+		if s.Err == nil && s.Stats.CacheDeviceError != "" {
+			_, _ = fmt.Fprintf(w, "server %d: %s: writes fail, dirty data is being written back\n", s.Index, s.Stats.CacheDeviceError)
+		}
+	}
 }
 
 func printRow(w io.Writer, idx, addr, pid, state string, s control.Stats) {

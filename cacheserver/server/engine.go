@@ -17,6 +17,7 @@ func init() {
 		{engine.ErrFileTooLarge, syscall.EFBIG},
 		{engine.ErrTooManyFiles, syscall.EDQUOT},
 		{engine.ErrReadOnly, syscall.EROFS},
+		{engine.ErrCacheDevice, syscall.EIO},
 		{engine.ErrInvalid, syscall.EINVAL},
 		{engine.ErrClosed, syscall.ESHUTDOWN},
 	}...)
@@ -48,6 +49,7 @@ func (c *engineCache) Stats() control.Stats {
 		WriteBackErrors: uint64(s.WriteBackErrors), LastWriteBackError: s.LastWriteBackError, DoomedFiles: s.DoomedFiles,
 		BytesRead: s.BytesRead, BytesWritten: s.BytesWritten, Evictions: s.Evictions,
 		WindowBytesWritten: s.WindowBytes, WindowLimitBytes: s.WindowLimit, ReadOnly: s.ReadOnly,
+		CacheDeviceError: s.DeviceError,
 	}
 }
 

@@ -169,15 +169,28 @@ func retire(eng *engine.Engine, drained, discarded bool, log *slog.Logger) error
 		log.Warn("Removed the cache files of a discarded server", "dir", dir, "droppedDirtyBytes", st.DirtyBytes)
 		return nil
 	}
-	if err != nil || !drained || st.DirtyExtents != 0 || st.DirtyBytes != 0 {
+	if !spent(err, drained, st) {
 		log.Info("Keeping the cache files", "drained", drained, "dirtyBytes", st.DirtyBytes, "closeErr", err)
 		return err
 	}
 	if err := errors.Join(os.RemoveAll(dir), os.RemoveAll(hidden)); err != nil {
 		return fmt.Errorf("removing the cache files of a drained server: %w", err)
 	}
-	log.Info("Removed the cache files of a drained server with nothing dirty", "dir", dir)
+	log.Info("Removed the cache files of a drained server with nothing dirty", "dir", dir, "cacheDeviceError", st.DeviceError)
 	return nil
+}
+
+// spent reports whether the cache files of a server whose engine closed
+// with closeErr hold nothing the backing store lacks: the server was
+// drained and nothing is dirty. A cache device that failed makes the
+// last commit fail, but what was dirty was written back from memory all
+// the same; its index, as of the last commit before the failure, would
+// have a restart write stale extents back over newer data.
+func spent(closeErr error, drained bool, st engine.Stats) bool {
+	if closeErr != nil && !errors.Is(closeErr, engine.ErrCacheDevice) {
+		return false
+	}
+	return drained && st.DirtyExtents == 0 && st.DirtyBytes == 0
 }
 
 func serveUntilSignal(ctx context.Context, s *server.Server, data, ctl net.Listener, readyFile string, log *slog.Logger) error {
