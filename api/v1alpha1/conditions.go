@@ -74,9 +74,10 @@ const (
 	// up (or there is nothing to preload).
 	ConditionPreloaded = "Preloaded"
 
-	// ConditionReadOnly is True when the instance refuses writes (EROFS)
-	// because more bytes were written in the current write window than the
-	// window allows.
+	// ConditionReadOnly is True when the instance refuses writes: with
+	// EROFS because more bytes were written in the current write window
+	// than the window allows, or with EIO because the cache device of a
+	// server failed.
 	ConditionReadOnly = "ReadOnly"
 
 	// ConditionFlushed is set during teardown: True when no dirty data is
@@ -133,6 +134,11 @@ const (
 	// ReasonPreloadFailed means a preload path could not be copied up (it is
 	// missing, or runAs may not read it).
 	ReasonPreloadFailed = "PreloadFailed"
+
+	// ReasonCacheDeviceFailed means an fdatasync of a server's cache device
+	// failed: the server refuses writes (EIO) and makes nothing durable on
+	// the device, but serves reads and writes back what is dirty.
+	ReasonCacheDeviceFailed = "CacheDeviceFailed"
 
 	// ReasonPreloadStarted is the reason of the Event recorded when the
 	// servers start copying spec.preload up.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,20 +16,27 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/backing"
 )
 
-// forgetful is a backing store that loses, when its node crashes, every
-// change to a file's data that no fsync of the file covered, as a local or
-// parallel file system does with the dirty pages of its clients. Creating,
-// removing and renaming files count as durable at once.
+// forgetful is a backing directory that loses, when its node crashes,
+// every change to a file's data that no fsync of the file covered, as a
+// local or parallel file system does with the dirty pages of its clients.
+// Creating, truncating, removing and renaming files count as durable at
+// once, as a journal makes them soon. It embeds backing.Dir, so that the
+// optional interfaces (copies in the kernel, file identities) stay.
 type forgetful struct {
-	backing.Store
+	*backing.Dir
 	root string
 
 	mu sync.Mutex
-	// durable holds, for each file changed since its last fsync, its
-	// content before the change; nil for a file that did not exist.
+	// durable holds, for each file whose data changed since its last
+	// fsync, what a crash leaves of it.
 	durable map[string][]byte
 }
 
+func newForgetful(root string) *forgetful {
+	return &forgetful{Dir: backing.NewDir(root), root: root, durable: map[string][]byte{}}
+}
+
+// changing records what a crash leaves of p before its data changes.
 func (s *forgetful) changing(p string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -37,23 +45,34 @@ func (s *forgetful) changing(p string) {
 	}
 	b, err := os.ReadFile(filepath.Join(s.root, p))
 	if err != nil {
-		b = nil
+		b = []byte{}
 	}
 	s.durable[p] = b
 }
 
 func (s *forgetful) WriteAt(ctx context.Context, p string, b []byte, off int64) (int, error) {
 	s.changing(p)
-	return s.Store.WriteAt(ctx, p, b, off)
+	return s.Dir.WriteAt(ctx, p, b, off)
 }
 
+// Truncate cuts or grows what a crash leaves of p too.
 func (s *forgetful) Truncate(ctx context.Context, p string, size int64) error {
-	s.changing(p)
-	return s.Store.Truncate(ctx, p, size)
+	err := s.Dir.Truncate(ctx, p, size)
+	if err == nil {
+		s.mu.Lock()
+		if b, ok := s.durable[p]; ok {
+			if int64(len(b)) > size {
+				b = b[:size]
+			}
+			s.durable[p] = append(b, make([]byte, size-int64(len(b)))...)
+		}
+		s.mu.Unlock()
+	}
+	return err
 }
 
 func (s *forgetful) Sync(ctx context.Context, p string) error {
-	err := s.Store.Sync(ctx, p)
+	err := s.Dir.Sync(ctx, p)
 	if err == nil {
 		s.mu.Lock()
 		delete(s.durable, p)
@@ -62,19 +81,44 @@ func (s *forgetful) Sync(ctx context.Context, p string) error {
 	return err
 }
 
-// crash puts every file changed since its last fsync back as it was then.
-func (s *forgetful) crash(t *testing.T) {
+func (s *forgetful) Remove(ctx context.Context, p string) error {
+	err := s.Dir.Remove(ctx, p)
+	if err == nil {
+		s.mu.Lock()
+		delete(s.durable, p)
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// Rename moves what a crash leaves of the files at or under oldPath.
+func (s *forgetful) Rename(ctx context.Context, oldPath, newPath string) error {
+	err := s.Dir.Rename(ctx, oldPath, newPath)
+	if err == nil {
+		s.mu.Lock()
+		moved := map[string][]byte{}
+		for p, b := range s.durable {
+			if under(p, newPath) {
+				delete(s.durable, p)
+			}
+			if under(p, oldPath) {
+				moved[newPath+strings.TrimPrefix(p, oldPath)] = b
+				delete(s.durable, p)
+			}
+		}
+		maps.Copy(s.durable, moved)
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// crash puts every file whose data changed since its last fsync back as
+// a crash leaves it.
+func (s *forgetful) crash(t testing.TB) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for p, b := range s.durable {
-		full := filepath.Join(s.root, p)
-		var err error
-		if b == nil {
-			err = os.Remove(full)
-		} else {
-			err = os.WriteFile(full, b, 0o644)
-		}
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.WriteFile(filepath.Join(s.root, p), b, 0o644); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			t.Fatal(err)
 		}
 	}
@@ -87,13 +131,9 @@ func (s *forgetful) crash(t *testing.T) {
 // An extent must not count as clean before its backing file is fsynced:
 // the cache would never write it back again, and the data would be lost.
 func TestWrittenBackDataSurvivesACrashOfTheNode(t *testing.T) {
-	var store *forgetful
 	r := newRig(t, 4096, 64, func(c *Config) {
-		store = &forgetful{Store: c.Backing, durable: map[string][]byte{}}
-		c.Backing = store
 		c.Tunables = Tunables{WriteBackThreads: 2, DirtyHigh: 90, DirtyLow: 80}
 	})
-	store.root = r.root
 	r.writeBacking("old", bytes.Repeat([]byte("o"), 20000))
 	want := map[string][]byte{
 		"old":   append(bytes.Repeat([]byte("o"), 5000), bytes.Repeat([]byte("n"), 15000)...),
@@ -104,7 +144,7 @@ func TestWrittenBackDataSurvivesACrashOfTheNode(t *testing.T) {
 	if err := r.e.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	store.crash(t)
+	r.store.crash(t)
 	r.restart()
 	if err := r.e.Flush(context.Background()); err != nil {
 		t.Fatal(err)

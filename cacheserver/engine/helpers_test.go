@@ -18,6 +18,9 @@ type rig struct {
 	t      testing.TB
 	cfg    Config
 	root   string // backing directory
+	// store is the backing directory under faulty; it loses what no
+	// fsync covered when told its node crashed.
+	store  *forgetful
 	faulty *backing.Faulty
 	e      *Engine
 	// dooms holds the id of the last unlink that doomed each path (see
@@ -30,7 +33,8 @@ type rig struct {
 func newRig(t testing.TB, es int64, slots int64, mod func(*Config)) *rig {
 	t.Helper()
 	r := &rig{t: t, root: t.TempDir()}
-	r.faulty = backing.NewFaulty(backing.NewDir(r.root))
+	r.store = newForgetful(r.root)
+	r.faulty = backing.NewFaulty(r.store)
 	r.cfg = Config{
 		Dir: filepath.Join(t.TempDir(), "cache"), Backing: r.faulty, ExtentSize: es, Capacity: es * slots,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -262,7 +262,7 @@ func (m *modelRun) doomedUnlink(ctx context.Context) {
 	}
 	if removes {
 		m.log = append(m.log, "remove the backing file")
-		if err := os.Remove(bp); err != nil {
+		if err := m.r.store.Remove(ctx, p); err != nil {
 			m.fail("removing %s: %v", bp, err)
 		}
 		delete(m.model, p)
@@ -309,14 +309,21 @@ func (m *modelRun) size(ctx context.Context) {
 }
 
 // crashRestart syncs everything, crashes the cache directory's file system
-// (losing all unsynced slab writes) and reopens: nothing may be lost.
+// (losing all unsynced slab writes) and reopens: nothing may be lost. Half
+// of the crashes are of the whole node, which also loses what the backing
+// store had not fsynced: what write-back wrote there but did not see
+// fsynced must still be dirty in the cache.
 func (m *modelRun) crashRestart(ctx context.Context) {
 	for p := range m.model {
 		m.do("sync "+p, m.r.e.Sync(ctx, p))
 	}
-	m.log = append(m.log, "crash")
+	node := m.rng.IntN(2) == 0
+	m.log = append(m.log, fmt.Sprintf("crash (node: %v)", node))
 	m.crash.Crash()
 	m.r.e.Close()
+	if node {
+		m.r.store.crash(m.t)
+	}
 	m.crash = vfs.NewCrashable(vfs.OS{}, m.rng.Uint64())
 	m.r.cfg.FS = m.crash
 	m.r.open()
