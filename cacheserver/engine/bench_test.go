@@ -307,25 +307,13 @@ func BenchmarkWriteBack(b *testing.B) {
 			if err := br.plainWrite("src"); err != nil {
 				b.Fatal(err)
 			}
-			b.SetBytes(benchVolume)
-			b.ResetTimer()
-			var r report
-			for i := range b.N {
-				b.StopTimer()
-				p := fmt.Sprint("wb", i)
-				if err := br.engineWrite(p); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-				r.engine += timed(b, func() error { return br.e.Flush(context.Background()) })
-				r.base += timed(b, func() error { return br.plainCopy("src", fmt.Sprint("copy", i)) })
-				b.StopTimer()
-				if err := errJoin(br.e.Drop(context.Background(), p), br.e.Sync(context.Background(), p)); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-			}
-			r.done(b)
+			br.drain(
+				func(i int) error { return br.engineWrite(fmt.Sprint("wb", i)) },
+				func(i int) error { return br.plainCopy("src", fmt.Sprint("copy", i)) },
+				func(i int) error {
+					p := fmt.Sprint("wb", i)
+					return errJoin(br.e.Drop(context.Background(), p), br.e.Sync(context.Background(), p))
+				})
 		})
 	}
 }
@@ -342,20 +330,16 @@ func BenchmarkWriteBackFiles(b *testing.B) {
 	if err := os.Mkdir(plain, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(benchVolume)
-	b.ResetTimer()
-	var r report
-	for i := range b.N {
-		b.StopTimer()
-		dir := fmt.Sprint("files", i)
-		for j := range files {
-			if _, err := br.e.WriteAt(context.Background(), fmt.Sprintf("%s/%d", dir, j), br.data[:fileSize], 0); err != nil {
-				b.Fatal(err)
+	br.drain(
+		func(i int) error {
+			for j := range files {
+				if _, err := br.e.WriteAt(context.Background(), fmt.Sprintf("files%d/%d", i, j), br.data[:fileSize], 0); err != nil {
+					return err
+				}
 			}
-		}
-		b.StartTimer()
-		r.engine += timed(b, func() error { return br.e.Flush(context.Background()) })
-		r.base += timed(b, func() error {
+			return nil
+		},
+		func(i int) error {
 			for j := range files {
 				f, err := os.Create(filepath.Join(plain, fmt.Sprint(i, "-", j)))
 				if err != nil {
@@ -367,9 +351,28 @@ func BenchmarkWriteBackFiles(b *testing.B) {
 				}
 			}
 			return nil
-		})
+		},
+		func(i int) error { return br.e.FlushAndDrop(context.Background(), fmt.Sprint("files", i)) })
+}
+
+// drain measures, in each iteration, a Flush of the benchVolume dirty bytes
+// that write(i) leaves, against base(i); write and drop(i), which forgets
+// what write(i) wrote, are not timed.
+func (br *benchRig) drain(write, base, drop func(i int) error) {
+	b := br.b
+	b.SetBytes(benchVolume)
+	b.ResetTimer()
+	var r report
+	for i := range b.N {
 		b.StopTimer()
-		if err := br.e.FlushAndDrop(context.Background(), dir); err != nil {
+		if err := write(i); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		r.engine += timed(b, func() error { return br.e.Flush(context.Background()) })
+		r.base += timed(b, func() error { return base(i) })
+		b.StopTimer()
+		if err := drop(i); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
