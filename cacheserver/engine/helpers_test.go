@@ -15,9 +15,9 @@ import (
 
 // rig is an engine over a temporary backing directory.
 type rig struct {
-	t      testing.TB
-	cfg    Config
-	root   string // backing directory
+	t    testing.TB
+	cfg  Config
+	root string // backing directory
 	// store is the backing directory under faulty; it loses what no
 	// fsync covered when told its node crashed.
 	store  *forgetful
