@@ -122,7 +122,7 @@ func crashWorkload(r *rig, fsys *vfs.Crashable, a *acked, seed uint64) {
 }
 
 func crashRig(t *testing.T, fsys vfs.FS) *rig {
-	return newRig(t, modelES, 6, func(c *Config) {
+	return newRigOver(t, shmDir(t), modelES, 6, func(c *Config) {
 		c.Dir = filepath.Join(shmDir(t), "cache")
 		c.FS = fsys
 		c.Tunables = Tunables{WriteBackThreads: 2, DirtyHigh: 50, DirtyLow: 20, EvictHigh: 60, EvictLow: 40,

@@ -32,7 +32,13 @@ type rig struct {
 // configuration.
 func newRig(t testing.TB, es int64, slots int64, mod func(*Config)) *rig {
 	t.Helper()
-	r := &rig{t: t, root: t.TempDir()}
+	return newRigOver(t, t.TempDir(), es, slots, mod)
+}
+
+// newRigOver is newRig over the backing directory root.
+func newRigOver(t testing.TB, root string, es int64, slots int64, mod func(*Config)) *rig {
+	t.Helper()
+	r := &rig{t: t, root: root}
 	r.store = newForgetful(r.root)
 	r.faulty = backing.NewFaulty(r.store)
 	r.cfg = Config{

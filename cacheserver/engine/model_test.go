@@ -38,7 +38,8 @@ const modelES = 4096
 
 func newModelRun(t *testing.T, seed uint64) *modelRun {
 	m := &modelRun{t: t, rng: rand.New(rand.NewPCG(seed, 7)), model: map[string][]byte{}}
-	m.r = newRig(t, modelES, 8+int64(seed%8), func(c *Config) {
+	// The backing directory is on tmpfs too: write-back fsyncs it.
+	m.r = newRigOver(t, shmDir(t), modelES, 8+int64(seed%8), func(c *Config) {
 		c.Dir = filepath.Join(shmDir(t), "cache")
 		c.Tunables = Tunables{WriteBackThreads: 1 + int(seed%4), DirtyHigh: 40, DirtyLow: 10, EvictHigh: 70, EvictLow: 50,
 			WriteWindow: WriteWindow{Multiplier: -1}}
