@@ -47,3 +47,23 @@ func TestStatusShowsTheBackingStoresLatency(t *testing.T) {
 		t.Errorf("rows missing: %v\n%s", want, b.String())
 	}
 }
+
+// TestStatusNamesAFailedCacheDevice: a server whose cache device failed
+// gets a line of its own under the table, saying why writes fail.
+func TestStatusNamesAFailedCacheDevice(t *testing.T) {
+	const deviceErr = "cache device failed: fdatasync of the slab: input/output error"
+	st := &State{Mount: "/mnt/x", Backing: "/pfs", CacheDir: "/cache"}
+	ss := []ServerStatus{
+		{ServerState: ServerState{Index: 0, Data: "s0", PID: 10}, Alive: true},
+		{ServerState: ServerState{Index: 1, Data: "s1", PID: 11}, Alive: true, Stats: control.Stats{CacheDeviceError: deviceErr}},
+	}
+	var b strings.Builder
+	PrintStatus(&b, st, true, ss)
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "server 1: "+deviceErr) || !strings.Contains(last, "writes fail") {
+		t.Fatalf("last line %q does not name server 1 and its device's failure:\n%s", last, b.String())
+	}
+	if strings.Count(b.String(), "cache device failed") != 1 {
+		t.Fatalf("the failure shows more than once, or for the wrong server:\n%s", b.String())
+	}
+}
