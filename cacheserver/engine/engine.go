@@ -76,8 +76,13 @@ type Engine struct {
 	wbActive     bool
 	flushAll     int
 	spaceWaiters int
-	workers      int
-	failStreak   int
+	// urgent counts the flushes of paths that a job's call waits for
+	// (rename, EvictPath, Sync with Durability Backing): the syncer does
+	// not yield to jobs while one runs.
+	urgent     int
+	urgentKick chan struct{}
+	workers    int
+	failStreak int
 
 	window window
 	st     counters
@@ -100,7 +105,7 @@ func Open(cfg Config) (*Engine, error) {
 		cfg: cfg, log: cfg.Logger, backing: cfg.Backing, es: cfg.ExtentSize, tun: cfg.Tunables,
 		files: map[string]*file{}, dooms: map[*file]struct{}{}, overtaken: map[unlinkKey]time.Time{}, idxExt: map[index.Key]struct{}{}, idxFile: map[string]struct{}{},
 		commitKick: make(chan struct{}, 1), stop: make(chan struct{}),
-		unsynced: map[*file][]wroteBack{}, syncKick: make(chan struct{}, 1),
+		unsynced: map[*file][]wroteBack{}, syncKick: make(chan struct{}, 1), urgentKick: make(chan struct{}, 1),
 	}
 	e.cond = sync.NewCond(&e.mu)
 	e.bufs.New = func() any { b := make([]byte, e.es); return &b }

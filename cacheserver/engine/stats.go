@@ -63,6 +63,7 @@ type counters struct {
 	hits, misses, bytesRead, bytesWritten  int64
 	copyUp, writeBack, evictions, wbErrors int64
 	yields                                 int64 // write-back pauses for jobs' I/O
+	syncYields                             int64 // syncer pauses for jobs' I/O
 	lastWBErr                              error
 }
 

@@ -258,6 +258,18 @@ func (e *Engine) flushTree(ctx context.Context, dir string) error {
 func (e *Engine) flushTreeYielding(ctx context.Context, dir string, yield bool) error {
 	e.mu.Lock()
 	errs := e.st.wbErrors
+	if !yield {
+		e.urgent++
+		select {
+		case e.urgentKick <- struct{}{}:
+		default:
+		}
+		defer func() {
+			e.mu.Lock()
+			e.urgent--
+			e.mu.Unlock()
+		}()
+	}
 	e.mu.Unlock()
 	for {
 		xs, busy, failed := e.dirtyUnder(dir, errs)

@@ -220,6 +220,7 @@ func (e *Engine) kickSyncerLocked() {
 // each need their own.
 func (e *Engine) syncer() {
 	defer e.wg.Done()
+	var spent time.Duration
 	for {
 		select {
 		case <-e.stop:
@@ -228,11 +229,13 @@ func (e *Engine) syncer() {
 			return
 		case <-e.syncKick:
 		}
+		e.syncerYield(spent)
 		e.mu.Lock()
 		batch := e.unsynced
 		e.unsynced = map[*file][]wroteBack{}
 		par := make(chan struct{}, max(e.tun.WriteBackThreads, 1))
 		e.mu.Unlock()
+		start := time.Now()
 		var wg sync.WaitGroup
 		for f, ws := range batch {
 			par <- struct{}{}
@@ -244,6 +247,39 @@ func (e *Engine) syncer() {
 			}()
 		}
 		wg.Wait()
+		spent = time.Since(start)
+	}
+}
+
+// syncerYield pauses the syncer before a round, when the last one took
+// spent, as yieldToJobs pauses the workers, so that its fsyncs leave jobs
+// most of the device: during a flush hint, two readers of 4 KiB blocks
+// kept 0.75x of their rate without write-back on the development VM, and
+// 0.85-0.90x with the pauses (0.88x before write-back fsynced). It does not
+// pause while a job's call waits for a flush of its own (urgent), and a
+// pause ends when one begins.
+func (e *Engine) syncerYield(spent time.Duration) {
+	// A token left by an urgent flush that has begun is seen under the
+	// lock, as urgent; one sent after it ends the pause.
+	select {
+	case <-e.urgentKick:
+	default:
+	}
+	e.mu.Lock()
+	pause := e.urgent == 0 && !e.wbActive && e.spaceWaiters == 0 && !e.closed && time.Since(e.lastIO) < jobIOWindow && spent > 0
+	if pause {
+		e.st.syncYields++
+	}
+	e.mu.Unlock()
+	if !pause {
+		return
+	}
+	t := time.NewTimer(min(spent*(yieldShare-1), maxYield))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-e.urgentKick:
+	case <-e.stop:
 	}
 }
 

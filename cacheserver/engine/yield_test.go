@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -66,5 +67,67 @@ func TestFlushPathYieldsToJobIO(t *testing.T) {
 	}
 	if got := r.backingFile("busy/f"); !bytes.Equal(got, bytes.Repeat([]byte("b"), 8*es)) {
 		t.Fatal("the flush did not write everything back")
+	}
+}
+
+func syncYields(e *Engine) int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.st.syncYields
+}
+
+// TestSyncerYieldsToJobIOUnlessACallWaits proves that the fsyncs of
+// write-back pause while a job reads during a flush hint, and do not while
+// a job's own call waits for a flush (EvictPath, as rename and Sync with
+// Durability Backing do).
+func TestSyncerYieldsToJobIOUnlessACallWaits(t *testing.T) {
+	const es = 64 << 10
+	r := newRig(t, es, 64, nil)
+	r.faulty.SetLatency(backing.OpSync, 2*time.Millisecond)
+	ctx := context.Background()
+	r.writeBacking("job", bytes.Repeat([]byte("j"), es))
+	for _, p := range []string{"hint", "urgent"} {
+		for i := range int64(4) {
+			r.write(fmt.Sprintf("%s/%d", p, i), 0, bytes.Repeat([]byte(p[:1]), es))
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		buf := make([]byte, 4096)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := r.e.ReadAt(ctx, "job", buf, 0); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	if err := r.e.FlushPath(ctx, "hint"); err != nil {
+		t.Fatal(err)
+	}
+	hinted := syncYields(r.e)
+	if hinted == 0 {
+		t.Fatal("the syncer never paused for job I/O during a flush hint")
+	}
+	if err := r.e.EvictPath(ctx, "urgent"); err != nil {
+		t.Fatal(err)
+	}
+	if n := syncYields(r.e); n != hinted {
+		t.Fatalf("the syncer paused %d times for job I/O while EvictPath waited", n-hinted)
+	}
+	for i := range 4 {
+		if got := r.backingFile(fmt.Sprintf("urgent/%d", i)); !bytes.Equal(got, bytes.Repeat([]byte("u"), es)) {
+			t.Fatalf("urgent/%d was not written back", i)
+		}
 	}
 }
