@@ -11,6 +11,32 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/backing"
 )
 
+// jobReads reads p through the engine every millisecond, as a job does,
+// until the returned function is called.
+func jobReads(t *testing.T, r *rig, p string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		buf := make([]byte, 4096)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := r.e.ReadAt(context.Background(), p, buf, 0); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
 func yields(e *Engine) int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -39,26 +65,9 @@ func TestFlushPathYieldsToJobIO(t *testing.T) {
 	for i := range int64(8) {
 		r.write("busy/f", i*es, bytes.Repeat([]byte("b"), es))
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		buf := make([]byte, 4096)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := r.e.ReadAt(ctx, "job", buf, 0); err != nil {
-				t.Error(err)
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
-	})
+	stop := jobReads(t, r, "job")
 	err := r.e.FlushPath(ctx, "busy")
-	close(stop)
-	wg.Wait()
+	stop()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,27 +100,7 @@ func TestSyncerYieldsToJobIOUnlessACallWaits(t *testing.T) {
 			r.write(fmt.Sprintf("%s/%d", p, i), 0, bytes.Repeat([]byte(p[:1]), es))
 		}
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		buf := make([]byte, 4096)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := r.e.ReadAt(ctx, "job", buf, 0); err != nil {
-				t.Error(err)
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
-	})
-	defer func() {
-		close(stop)
-		wg.Wait()
-	}()
+	defer jobReads(t, r, "job")()
 	if err := r.e.FlushPath(ctx, "hint"); err != nil {
 		t.Fatal(err)
 	}
