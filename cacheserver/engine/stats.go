@@ -64,6 +64,7 @@ type counters struct {
 	copyUp, writeBack, evictions, wbErrors int64
 	yields                                 int64 // write-back pauses for jobs' I/O
 	syncYields                             int64 // syncer pauses for jobs' I/O
+	syncYieldsCut                          int64 // of those, ended by an urgent flush
 	lastWBErr                              error
 }
 

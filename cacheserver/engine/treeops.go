@@ -259,11 +259,7 @@ func (e *Engine) flushTreeYielding(ctx context.Context, dir string, yield bool) 
 	e.mu.Lock()
 	errs := e.st.wbErrors
 	if !yield {
-		e.urgent++
-		select {
-		case e.urgentKick <- struct{}{}:
-		default:
-		}
+		e.beginUrgentLocked()
 		defer func() {
 			e.mu.Lock()
 			e.urgent--

@@ -251,6 +251,16 @@ func (e *Engine) syncer() {
 	}
 }
 
+// beginUrgentLocked counts a flush that a job's call waits for, and ends a
+// pause of the syncer (syncerYield).
+func (e *Engine) beginUrgentLocked() {
+	e.urgent++
+	select {
+	case e.urgentKick <- struct{}{}:
+	default:
+	}
+}
+
 // syncerYield pauses the syncer before a round, when the last one took
 // spent, as yieldToJobs pauses the workers, so that its fsyncs leave jobs
 // most of the device: during a flush hint, two readers of 4 KiB blocks
@@ -279,6 +289,9 @@ func (e *Engine) syncerYield(spent time.Duration) {
 	select {
 	case <-t.C:
 	case <-e.urgentKick:
+		e.mu.Lock()
+		e.st.syncYieldsCut++
+		e.mu.Unlock()
 	case <-e.stop:
 	}
 }

@@ -86,9 +86,9 @@ func syncYields(e *Engine) int64 {
 }
 
 // TestSyncerYieldsToJobIOUnlessACallWaits proves that the fsyncs of
-// write-back pause while a job reads during a flush hint, and do not while
-// a job's own call waits for a flush (EvictPath, as rename and Sync with
-// Durability Backing do).
+// write-back pause while a job reads during a flush hint, and that a flush
+// a job's call waits for (EvictPath, as rename and Sync with Durability
+// Backing) still writes everything back meanwhile.
 func TestSyncerYieldsToJobIOUnlessACallWaits(t *testing.T) {
 	const es = 64 << 10
 	r := newRig(t, es, 64, nil)
@@ -104,19 +104,52 @@ func TestSyncerYieldsToJobIOUnlessACallWaits(t *testing.T) {
 	if err := r.e.FlushPath(ctx, "hint"); err != nil {
 		t.Fatal(err)
 	}
-	hinted := syncYields(r.e)
-	if hinted == 0 {
+	if syncYields(r.e) == 0 {
 		t.Fatal("the syncer never paused for job I/O during a flush hint")
 	}
 	if err := r.e.EvictPath(ctx, "urgent"); err != nil {
 		t.Fatal(err)
 	}
-	if n := syncYields(r.e); n != hinted {
-		t.Fatalf("the syncer paused %d times for job I/O while EvictPath waited", n-hinted)
-	}
 	for i := range 4 {
 		if got := r.backingFile(fmt.Sprintf("urgent/%d", i)); !bytes.Equal(got, bytes.Repeat([]byte("u"), es)) {
 			t.Fatalf("urgent/%d was not written back", i)
 		}
+	}
+}
+
+// TestUrgentFlushEndsTheSyncersPause: while a job does I/O, the syncer
+// does not begin a pause when a flush that a job's call waits for runs,
+// and one that began ends when such a flush begins.
+func TestUrgentFlushEndsTheSyncersPause(t *testing.T) {
+	r := newRig(t, 4096, 8, nil)
+	e := r.e
+	e.mu.Lock()
+	e.lastIO = time.Now().Add(time.Hour) // a job's I/O, for as long as the test runs
+	e.beginUrgentLocked()
+	e.mu.Unlock()
+	e.syncerYield(maxYield)
+	if n := syncYields(e); n != 0 {
+		t.Fatalf("the syncer paused %d times while an urgent flush ran", n)
+	}
+	e.mu.Lock()
+	e.urgent--
+	e.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		e.syncerYield(maxYield)
+		close(done)
+	}()
+	waitFor(t, func() bool { return syncYields(e) == 1 })
+	e.mu.Lock()
+	e.beginUrgentLocked()
+	e.mu.Unlock()
+	<-done
+	e.mu.Lock()
+	cut := e.st.syncYieldsCut
+	e.urgent--
+	e.mu.Unlock()
+	if cut != 1 {
+		t.Fatal("the pause ran to its end although an urgent flush began")
 	}
 }
