@@ -57,8 +57,9 @@ func TestFailedSlabFsyncStopsWritesNotWriteBack(t *testing.T) {
 	})
 	ctx := context.Background()
 	data := bytes.Repeat([]byte("a"), 10000)
-	r.write("f", 0, data)
+	// Failing first, so that no commit of the write can succeed before.
 	fsys.fail.Store(true)
+	r.write("f", 0, data)
 	if err := r.e.Sync(ctx, "f"); !errors.Is(err, ErrCacheDevice) || !errors.Is(err, syscall.EIO) {
 		t.Fatalf("Sync while fdatasync fails = %v, want ErrCacheDevice wrapping EIO", err)
 	}
