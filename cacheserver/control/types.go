@@ -76,6 +76,14 @@ type Stats struct {
 	// (EIO) and makes nothing durable on the device, while it still serves
 	// reads and writes back what is dirty. Empty while the device works.
 	CacheDeviceError string `json:"cacheDeviceError,omitempty"`
+	// IndexError says why the server's latest commit of its index failed,
+	// such as a full cache disk (the slab has its space from the start,
+	// the index grows with the files it records); empty once one succeeds.
+	// Meanwhile fsync fails, and so do writes that need cache space freed
+	// since (ENOSPC for a full disk); nothing is lost, and the server
+	// retries every second. IndexCommitFailures counts the failed commits.
+	IndexError          string `json:"indexError,omitempty"`
+	IndexCommitFailures uint64 `json:"indexCommitFailures"`
 	// Flushes counts the whole-cache flushes (Flush and Drain) that ended,
 	// and FlushSeconds the time they took in total.
 	Flushes      uint64  `json:"flushes"`

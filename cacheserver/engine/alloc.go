@@ -18,8 +18,10 @@ func (e *Engine) allocSlot(ctx context.Context, f *file, idx int64) (int32, erro
 			return s, nil
 		}
 		if e.commitErr != nil && len(e.pendingFree) > 0 {
-			// Slots wait for a commit that keeps failing: the cache device
-			// is broken, and waiting would hang the writer forever.
+			// Slots wait for a commit that fails: the cache device is
+			// full (ENOSPC) or broken, and waiting could hang the writer
+			// forever. It gets the error; writes succeed again once a
+			// commit does.
 			return -1, fmt.Errorf("waiting for free space: %w", e.commitErr)
 		}
 		if len(e.pendingFree) < e.spaceWaiters+1 && !e.evictOneLocked() {

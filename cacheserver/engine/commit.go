@@ -48,6 +48,9 @@ func (e *Engine) committer() {
 	defer e.wg.Done()
 	tick := time.NewTicker(e.cfg.CommitInterval)
 	defer tick.Stop()
+	// failing is the error of the latest commit: a failure that stays the
+	// same, such as a full cache disk, is logged once, not every second.
+	var failing error
 	for {
 		select {
 		case <-e.stop:
@@ -58,9 +61,15 @@ func (e *Engine) committer() {
 				continue
 			}
 		}
-		if err := e.commitOnce(); err != nil && !errors.Is(err, ErrCacheDevice) {
-			e.log.Error("Committing cache index failed", "err", err)
+		err := e.commitOnce()
+		switch {
+		case errors.Is(err, ErrCacheDevice):
+		case err != nil && (failing == nil || err.Error() != failing.Error()):
+			e.log.Error("Committing the cache index failed; retrying", "err", err)
+		case err == nil && failing != nil:
+			e.log.Info("Committing the cache index works again", "failedBefore", failing)
 		}
+		failing = err
 	}
 }
 
@@ -94,6 +103,7 @@ func (e *Engine) commitOnce() error {
 			e.idxFile[p] = struct{}{}
 		}
 		e.pendingFree = append(e.pendingFree, freeing...)
+		e.st.commitFailures++
 	} else {
 		e.reuseLocked(freeing)
 	}

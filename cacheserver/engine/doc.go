@@ -155,6 +155,14 @@
 // then commits nothing more and refuses writes, but reads and writes back
 // the dirty data it still holds.
 //
+// A commit of the index that fails otherwise, as when the disk of the
+// cache directory is full (the slab has its space from the start, the
+// index grows with the files it records), is retried: the changes stay
+// queued and the slots it would free stay unused until a commit succeeds.
+// Meanwhile Sync fails, and so does a writer that needs one of those slots,
+// with the commit's error (ENOSPC) rather than waiting for ever; Stats
+// says why (IndexError).
+//
 // The write that leaves an extent dirty from end to end starts writing its
 // slot to the disk (sync_file_range(2), a hint that makes nothing durable),
 // so that the fdatasync of the next commit or Sync waits for little more

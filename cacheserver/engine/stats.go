@@ -33,6 +33,13 @@ type Stats struct {
 	// DeviceError is the failure of the cache device that stopped writes
 	// and commits (ErrCacheDevice), empty while the device works.
 	DeviceError string
+	// IndexError is why the latest commit of the index failed, empty once
+	// one succeeds again (and when DeviceError says why). While commits
+	// fail, Sync fails, and freed slots stay unusable, so writers that need
+	// space fail with the error; IndexCommitFailures counts the failed
+	// commits.
+	IndexError          string
+	IndexCommitFailures int64
 	// PinnedSlots counts the slots that readers of ReadSpans hold.
 	PinnedSlots int64
 	// DoomedFiles counts the files an unlink holds doomed (see Doom):
@@ -65,6 +72,7 @@ type counters struct {
 	yields                                 int64 // write-back pauses for jobs' I/O
 	syncYields                             int64 // syncer pauses for jobs' I/O
 	syncYieldsCut                          int64 // of those, ended by an urgent flush
+	commitFailures                         int64
 	lastWBErr                              error
 }
 
@@ -79,8 +87,8 @@ func (e *Engine) Stats() Stats {
 		CachedBytes: e.used * e.es, DirtyBytes: e.dirtyBytes, Capacity: e.slab.Slots() * e.es,
 		DirtyExtents: int64(e.dirty.n), WindowBytes: e.window.sum(now), WindowLimit: e.windowLimitLocked(),
 		ReadOnly: e.readOnlyLocked(), WriteBackErrors: e.st.wbErrors, PinnedSlots: int64(len(e.pins)),
-		DoomedFiles: int64(len(e.dooms)),
-		CopyUps:     e.copyUpTimes.n.Load(), CopyUpTime: time.Duration(e.copyUpTimes.nanos.Load()),
+		DoomedFiles: int64(len(e.dooms)), IndexCommitFailures: e.st.commitFailures,
+		CopyUps: e.copyUpTimes.n.Load(), CopyUpTime: time.Duration(e.copyUpTimes.nanos.Load()),
 		WriteBacks: e.writeBackTimes.n.Load(), WriteBackTime: time.Duration(e.writeBackTimes.nanos.Load()),
 	}
 	if e.st.lastWBErr != nil {
@@ -88,6 +96,8 @@ func (e *Engine) Stats() Stats {
 	}
 	if e.deviceErr != nil {
 		s.DeviceError = e.deviceErr.Error()
+	} else if e.commitErr != nil {
+		s.IndexError = e.commitErr.Error()
 	}
 	for x := e.dirty.head; x != nil; x = x.next {
 		s.WriteBackLag = max(s.WriteBackLag, now.Sub(x.dirtySince))

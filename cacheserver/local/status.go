@@ -58,6 +58,9 @@ func PrintStatus(w io.Writer, st *State, mountAlive bool, ss []ServerStatus) {
 		if s.Err == nil && s.Stats.CacheDeviceError != "" {
 			_, _ = fmt.Fprintf(w, "server %d: %s: writes fail, dirty data is being written back\n", s.Index, s.Stats.CacheDeviceError)
 		}
+		if s.Err == nil && s.Stats.IndexError != "" {
+			_, _ = fmt.Fprintf(w, "server %d: its index cannot be committed (%s): fsync fails, and so do writes that need freed space, until the cache directory's disk has room\n", s.Index, s.Stats.IndexError)
+		}
 	}
 }
 

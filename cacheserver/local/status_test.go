@@ -67,3 +67,21 @@ func TestStatusNamesAFailedCacheDevice(t *testing.T) {
 		t.Fatalf("the failure shows more than once, or for the wrong server:\n%s", b.String())
 	}
 }
+
+func TestStatusNamesAServerThatCannotCommitItsIndex(t *testing.T) {
+	const indexErr = "write /cache/s0/index.db: no space left on device"
+	st := &State{Mount: "/mnt/x", Backing: "/pfs", CacheDir: "/cache"}
+	ss := []ServerStatus{
+		{ServerState: ServerState{Index: 0, Data: "s0", PID: 10}, Alive: true, Stats: control.Stats{IndexError: indexErr, IndexCommitFailures: 3}},
+		{ServerState: ServerState{Index: 1, Data: "s1", PID: 11}, Alive: true},
+	}
+	var b strings.Builder
+	PrintStatus(&b, st, true, ss)
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "server 0: ") || !strings.Contains(last, indexErr) || !strings.Contains(last, "fsync fails") {
+		t.Fatalf("last line %q does not name server 0 and why its index cannot be committed:\n%s", last, b.String())
+	}
+	if strings.Count(b.String(), "no space left") != 1 {
+		t.Fatalf("the failure shows more than once, or for the wrong server:\n%s", b.String())
+	}
+}

@@ -49,7 +49,7 @@ func (c *engineCache) Stats() control.Stats {
 		WriteBackErrors: uint64(s.WriteBackErrors), LastWriteBackError: s.LastWriteBackError, DoomedFiles: s.DoomedFiles,
 		BytesRead: s.BytesRead, BytesWritten: s.BytesWritten, Evictions: s.Evictions,
 		WindowBytesWritten: s.WindowBytes, WindowLimitBytes: s.WindowLimit, ReadOnly: s.ReadOnly,
-		CacheDeviceError: s.DeviceError,
+		CacheDeviceError: s.DeviceError, IndexError: s.IndexError, IndexCommitFailures: uint64(s.IndexCommitFailures),
 	}
 }
 

@@ -43,6 +43,8 @@ var metrics = []metric{
 	},
 	{name: "burstcache_read_only", kind: "gauge", help: "1 when the write window is used up and writes fail with EROFS.", value: func(s control.Stats) float64 { return boolValue(s.ReadOnly) }},
 	{name: "burstcache_cache_device_failed", kind: "gauge", help: "1 when an fdatasync of the cache device failed: writes fail with EIO, reads and write-back go on.", value: func(s control.Stats) float64 { return boolValue(s.CacheDeviceError != "") }},
+	{name: "burstcache_index_commit_failing", kind: "gauge", help: "1 while commits of the cache index fail (a full cache disk): fsync fails, and so do writes that need freed cache space.", value: func(s control.Stats) float64 { return boolValue(s.IndexError != "") }},
+	{name: "burstcache_index_commit_failures_total", kind: "counter", help: "Failed commits of the cache index.", value: func(s control.Stats) float64 { return float64(s.IndexCommitFailures) }},
 	{name: "burstcache_files", kind: "gauge", help: "Files with cached data.", value: func(s control.Stats) float64 { return float64(s.Files) }},
 	{name: "burstcache_preload_done_bytes", kind: "gauge", help: "Bytes the running preloads have copied up; 0 when none runs.", value: func(s control.Stats) float64 { return float64(s.PreloadBytesDone) }},
 	{name: "burstcache_preload_total_bytes", kind: "gauge", help: "Bytes the running preloads copy up in all; 0 when none runs.", value: func(s control.Stats) float64 { return float64(s.PreloadBytesTotal) }},

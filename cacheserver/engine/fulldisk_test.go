@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// smallDisk mounts a tmpfs of size bytes for the test: a real file system
+// that runs out of space.
+func smallDisk(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+		t.Fatalf("mounting a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
+}
+
+// fill writes name until the file system holding it is full.
+func fill(t *testing.T, name string) {
+	t.Helper()
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	block := make([]byte, 4096)
+	for {
+		if _, err := f.Write(block); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("filling the disk: %v", err)
+			}
+			return
+		}
+	}
+}
+
+// TestFullCacheDiskFailsCommitsUntilItHasRoom fills the disk of the cache
+// directory, as another tenant of a node's disk can: the slab has its space
+// from the start, but the index grows with the files it records, and its
+// commits fail. The failure shows in Stats, Sync and the writers that need
+// freed slots get ENOSPC, and nothing is lost: once the disk has room
+// again, the commits that failed are made, and a restart and a flush find
+// every byte.
+func TestFullCacheDiskFailsCommitsUntilItHasRoom(t *testing.T) {
+	disk := smallDisk(t, "8m")
+	r := newRig(t, 4096, 256, func(c *Config) { c.Dir = filepath.Join(disk, "cache") })
+	ctx := context.Background()
+	fill(t, filepath.Join(disk, "other-tenant"))
+
+	name := func(i int) string { return fmt.Sprintf("dir/a-file-with-a-long-name-%05d", i) }
+	data := func(i int) []byte { return []byte(fmt.Sprintf("data of file %d", i)) }
+	written := 0
+	var werr error
+	for ; written < 4000; written++ {
+		if _, werr = r.e.WriteAt(ctx, name(written), data(written), 0); werr != nil {
+			break
+		}
+	}
+	if werr == nil {
+		t.Fatal("4000 files fitted in the index on a full disk; the test needs more")
+	}
+	if !errors.Is(werr, syscall.ENOSPC) {
+		t.Fatalf("a write that needs a slot freed by a failed commit = %v, want ENOSPC", werr)
+	}
+	if err := r.e.Sync(ctx, name(0)); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Sync on a full disk = %v, want ENOSPC", err)
+	}
+	s := r.e.Stats()
+	if !strings.Contains(s.IndexError, "no space left") || s.IndexCommitFailures == 0 || s.DeviceError != "" {
+		t.Fatalf("Stats on a full disk: IndexError %q, IndexCommitFailures %d, DeviceError %q", s.IndexError, s.IndexCommitFailures, s.DeviceError)
+	}
+
+	if err := os.Remove(filepath.Join(disk, "other-tenant")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.e.Sync(ctx, name(0)); err != nil {
+		t.Fatalf("Sync once the disk has room: %v", err)
+	}
+	if s := r.e.Stats(); s.IndexError != "" {
+		t.Fatalf("IndexError after a commit succeeded: %q", s.IndexError)
+	}
+	if _, err := r.e.WriteAt(ctx, name(written), data(written), 0); err != nil {
+		t.Fatalf("a write once the disk has room: %v", err)
+	}
+	written++
+
+	r.restart()
+	for i := range written {
+		if got := r.readAll(name(i)); !bytes.Equal(got, data(i)) {
+			t.Fatalf("%s after a restart: %q, want %q", name(i), got, data(i))
+		}
+	}
+	if err := r.e.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	for i := range written {
+		if got := r.backingFile(name(i)); !bytes.Equal(got, data(i)) {
+			t.Fatalf("backing %s = %q, want %q", name(i), got, data(i))
+		}
+	}
+}
