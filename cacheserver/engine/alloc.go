@@ -2,20 +2,47 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"syscall"
 )
+
+// refused reports whether err says that the backing store refuses data
+// for good, until someone acts: it is full, over quota, read-only, or the
+// file is too large for it.
+func refused(err error) bool {
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EFBIG} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
+}
 
 // allocSlot takes a free slot for extent idx of f, evicting clean extents
 // or waiting for write-back and index commits when none is free. The
 // caller must hold no extent lock: a writer that needs space that is all
 // dirty waits here while write-back, which needs extent locks, cleans
 // extents.
-func (e *Engine) allocSlot(ctx context.Context, f *file, idx int64) (int32, error) {
+//
+// A write (write set, not Accepted) stops waiting when the backing store
+// refuses the write-back of the dirty data (refused): it gets the backing
+// store's error, as it would have writing there directly, instead of
+// waiting until an admin raises a quota. The dirty data stays. A read's
+// copy-up, and pages a client's kernel writes back (Accepted), which
+// cannot be retried, go on waiting.
+func (e *Engine) allocSlot(ctx context.Context, f *file, idx int64, write bool) (int32, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	errs := e.st.wbErrors
 	for {
 		if s, ok := e.takeSlotLocked(f, idx); ok {
 			return s, nil
+		}
+		// Write-back failed flushGiveUp times in a row, once at least
+		// since this writer began to wait.
+		if write && !accepted(ctx) && e.failStreak >= flushGiveUp && e.st.wbErrors > errs && refused(e.st.lastWBErr) {
+			return -1, fmt.Errorf("waiting for free space: all of it holds data the backing store refuses: %w", e.st.lastWBErr)
 		}
 		if e.commitErr != nil && len(e.pendingFree) > 0 {
 			// Slots wait for a commit that fails: the cache device is

@@ -30,8 +30,11 @@
 //   - Eviction: past EvictHigh percent of the slots in use, clean extents
 //     are evicted least recently used first down to EvictLow. A writer or
 //     copy-up that needs a slot when none is free evicts, and when all slots
-//     hold dirty data it waits for write-back: it never fails and never
-//     drops dirty data.
+//     hold dirty data it waits for write-back, and never drops dirty data.
+//     Only a writer stops waiting, when the backing store refuses the
+//     write-back (full, over quota, read-only): it fails with the backing
+//     store's error, as it would have writing there directly. Pages a
+//     client's kernel writes back (Accepted) cannot be retried and wait.
 //   - Rename: cached data is keyed by path, and a striped cache places
 //     extents by a hash of the path, so cached data cannot follow a rename.
 //     Rename flushes and drops both paths (a file or a whole tree), then

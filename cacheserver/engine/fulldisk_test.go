@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -110,6 +111,61 @@ func TestFullCacheDiskFailsCommitsUntilItHasRoom(t *testing.T) {
 	for i := range written {
 		if got := r.backingFile(name(i)); !bytes.Equal(got, data(i)) {
 			t.Fatalf("backing %s = %q, want %q", name(i), got, data(i))
+		}
+	}
+}
+
+// TestWriterGetsTheBackingStoresRefusal fills the cache with dirty data
+// that the backing store, a real file system that is full, refuses. A new
+// write that needs space then fails with the backing store's ENOSPC, as it
+// would have writing there directly, instead of waiting for ever; a page
+// that a client's kernel writes back (Accepted) goes on waiting, since it
+// cannot be retried. Nothing dirty is dropped: once the backing store has
+// room, a flush writes every byte back, and the refused write succeeds
+// when it is made again.
+func TestWriterGetsTheBackingStoresRefusal(t *testing.T) {
+	pfs := smallDisk(t, "1m")
+	const es, slots = 4096, 16
+	r := newRigOver(t, pfs, es, slots, func(c *Config) {
+		c.Tunables = Tunables{WriteBackThreads: 2, DirtyHigh: 50, DirtyLow: 25}
+	})
+	ctx := context.Background()
+	fill(t, filepath.Join(pfs, "other-files"))
+
+	want := map[string][]byte{}
+	for i := range slots {
+		p := fmt.Sprintf("out/%02d", i)
+		want[p] = bytes.Repeat([]byte{byte('a' + i)}, es)
+		r.write(p, 0, want[p])
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err := r.e.WriteAt(wctx, "out/one-more", []byte("more"), 0)
+	if !errors.Is(err, syscall.ENOSPC) || wctx.Err() != nil {
+		t.Fatalf("a write into a cache full of data the backing store refuses = %v (waited %v), want ENOSPC", err, wctx.Err())
+	}
+	actx, cancel := context.WithTimeout(Accepted(ctx), 300*time.Millisecond)
+	defer cancel()
+	if _, err := r.e.WriteAt(actx, "out/from-a-page-cache", []byte("page"), 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("an Accepted write into the same cache = %v, want it to wait (until its deadline)", err)
+	}
+	if s := r.e.Stats(); s.DirtyBytes != slots*es {
+		t.Fatalf("dirty bytes after the refusals: %d, want %d", s.DirtyBytes, slots*es)
+	}
+
+	if err := os.Remove(filepath.Join(pfs, "other-files")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.e.WriteAt(ctx, "out/one-more", []byte("more"), 0); err != nil {
+		t.Fatalf("the refused write, made again once the backing store has room: %v", err)
+	}
+	want["out/one-more"] = []byte("more")
+	if err := r.e.Flush(ctx); err != nil {
+		t.Fatalf("Flush once the backing store has room: %v", err)
+	}
+	for p, data := range want {
+		if got := r.backingFile(p); !bytes.Equal(got, data) {
+			t.Errorf("backing %s = %.20q (%d bytes), want %.20q", p, got, len(got), data)
 		}
 	}
 }

@@ -239,7 +239,7 @@ func (e *Engine) readCached(x *extent, p []byte, in int64) (done, prefetched boo
 // copyUp brings extent idx of f into the cache and serves p from offset in
 // of it, unless someone else is copying it up (served is false: read it).
 func (e *Engine) copyUp(ctx context.Context, f *file, idx int64, p []byte, in int64) (served bool, err error) {
-	slot, err := e.allocSlot(ctx, f, idx)
+	slot, err := e.allocSlot(ctx, f, idx, false)
 	if err != nil {
 		return false, err
 	}

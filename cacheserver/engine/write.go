@@ -171,7 +171,7 @@ func (e *Engine) tryWriteInPlace(x *extent, in int32, data []byte) (done bool, e
 // must not change in place: after a crash the index would call the changed
 // bytes clean. done is false when the caller must look again.
 func (e *Engine) writeNewSlot(ctx context.Context, f *file, idx int64, in int32, data []byte) (bool, error) {
-	slot, err := e.allocSlot(ctx, f, idx)
+	slot, err := e.allocSlot(ctx, f, idx, true)
 	if err != nil {
 		return true, err
 	}

@@ -101,7 +101,7 @@ func (e *Engine) prepareTx(ctx context.Context, tx *WriteTx, idx int64) (done bo
 	}
 	// Slots are taken before any extent lock: a writer waiting for space
 	// must not hold what write-back needs.
-	slot, err := e.allocSlot(ctx, f, idx)
+	slot, err := e.allocSlot(ctx, f, idx, true)
 	if err != nil {
 		return false, err
 	}
