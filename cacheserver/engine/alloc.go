@@ -7,6 +7,10 @@ import (
 	"syscall"
 )
 
+// errNoRoom: a copy-up found no slot, and none will be free until the
+// backing store takes the dirty data it refuses.
+var errNoRoom = errors.New("no room in the cache: every slot holds data the backing store refuses")
+
 // refused reports whether err says that the backing store refuses data
 // for good, until someone acts: it is full, over quota, read-only, or the
 // file is too large for it.
@@ -25,12 +29,13 @@ func refused(err error) bool {
 // dirty waits here while write-back, which needs extent locks, cleans
 // extents.
 //
-// A write (write set, not Accepted) stops waiting when the backing store
-// refuses the write-back of the dirty data (refused): it gets the backing
-// store's error, as it would have writing there directly, instead of
-// waiting until an admin raises a quota. The dirty data stays. A read's
-// copy-up, and pages a client's kernel writes back (Accepted), which
-// cannot be retried, go on waiting.
+// When the backing store refuses the write-back of the dirty data
+// (refused), waiting could last until an admin raises a quota. A write
+// (write set, not Accepted) then gets the backing store's error, as it
+// would have writing there directly; a read's copy-up gets errNoRoom, and
+// its reader reads the backing file without caching it. The dirty data
+// stays. Pages a client's kernel writes back (Accepted), which cannot be
+// retried, go on waiting.
 func (e *Engine) allocSlot(ctx context.Context, f *file, idx int64, write bool) (int32, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -41,8 +46,13 @@ func (e *Engine) allocSlot(ctx context.Context, f *file, idx int64, write bool) 
 		}
 		// Write-back failed flushGiveUp times in a row, once at least
 		// since this writer began to wait.
-		if write && !accepted(ctx) && e.failStreak >= flushGiveUp && e.st.wbErrors > errs && refused(e.st.lastWBErr) {
-			return -1, fmt.Errorf("waiting for free space: all of it holds data the backing store refuses: %w", e.st.lastWBErr)
+		if e.failStreak >= flushGiveUp && e.st.wbErrors > errs && refused(e.st.lastWBErr) {
+			switch {
+			case !write:
+				return -1, fmt.Errorf("%w: %w", errNoRoom, e.st.lastWBErr)
+			case !accepted(ctx):
+				return -1, fmt.Errorf("waiting for free space: all of it holds data the backing store refuses: %w", e.st.lastWBErr)
+			}
 		}
 		if e.commitErr != nil && len(e.pendingFree) > 0 {
 			// Slots wait for a commit that fails: the cache device is

@@ -31,10 +31,11 @@
 //     are evicted least recently used first down to EvictLow. A writer or
 //     copy-up that needs a slot when none is free evicts, and when all slots
 //     hold dirty data it waits for write-back, and never drops dirty data.
-//     Only a writer stops waiting, when the backing store refuses the
-//     write-back (full, over quota, read-only): it fails with the backing
-//     store's error, as it would have writing there directly. Pages a
-//     client's kernel writes back (Accepted) cannot be retried and wait.
+//     When the backing store refuses the write-back (full, over quota,
+//     read-only), a writer fails with the backing store's error instead,
+//     as it would have writing there directly, and a reader reads the
+//     backing file without caching it. Pages a client's kernel writes back
+//     (Accepted) cannot be retried and wait.
 //   - Rename: cached data is keyed by path, and a striped cache places
 //     extents by a hash of the path, so cached data cannot follow a rename.
 //     Rename flushes and drops both paths (a file or a whole tree), then

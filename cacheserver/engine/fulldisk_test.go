@@ -118,7 +118,8 @@ func TestFullCacheDiskFailsCommitsUntilItHasRoom(t *testing.T) {
 // TestWriterGetsTheBackingStoresRefusal fills the cache with dirty data
 // that the backing store, a real file system that is full, refuses. A new
 // write that needs space then fails with the backing store's ENOSPC, as it
-// would have writing there directly, instead of waiting for ever; a page
+// would have writing there directly, instead of waiting for ever; reads
+// of data not cached read the backing store without caching it; a page
 // that a client's kernel writes back (Accepted) goes on waiting, since it
 // cannot be retried. Nothing dirty is dropped: once the backing store has
 // room, a flush writes every byte back, and the refused write succeeds
@@ -130,6 +131,8 @@ func TestWriterGetsTheBackingStoresRefusal(t *testing.T) {
 		c.Tunables = Tunables{WriteBackThreads: 2, DirtyHigh: 50, DirtyLow: 25}
 	})
 	ctx := context.Background()
+	input := bytes.Repeat([]byte("input "), es)
+	r.writeBacking("in/data", input)
 	fill(t, filepath.Join(pfs, "other-files"))
 
 	want := map[string][]byte{}
@@ -143,6 +146,17 @@ func TestWriterGetsTheBackingStoresRefusal(t *testing.T) {
 	_, err := r.e.WriteAt(wctx, "out/one-more", []byte("more"), 0)
 	if !errors.Is(err, syscall.ENOSPC) || wctx.Err() != nil {
 		t.Fatalf("a write into a cache full of data the backing store refuses = %v (waited %v), want ENOSPC", err, wctx.Err())
+	}
+	// Reads of data the cache does not hold go to the backing store.
+	got := make([]byte, len(input))
+	if n, err := r.e.ReadAt(wctx, "in/data", got, 0); err != nil || !bytes.Equal(got[:n], input) {
+		t.Fatalf("a read of data not cached, with no room to cache it: %d bytes, %v", n, err)
+	}
+	if _, _, err := r.e.ReadSpans(wctx, "in/data", 0, es); !errors.Is(err, ErrNoSpans) {
+		t.Fatalf("ReadSpans of data not cached, with no room to cache it = %v, want ErrNoSpans", err)
+	}
+	if err := r.e.Preload(wctx, "in"); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("a preload with no room in the cache = %v, want the backing store's ENOSPC", err)
 	}
 	actx, cancel := context.WithTimeout(Accepted(ctx), 300*time.Millisecond)
 	defer cancel()

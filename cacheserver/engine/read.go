@@ -178,7 +178,7 @@ func (e *Engine) readExtent(ctx context.Context, f *file, idx int64, p []byte, i
 			// Start the read-ahead first, so that it overlaps this copy-up.
 			e.prefetchAfter(ctx, f, idx, in, true)
 			served, err := e.copyUp(ctx, f, idx, p, in)
-			if errors.Is(err, errDropped) {
+			if errors.Is(err, errDropped) || (errors.Is(err, errNoRoom) && p != nil) {
 				return e.readUncached(ctx, f, idx, p, in)
 			}
 			if served || err != nil {
@@ -201,7 +201,8 @@ func (e *Engine) readExtent(ctx context.Context, f *file, idx int64, p []byte, i
 }
 
 // readUncached reads from the backing store directly, for a file dropped
-// while it was read.
+// while it was read, or an extent no slot is free for (errNoRoom; a preload,
+// whose p is nil, gets that error instead).
 func (e *Engine) readUncached(ctx context.Context, f *file, idx int64, p []byte, in int64) error {
 	n, err := backing.ReadFull(ctx, e.backing, f.path, p, idx*e.es+in)
 	clear(p[n:])

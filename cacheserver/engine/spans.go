@@ -112,7 +112,7 @@ func (e *Engine) pinExtent(ctx context.Context, f *file, idx, in int64, chunk in
 			e.prefetchAfter(ctx, f, idx, in, true)
 			// A non-nil empty p: the copy-up is for this reader, not ahead.
 			served, err := e.copyUp(ctx, f, idx, []byte{}, 0)
-			if errors.Is(err, errDropped) {
+			if errors.Is(err, errDropped) || errors.Is(err, errNoRoom) {
 				return nil, ErrNoSpans
 			}
 			if err != nil {
