@@ -80,6 +80,11 @@ const (
 	// server failed.
 	ConditionReadOnly = "ReadOnly"
 
+	// ConditionWriteBackFailing is True while write-back to the backing
+	// file system keeps failing on some server: the dirty data stays cached
+	// and is retried with backoff.
+	ConditionWriteBackFailing = "WriteBackFailing"
+
 	// ConditionFlushed is set during teardown: True when no dirty data is
 	// left on any server, False with the reason while write-back goes on or
 	// fails.
@@ -139,6 +144,17 @@ const (
 	// failed: the server refuses writes (EIO) and makes nothing durable on
 	// the device, but serves reads and writes back what is dirty.
 	ReasonCacheDeviceFailed = "CacheDeviceFailed"
+
+	// ReasonWriteBackRefused means the backing file system refuses the
+	// write-back of a server's dirty data: it is full, over quota or
+	// read-only. Writes that need cache space held by dirty data fail with
+	// its error, as they would on it directly.
+	ReasonWriteBackRefused = "WriteBackRefused"
+
+	// ReasonWriteBackErrors means write-back to the backing file system
+	// keeps failing on a server for another reason; the message has the
+	// latest error.
+	ReasonWriteBackErrors = "WriteBackErrors"
 
 	// ReasonPreloadStarted is the reason of the Event recorded when the
 	// servers start copying spec.preload up.

@@ -101,6 +101,13 @@ type Stats struct {
 	// why the latest one failed.
 	WriteBackErrors    uint64 `json:"writeBackErrors"`
 	LastWriteBackError string `json:"lastWriteBackError,omitempty"`
+	// WriteBackFailing is true while write-back keeps failing (several
+	// times in a row, with no success since); WriteBackRefused too when
+	// the backing file system refuses the data (full, over quota,
+	// read-only): writes that need cache space held by dirty data then
+	// fail with its error, and reads of data not cached go to it directly.
+	WriteBackFailing bool `json:"writeBackFailing,omitempty"`
+	WriteBackRefused bool `json:"writeBackRefused,omitempty"`
 	// DoomedFiles counts the files an unlink under way holds: their dirty
 	// data is neither written back nor dropped until it ends, or, when
 	// the client that began it is gone, until the server ends it after

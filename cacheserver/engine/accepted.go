@@ -29,10 +29,14 @@ func accepted(ctx context.Context) bool {
 // ErrReadOnly while the write window is used up, and,
 // if counted (the open creates path, or its writes will come Accepted),
 // ErrTooManyFiles while the cache holds MaxFiles files and none of them is
-// path. A job whose writes its kernel gathers in the page cache learns of
-// the limits there, at open, as it would from write(2) otherwise: its
-// writes reach the cache later, marked Accepted, and pass them.
-func (e *Engine) AdmitWriter(path string, counted bool) error {
+// path. A job whose writes its kernel gathers in the page cache (gathered)
+// learns of the limits there, at open, as it would from write(2)
+// otherwise: its writes reach the cache later, marked Accepted, and pass
+// them. Such writes also wait for space, which, while every slot holds
+// data the backing store refuses (see allocSlot), only someone acting on
+// the backing store can free; a gathered open then gets the backing
+// store's error, rather than a job that hangs at close.
+func (e *Engine) AdmitWriter(path string, counted, gathered bool) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.deviceErr != nil {
@@ -40,6 +44,9 @@ func (e *Engine) AdmitWriter(path string, counted bool) error {
 	}
 	if e.readOnlyLocked() {
 		return fmt.Errorf("open %s for writing: %w", path, ErrReadOnly)
+	}
+	if gathered && e.refusingLocked() {
+		return fmt.Errorf("open %s for writing: every slot of the cache holds data the backing store refuses: %w", path, e.st.lastWBErr)
 	}
 	if !counted || e.tun.MaxFiles <= 0 || e.nfile < e.tun.MaxFiles {
 		return nil

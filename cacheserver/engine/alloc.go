@@ -11,6 +11,13 @@ import (
 // backing store takes the dirty data it refuses.
 var errNoRoom = errors.New("no room in the cache: every slot holds data the backing store refuses")
 
+// refusingLocked reports whether no slot can be had until the backing
+// store takes dirty data it refuses: none is free or clean, and write-back
+// keeps failing with a refusal.
+func (e *Engine) refusingLocked() bool {
+	return e.used >= e.slab.Slots() && e.clean.n == 0 && e.failStreak >= flushGiveUp && refused(e.st.lastWBErr)
+}
+
 // refused reports whether err says that the backing store refuses data
 // for good, until someone acts: it is full, over quota, read-only, or the
 // file is too large for it.

@@ -35,7 +35,8 @@
 //     read-only), a writer fails with the backing store's error instead,
 //     as it would have writing there directly, and a reader reads the
 //     backing file without caching it. Pages a client's kernel writes back
-//     (Accepted) cannot be retried and wait.
+//     (Accepted) cannot be retried and wait; AdmitWriter gives the error to
+//     opens whose writes come so, while no slot can be had.
 //   - Rename: cached data is keyed by path, and a striped cache places
 //     extents by a hash of the path, so cached data cannot follow a rename.
 //     Rename flushes and drops both paths (a file or a whole tree), then

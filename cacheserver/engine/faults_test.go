@@ -37,8 +37,8 @@ func TestWriteBackSurvivesBackingFaults(t *testing.T) {
 	if err := r.e.Flush(fctx); !errors.Is(err, ErrDirtyLeft) || !errors.Is(err, errInjected) {
 		t.Fatalf("Flush during the fault = %v, want ErrDirtyLeft wrapping the backing error", err)
 	}
-	if s := r.e.Stats(); s.WriteBacks != 0 {
-		t.Fatalf("failed write-backs count in WriteBacks: %d", s.WriteBacks)
+	if s := r.e.Stats(); s.WriteBacks != 0 || !s.WriteBackFailing || s.WriteBackRefused {
+		t.Fatalf("after failed write-backs: WriteBacks %d, WriteBackFailing %v, WriteBackRefused %v (an error that is no refusal)", s.WriteBacks, s.WriteBackFailing, s.WriteBackRefused)
 	}
 	r.faulty.SetError(backing.OpWriteAt, nil)
 	const latency = 5 * time.Millisecond

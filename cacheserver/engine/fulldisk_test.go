@@ -121,7 +121,8 @@ func TestFullCacheDiskFailsCommitsUntilItHasRoom(t *testing.T) {
 // would have writing there directly, instead of waiting for ever; reads
 // of data not cached read the backing store without caching it; a page
 // that a client's kernel writes back (Accepted) goes on waiting, since it
-// cannot be retried. Nothing dirty is dropped: once the backing store has
+// cannot be retried, and an open whose writes such a kernel gathers gets
+// the error at open. Nothing dirty is dropped: once the backing store has
 // room, a flush writes every byte back, and the refused write succeeds
 // when it is made again.
 func TestWriterGetsTheBackingStoresRefusal(t *testing.T) {
@@ -158,13 +159,21 @@ func TestWriterGetsTheBackingStoresRefusal(t *testing.T) {
 	if err := r.e.Preload(wctx, "in"); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("a preload with no room in the cache = %v, want the backing store's ENOSPC", err)
 	}
+	// A job whose kernel gathers its writes learns of it at open: its
+	// writes would come Accepted, and wait.
+	if err := r.e.AdmitWriter("out/gathered", true, true); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("AdmitWriter of a gathered open = %v, want the backing store's ENOSPC", err)
+	}
+	if err := r.e.AdmitWriter("out/plain", true, false); err != nil {
+		t.Fatalf("AdmitWriter of an open whose writes are not gathered = %v, want none (its writes get the error)", err)
+	}
 	actx, cancel := context.WithTimeout(Accepted(ctx), 300*time.Millisecond)
 	defer cancel()
 	if _, err := r.e.WriteAt(actx, "out/from-a-page-cache", []byte("page"), 0); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("an Accepted write into the same cache = %v, want it to wait (until its deadline)", err)
 	}
-	if s := r.e.Stats(); s.DirtyBytes != slots*es {
-		t.Fatalf("dirty bytes after the refusals: %d, want %d", s.DirtyBytes, slots*es)
+	if s := r.e.Stats(); s.DirtyBytes != slots*es || !s.WriteBackFailing || !s.WriteBackRefused {
+		t.Fatalf("after the refusals: %d dirty bytes (want %d), WriteBackFailing %v, WriteBackRefused %v", s.DirtyBytes, slots*es, s.WriteBackFailing, s.WriteBackRefused)
 	}
 
 	if err := os.Remove(filepath.Join(pfs, "other-files")); err != nil {
@@ -176,6 +185,12 @@ func TestWriterGetsTheBackingStoresRefusal(t *testing.T) {
 	want["out/one-more"] = []byte("more")
 	if err := r.e.Flush(ctx); err != nil {
 		t.Fatalf("Flush once the backing store has room: %v", err)
+	}
+	if err := r.e.AdmitWriter("out/gathered", true, true); err != nil {
+		t.Fatalf("AdmitWriter of a gathered open once the backing store has room: %v", err)
+	}
+	if s := r.e.Stats(); s.WriteBackFailing || s.WriteBackRefused {
+		t.Fatalf("after a flush that succeeded: WriteBackFailing %v, WriteBackRefused %v", s.WriteBackFailing, s.WriteBackRefused)
 	}
 	for p, data := range want {
 		if got := r.backingFile(p); !bytes.Equal(got, data) {

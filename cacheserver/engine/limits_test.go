@@ -68,27 +68,27 @@ func TestLimits(t *testing.T) {
 		"open for writing with the window used up": {
 			tun: Tunables{WriteWindow: WriteWindow{Multiplier: 2, Length: time.Hour}},
 			op: func(r *rig) error {
-				return errors.Join(writeErr(r, "f", 0, 2*8*4096), r.e.AdmitWriter("f", false))
+				return errors.Join(writeErr(r, "f", 0, 2*8*4096), r.e.AdmitWriter("f", false, false))
 			},
 			wantErr: ErrReadOnly,
 		},
 		"open for writing with room in the window": {
 			tun: Tunables{WriteWindow: WriteWindow{Multiplier: 2, Length: time.Hour}},
 			op: func(r *rig) error {
-				return errors.Join(writeErr(r, "f", 0, 2*8*4096-1), r.e.AdmitWriter("g", true))
+				return errors.Join(writeErr(r, "f", 0, 2*8*4096-1), r.e.AdmitWriter("g", true, false))
 			},
 		},
 		"create beyond MaxFiles": {
 			tun: Tunables{MaxFiles: 1},
 			op: func(r *rig) error {
-				return errors.Join(writeErr(r, "a", 0, 1), r.e.AdmitWriter("b", true))
+				return errors.Join(writeErr(r, "a", 0, 1), r.e.AdmitWriter("b", true, false))
 			},
 			wantErr: ErrTooManyFiles,
 		},
 		"open at MaxFiles": {
 			tun: Tunables{MaxFiles: 1},
 			op: func(r *rig) error {
-				return errors.Join(writeErr(r, "a", 0, 1), r.e.AdmitWriter("a", true), r.e.AdmitWriter("b", false))
+				return errors.Join(writeErr(r, "a", 0, 1), r.e.AdmitWriter("a", true, false), r.e.AdmitWriter("b", false, false))
 			},
 		},
 	}

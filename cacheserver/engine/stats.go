@@ -30,6 +30,12 @@ type Stats struct {
 	// text of the latest one.
 	WriteBackErrors    int64
 	LastWriteBackError string
+	// WriteBackFailing is set while write-back keeps failing: the last
+	// flushGiveUp write-backs or more failed, and none succeeded since.
+	// WriteBackRefused is set too when the backing store refuses the
+	// data (full, over quota, read-only): writers that need space fail
+	// then, with its error.
+	WriteBackFailing, WriteBackRefused bool
 	// DeviceError is the failure of the cache device that stopped writes
 	// and commits (ErrCacheDevice), empty while the device works.
 	DeviceError string
@@ -94,6 +100,8 @@ func (e *Engine) Stats() Stats {
 	if e.st.lastWBErr != nil {
 		s.LastWriteBackError = e.st.lastWBErr.Error()
 	}
+	s.WriteBackFailing = e.failStreak >= flushGiveUp
+	s.WriteBackRefused = s.WriteBackFailing && refused(e.st.lastWBErr)
 	if e.deviceErr != nil {
 		s.DeviceError = e.deviceErr.Error()
 	} else if e.commitErr != nil {

@@ -58,6 +58,13 @@ func PrintStatus(w io.Writer, st *State, mountAlive bool, ss []ServerStatus) {
 		if s.Err == nil && s.Stats.CacheDeviceError != "" {
 			_, _ = fmt.Fprintf(w, "server %d: %s: writes fail, dirty data is being written back\n", s.Index, s.Stats.CacheDeviceError)
 		}
+		switch {
+		case s.Err != nil || !s.Stats.WriteBackFailing:
+		case s.Stats.WriteBackRefused:
+			_, _ = fmt.Fprintf(w, "server %d: the backing directory refuses the write-back (%s): writes that need cache space fail with its error until it has room\n", s.Index, s.Stats.LastWriteBackError)
+		default:
+			_, _ = fmt.Fprintf(w, "server %d: write-back keeps failing (%s); the dirty data stays cached and is retried\n", s.Index, s.Stats.LastWriteBackError)
+		}
 		if s.Err == nil && s.Stats.IndexError != "" {
 			_, _ = fmt.Fprintf(w, "server %d: its index cannot be committed (%s): fsync fails, and so do writes that need freed space, until the cache directory's disk has room\n", s.Index, s.Stats.IndexError)
 		}

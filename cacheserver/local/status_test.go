@@ -85,3 +85,26 @@ func TestStatusNamesAServerThatCannotCommitItsIndex(t *testing.T) {
 		t.Fatalf("the failure shows more than once, or for the wrong server:\n%s", b.String())
 	}
 }
+
+func TestStatusNamesServersWhoseWriteBackFails(t *testing.T) {
+	const full = "writing back extent 0 of a: write a: no space left on device"
+	const down = "writing back extent 2 of b: write b: input/output error"
+	st := &State{Mount: "/mnt/x", Backing: "/pfs", CacheDir: "/cache"}
+	ss := []ServerStatus{
+		{ServerState: ServerState{Index: 0, Data: "s0", PID: 10}, Alive: true, Stats: control.Stats{WriteBackFailing: true, WriteBackRefused: true, LastWriteBackError: full}},
+		{ServerState: ServerState{Index: 1, Data: "s1", PID: 11}, Alive: true, Stats: control.Stats{WriteBackFailing: true, LastWriteBackError: down}},
+		{ServerState: ServerState{Index: 2, Data: "s2", PID: 12}, Alive: true, Stats: control.Stats{WriteBackErrors: 1, LastWriteBackError: "an old failure"}},
+	}
+	var b strings.Builder
+	PrintStatus(&b, st, true, ss)
+	out := b.String()
+	for _, want := range []string{"server 0: the backing directory refuses the write-back (" + full + "): writes that need cache space fail",
+		"server 1: write-back keeps failing (" + down + ")"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status does not say %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "an old failure") || strings.Contains(out, "server 2:") {
+		t.Errorf("status names a server whose write-back works:\n%s", out)
+	}
+}

@@ -314,7 +314,7 @@ func (s *Server) create(ctx context.Context, req *wire.Request, resp *wire.Respo
 		return err
 	}
 	for {
-		if err := s.cfg.Cache.AdmitWriter(p, true); err != nil {
+		if err := s.cfg.Cache.AdmitWriter(p, true, gathered); err != nil {
 			return s.openRefusedCreate(ctx, p, flags, gathered, err, resp)
 		}
 		a, err := s.cfg.NS.Create(ctx, p, flags|syscall.O_EXCL, mode)
@@ -396,7 +396,7 @@ func (s *Server) openFile(ctx context.Context, p string, flags int, gathered boo
 		return namespace.Attr{}, errDraining
 	}
 	if writing {
-		if err := s.cfg.Cache.AdmitWriter(p, gathered); err != nil {
+		if err := s.cfg.Cache.AdmitWriter(p, gathered, gathered); err != nil {
 			return namespace.Attr{}, err
 		}
 	}

@@ -61,8 +61,10 @@ type Cache interface {
 	// AdmitWriter returns the error a write to path would meet now, for an
 	// open of it for writing: a write window used up (EROFS) or, if
 	// counted (a create, or writes the client's kernel gathers), the limit
-	// on files for a file the cache does not hold (EDQUOT).
-	AdmitWriter(path string, counted bool) error
+	// on files for a file the cache does not hold (EDQUOT), or, if
+	// gathered (writes the client's kernel gathers), the backing store's
+	// refusal of the data that fills the cache.
+	AdmitWriter(path string, counted, gathered bool) error
 	Stats() control.Stats
 	SetTunables(t control.Tunables) error
 }

@@ -20,6 +20,7 @@ func setConditions(s *scope, now time.Time) {
 		setServersReadyCondition(s, now)
 		setPreloadedCondition(s, now)
 		setReadOnlyCondition(s, now)
+		setWriteBackCondition(s, now)
 	}
 	setReadyCondition(s, now)
 	s.inst.Status.Phase = computePhase(s)

@@ -132,6 +132,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope, passErr error) e
 	r.warnGatedPods(ctx, s, s.inst.Status.Phase)
 	r.recordCreateFailure(s)
 	r.recordReadOnlyTransition(s)
+	r.recordWriteBackTransition(s)
 	err := r.Client.Status().Patch(ctx, s.inst, client.MergeFrom(s.original))
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -53,7 +53,7 @@ func (m *MemCache) CallLog() []string {
 }
 
 // AdmitWriter admits every writer: MemCache has no limits.
-func (m *MemCache) AdmitWriter(string, bool) error { return nil }
+func (m *MemCache) AdmitWriter(string, bool, bool) error { return nil }
 
 func (m *MemCache) record(op, path string) {
 	m.Calls = append(m.Calls, op+" "+path)

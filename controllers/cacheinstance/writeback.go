@@ -1,0 +1,69 @@
+package cacheinstance
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+)
+
+// setWriteBackCondition says whether write-back keeps failing on a server,
+// naming the servers and their latest errors. It is left as it was in a
+// pass in which no server answered.
+func setWriteBackCondition(s *scope, now time.Time) {
+	if len(s.stats) == 0 {
+		return
+	}
+	var refused, failing []string
+	for i, st := range s.stats {
+		if i >= len(s.inst.Status.Servers) || !st.WriteBackFailing {
+			continue
+		}
+		named := fmt.Sprintf("%s (%s)", s.inst.Status.Servers[i].Name, st.LastWriteBackError)
+		if st.WriteBackRefused {
+			refused = append(refused, named)
+		} else {
+			failing = append(failing, named)
+		}
+	}
+	slices.Sort(refused)
+	slices.Sort(failing)
+	switch {
+	case len(refused) > 0:
+		setCondition(s, now, cachev1alpha1.ConditionWriteBackFailing, true, cachev1alpha1.ReasonWriteBackRefused,
+			fmt.Sprintf("the backing file system refuses the write-back of %s: writes that need cache space held by dirty data fail with its error (ENOSPC, EDQUOT or EROFS), and reads of data not cached go to it directly; the dirty data stays cached and goes back once there is room",
+				strings.Join(refused, ", ")))
+	case len(failing) > 0:
+		setCondition(s, now, cachev1alpha1.ConditionWriteBackFailing, true, cachev1alpha1.ReasonWriteBackErrors,
+			fmt.Sprintf("write-back to the backing file system keeps failing on %s; the dirty data stays cached and is retried with backoff",
+				strings.Join(failing, ", ")))
+	default:
+		setCondition(s, now, cachev1alpha1.ConditionWriteBackFailing, false, cachev1alpha1.ReasonAsExpected,
+			"write-back to the backing file system works")
+	}
+}
+
+// recordWriteBackTransition records an Event when write-back starts
+// failing, or fails for another reason, or works again.
+func (r *Reconciler) recordWriteBackTransition(s *scope) {
+	old := meta.FindStatusCondition(s.original.Status.Conditions, cachev1alpha1.ConditionWriteBackFailing)
+	c := meta.FindStatusCondition(s.inst.Status.Conditions, cachev1alpha1.ConditionWriteBackFailing)
+	was := old != nil && old.Status == metav1.ConditionTrue
+	if c == nil {
+		return
+	}
+	if is := c.Status == metav1.ConditionTrue; was == is && (!is || old.Reason == c.Reason) {
+		return
+	}
+	if was && c.Status != metav1.ConditionTrue {
+		r.Recorder.Eventf(s.inst, nil, corev1.EventTypeNormal, cachev1alpha1.ReasonAsExpected, "WriteBack", "Write-back works again")
+		return
+	}
+	r.Recorder.Eventf(s.inst, nil, corev1.EventTypeWarning, c.Reason, "WriteBack", "Write-back failing: %s", c.Message)
+}
