@@ -18,11 +18,11 @@ func (e *Engine) refusingLocked() bool {
 	return e.used >= e.slab.Slots() && e.clean.n == 0 && e.failStreak >= flushGiveUp && refused(e.st.lastWBErr)
 }
 
-// refused reports whether err says that the backing store refuses data
-// for good, until someone acts: it is full, over quota, read-only, or the
-// file is too large for it.
+// refused reports whether err says that the backing store refuses all data
+// until someone acts: it is full, over quota or read-only. (EFBIG refuses
+// one file only: the writers of others must not get it.)
 func refused(err error) bool {
-	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EFBIG} {
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS} {
 		if errors.Is(err, errno) {
 			return true
 		}
