@@ -53,22 +53,45 @@ func setReadOnlyCondition(s *scope, now time.Time) {
 // recordReadOnlyTransition records an Event when the instance turns
 // read-only, or read-only for another reason, or writable again.
 func (r *Reconciler) recordReadOnlyTransition(s *scope) {
-	old := meta.FindStatusCondition(s.original.Status.Conditions, cachev1alpha1.ConditionReadOnly)
-	c := meta.FindStatusCondition(s.inst.Status.Conditions, cachev1alpha1.ConditionReadOnly)
-	was := old != nil && old.Status == metav1.ConditionTrue
+	action := func(reason string) string {
+		if reason == cachev1alpha1.ReasonCacheDeviceFailed {
+			return "CacheDevice"
+		}
+		return "WriteWindow"
+	}
+	r.recordTransition(s, cachev1alpha1.ConditionReadOnly, action, "Read-only", "Writable again")
+}
+
+// recordTransition records the Event that a change of condition typ in
+// this pass calls for (see transition): a Warning that says on, or a
+// Normal one that says off, each with the condition's message. action
+// names what the Event is about, from the reason the condition was True
+// with.
+func (r *Reconciler) recordTransition(s *scope, typ string, action func(reason string) string, on, off string) {
+	old := meta.FindStatusCondition(s.original.Status.Conditions, typ)
+	c := meta.FindStatusCondition(s.inst.Status.Conditions, typ)
+	switch transition(old, c) {
+	case corev1.EventTypeWarning:
+		r.Recorder.Eventf(s.inst, nil, corev1.EventTypeWarning, c.Reason, action(c.Reason), "%s: %s", on, c.Message)
+	case corev1.EventTypeNormal:
+		r.Recorder.Eventf(s.inst, nil, corev1.EventTypeNormal, c.Reason, action(old.Reason), "%s: %s", off, c.Message)
+	}
+}
+
+// transition says which Event a change of a condition that is True when
+// something is wrong calls for, from old to c: a Warning when it turns
+// True, or stays True for another reason; a Normal one when it turns
+// False; none otherwise ("").
+func transition(old, c *metav1.Condition) string {
 	if c == nil {
-		return
+		return ""
 	}
-	if is := c.Status == metav1.ConditionTrue; was == is && (!is || old.Reason == c.Reason) {
-		return
+	was, is := old != nil && old.Status == metav1.ConditionTrue, c.Status == metav1.ConditionTrue
+	switch {
+	case is && (!was || old.Reason != c.Reason):
+		return corev1.EventTypeWarning
+	case was && !is:
+		return corev1.EventTypeNormal
 	}
-	action := "WriteWindow"
-	if c.Reason == cachev1alpha1.ReasonCacheDeviceFailed {
-		action = "CacheDevice"
-	}
-	if was {
-		r.Recorder.Eventf(s.inst, nil, corev1.EventTypeNormal, c.Reason, action, "Writable again: %s", c.Message)
-		return
-	}
-	r.Recorder.Eventf(s.inst, nil, corev1.EventTypeWarning, c.Reason, action, "Read-only: %s", c.Message)
+	return ""
 }

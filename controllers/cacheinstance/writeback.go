@@ -6,10 +6,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 )
 
@@ -52,18 +48,6 @@ func setWriteBackCondition(s *scope, now time.Time) {
 // recordWriteBackTransition records an Event when write-back starts
 // failing, or fails for another reason, or works again.
 func (r *Reconciler) recordWriteBackTransition(s *scope) {
-	old := meta.FindStatusCondition(s.original.Status.Conditions, cachev1alpha1.ConditionWriteBackFailing)
-	c := meta.FindStatusCondition(s.inst.Status.Conditions, cachev1alpha1.ConditionWriteBackFailing)
-	was := old != nil && old.Status == metav1.ConditionTrue
-	if c == nil {
-		return
-	}
-	if is := c.Status == metav1.ConditionTrue; was == is && (!is || old.Reason == c.Reason) {
-		return
-	}
-	if was && c.Status != metav1.ConditionTrue {
-		r.Recorder.Eventf(s.inst, nil, corev1.EventTypeNormal, cachev1alpha1.ReasonAsExpected, "WriteBack", "Write-back works again")
-		return
-	}
-	r.Recorder.Eventf(s.inst, nil, corev1.EventTypeWarning, c.Reason, "WriteBack", "Write-back failing: %s", c.Message)
+	action := func(string) string { return "WriteBack" }
+	r.recordTransition(s, cachev1alpha1.ConditionWriteBackFailing, action, "Write-back failing", "Write-back works again")
 }
