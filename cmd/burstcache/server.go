@@ -169,27 +169,25 @@ func retire(eng *engine.Engine, drained, discarded bool, log *slog.Logger) error
 		log.Warn("Removed the cache files of a discarded server", "dir", dir, "droppedDirtyBytes", st.DirtyBytes)
 		return nil
 	}
-	if !spent(err, drained, st) {
+	if !spent(drained, st) {
 		log.Info("Keeping the cache files", "drained", drained, "dirtyBytes", st.DirtyBytes, "closeErr", err)
 		return err
 	}
 	if err := errors.Join(os.RemoveAll(dir), os.RemoveAll(hidden)); err != nil {
 		return fmt.Errorf("removing the cache files of a drained server: %w", err)
 	}
-	log.Info("Removed the cache files of a drained server with nothing dirty", "dir", dir, "cacheDeviceError", st.DeviceError)
+	log.Info("Removed the cache files of a drained server with nothing dirty", "dir", dir, "closeErr", err, "cacheDeviceError", st.DeviceError)
 	return nil
 }
 
 // spent reports whether the cache files of a server whose engine closed
-// with closeErr hold nothing the backing store lacks: the server was
-// drained and nothing is dirty. A cache device that failed makes the
-// last commit fail, but what was dirty was written back from memory all
-// the same; its index, as of the last commit before the failure, would
-// have a restart write stale extents back over newer data.
-func spent(closeErr error, drained bool, st engine.Stats) bool {
-	if closeErr != nil && !errors.Is(closeErr, engine.ErrCacheDevice) {
-		return false
-	}
+// hold nothing the backing store lacks: the server was drained and nothing
+// is dirty, which write-back says only of data the backing store fsynced.
+// That holds whatever error the close returned. A last commit that failed
+// (a failed cache device, a full disk) leaves the index as of the commit
+// before: kept, it would have a restart write extents back that were
+// written back, and written again since, over the newer data.
+func spent(drained bool, st engine.Stats) bool {
 	return drained && st.DirtyExtents == 0 && st.DirtyBytes == 0
 }
 

@@ -1,35 +1,107 @@
 package main
 
 import (
+	"context"
 	"errors"
-	"fmt"
-	"syscall"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync/atomic"
 	"testing"
 
+	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/engine"
+	"github.com/burstcache/burstcache/cacheserver/vfs"
 )
 
 // TestSpentCacheFiles: only a drained server with nothing dirty removes
-// its cache files; a failed cache device does not keep them, since all
-// was written back, but any other failure of the last commit does.
+// its cache files.
 func TestSpentCacheFiles(t *testing.T) {
-	deviceErr := fmt.Errorf("%w: fdatasync of the slab: %w", engine.ErrCacheDevice, syscall.EIO)
 	for _, tc := range []struct {
-		name     string
-		closeErr error
-		drained  bool
-		st       engine.Stats
-		want     bool
+		name    string
+		drained bool
+		st      engine.Stats
+		want    bool
 	}{
 		{name: "drained, clean", drained: true, want: true},
-		{name: "drained, clean, device failed", closeErr: deviceErr, drained: true, want: true},
-		{name: "drained, dirty, device failed", closeErr: deviceErr, drained: true, st: engine.Stats{DirtyBytes: 1, DirtyExtents: 1}},
-		{name: "drained, clean, index commit failed", closeErr: errors.New("bbolt: disk full"), drained: true},
+		{name: "drained, one dirty byte", drained: true, st: engine.Stats{DirtyBytes: 1, DirtyExtents: 1}},
 		{name: "not drained", st: engine.Stats{}},
 		{name: "drained, dirty", drained: true, st: engine.Stats{DirtyBytes: 4096, DirtyExtents: 1}},
 	} {
-		if got := spent(tc.closeErr, tc.drained, tc.st); got != tc.want {
+		if got := spent(tc.drained, tc.st); got != tc.want {
 			t.Errorf("%s: spent = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// commitFailing is the operating system's file system, whose commits of
+// the index fail while fail is set, as on a full disk.
+type commitFailing struct {
+	vfs.OS
+	fail atomic.Bool
+}
+
+var errDiskFull = errors.New("index commit: no space left on device")
+
+func (c *commitFailing) Durable(step string, fn func() error) error {
+	if c.fail.Load() {
+		return errDiskFull
+	}
+	return c.OS.Durable(step, fn)
+}
+
+// TestRetireAfterAFailedLastCommit: a drained server whose last commit
+// fails still removes its cache files, since every byte is in the backing
+// store. Kept, the index of the commit before, which calls the file's
+// first version dirty, would have the next start write it back over the
+// second. A server that was not drained keeps them, and says why.
+func TestRetireAfterAFailedLastCommit(t *testing.T) {
+	for _, drained := range []bool{true, false} {
+		root := t.TempDir()
+		pfs, dir := filepath.Join(root, "pfs"), filepath.Join(root, "cache", "server-0")
+		if err := os.MkdirAll(pfs, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		fsys := &commitFailing{}
+		eng, err := engine.Open(engine.Config{Dir: dir, Backing: backing.NewDir(pfs), ExtentSize: 4096, Capacity: 64 * 4096, FS: fsys,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		write := func(data string) {
+			t.Helper()
+			if _, err := eng.WriteAt(ctx, "f", []byte(data), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write("first")
+		if err := eng.Sync(ctx, "f"); err != nil {
+			t.Fatal(err)
+		}
+		// From here on the index keeps calling "first" dirty: its write-back,
+		// and the copy-on-write of the clean extent that "second" makes,
+		// are never committed.
+		fsys.fail.Store(true)
+		for _, data := range []string{"", "second"} {
+			if data != "" {
+				write(data)
+			}
+			if err := eng.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err = retire(eng, drained, false, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		_, statErr := os.Stat(dir)
+		if drained && (err != nil || !os.IsNotExist(statErr)) {
+			t.Errorf("drained: retire = %v, cache files: %v; want them removed", err, statErr)
+		}
+		if !drained && (!errors.Is(err, errDiskFull) || statErr != nil) {
+			t.Errorf("not drained: retire = %v, cache files: %v; want the commit's error and the files kept", err, statErr)
+		}
+		if got, _ := os.ReadFile(filepath.Join(pfs, "f")); string(got) != "second" {
+			t.Errorf("backing file = %q, want %q", got, "second")
 		}
 	}
 }
