@@ -111,11 +111,16 @@
 //
 // # On-disk layout
 //
-// The cache directory holds two files:
+// The cache directory holds three files:
 //
 //	slab      Capacity/ExtentSize slots of ExtentSize bytes, preallocated
 //	          with fallocate (package slab)
-//	index.db  the bbolt extent index (package index documents its format)
+//	index.db  the bbolt extent index (package index documents its format),
+//	          with 1 KiB of disk space per slot reserved past its end
+//	          (indexReservePerSlot), so that a disk filled by others does
+//	          not fail its commits
+//	slotgens  the slots' generation numbers, which clients on the same
+//	          machine map to read leased extents (not durable state)
 //
 // A slot holds one extent; bytes [0, valid) of it are data, bytes past valid
 // read as zeros. The index maps (path, extent) to slot, valid length, dirty

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/index"
 	"github.com/burstcache/burstcache/cacheserver/slab"
+	"github.com/burstcache/burstcache/cacheserver/vfs"
 )
 
 // Engine is a write-back cache of a backing store's files on a local disk.
@@ -123,7 +125,11 @@ func (e *Engine) openStore() error {
 	if err := e.cfg.FS.MkdirAll(e.cfg.Dir, 0o700); err != nil {
 		return fmt.Errorf("creating cache directory: %w", err)
 	}
-	idx, err := index.Open(filepath.Join(e.cfg.Dir, "index.db"), e.cfg.FS)
+	idxPath := filepath.Join(e.cfg.Dir, "index.db")
+	if err := e.reserveIndex(idxPath); err != nil {
+		return err
+	}
+	idx, err := index.Open(idxPath, e.cfg.FS)
 	if err != nil {
 		return err
 	}
@@ -154,6 +160,46 @@ func (e *Engine) openStore() error {
 		_ = gens.close()
 		return err
 	}
+	return nil
+}
+
+// indexReservePerSlot is the disk space reserved for the index per slot.
+// The slab has its space from the start, and the index grows with what it
+// records; on a disk that fills up (other files, or a slab as large as the
+// disk) its commits would fail. An index of 20,000 extents of 4 KiB took
+// 4 MiB (extents of files of 100 extents) to 16 MiB (a file per extent,
+// with paths of 60 bytes) on this package's test machine: bbolt grows its
+// file by doubling.
+const indexReservePerSlot = 1 << 10
+
+// reserveIndex reserves disk space for the index at path, by the slots the
+// configuration asks for, past the end of its file so that bbolt sees no
+// change. A new cache directory without that room is refused, with the
+// space it needs; one holding an index already opens without it, since it
+// may hold dirty data, and a failing commit says so later (Stats).
+func (e *Engine) reserveIndex(path string) error {
+	f, err := e.cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening index %s: %w", path, err)
+	}
+	defer func() { _ = f.Close() }()
+	r, ok := f.(vfs.Reserver)
+	if !ok {
+		return nil
+	}
+	size, err := f.Size()
+	if err != nil {
+		return fmt.Errorf("opening index %s: %w", path, err)
+	}
+	n := e.cfg.Capacity / e.es * indexReservePerSlot
+	err = r.Reserve(0, n)
+	switch {
+	case err == nil:
+		return nil
+	case size == 0:
+		return fmt.Errorf("reserving %d bytes for the cache index (%d per slot): %w", n, indexReservePerSlot, err)
+	}
+	e.log.Warn("Reserving disk space for the cache index failed; its commits may fail when the disk is full", "bytes", n, "err", err)
 	return nil
 }
 

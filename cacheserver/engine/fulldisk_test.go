@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/burstcache/burstcache/cacheserver/backing"
 )
 
 // smallDisk mounts a tmpfs of size bytes for the test: a real file system
@@ -196,5 +198,41 @@ func TestWriterGetsTheBackingStoresRefusal(t *testing.T) {
 		if got := r.backingFile(p); !bytes.Equal(got, data) {
 			t.Errorf("backing %s = %.20q (%d bytes), want %.20q", p, got, len(got), data)
 		}
+	}
+}
+
+// TestIndexHasItsRoomOnAFullDisk: the space the index needs for what the
+// slots can hold is reserved when the cache directory is made, so a disk
+// that another tenant fills afterwards does not fail its commits.
+func TestIndexHasItsRoomOnAFullDisk(t *testing.T) {
+	disk := smallDisk(t, "8m")
+	const slots = 256
+	r := newRig(t, 4096, slots, func(c *Config) { c.Dir = filepath.Join(disk, "cache") })
+	ctx := context.Background()
+	fill(t, filepath.Join(disk, "other-tenant"))
+	for i := range slots {
+		p := fmt.Sprintf("dir/a-file-with-a-long-name-%05d", i)
+		if _, err := r.e.WriteAt(ctx, p, []byte("data"), 0); err != nil {
+			t.Fatalf("write %d on a full disk: %v", i, err)
+		}
+		if err := r.e.Sync(ctx, p); err != nil {
+			t.Fatalf("Sync of file %d on a full disk: %v", i, err)
+		}
+	}
+}
+
+// TestNewCacheDirectoryWithoutRoomForItsIndex: a new cache directory on a
+// disk that cannot hold the index's reservation is refused at once, with
+// the space it needs, rather than failing commits later.
+func TestNewCacheDirectoryWithoutRoomForItsIndex(t *testing.T) {
+	disk := smallDisk(t, "128k")
+	cfg := Config{Dir: filepath.Join(disk, "cache"), Backing: backing.NewDir(t.TempDir()), ExtentSize: 4096, Capacity: 256 * 4096}
+	e, err := Open(cfg)
+	if err == nil {
+		e.Close()
+		t.Fatal("Open on a disk without room for the index succeeded")
+	}
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "cache index") || !strings.Contains(err.Error(), fmt.Sprint(256*indexReservePerSlot)) {
+		t.Fatalf("Open on a disk without room for the index = %v, want ENOSPC naming the index and its size", err)
 	}
 }

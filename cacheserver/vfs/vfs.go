@@ -48,6 +48,15 @@ type DescriptorWriter interface {
 	WriteByDescriptor(off, n int64, fn func(fd int) (int64, error)) (int64, error)
 }
 
+// Reserver is implemented by Files that can reserve disk space past their
+// end without changing their size (fallocate(2) FALLOC_FL_KEEP_SIZE), for
+// a file that another program grows, such as an embedded database.
+type Reserver interface {
+	// Reserve allocates the blocks of [off, off+n) that the file lacks,
+	// keeping its size.
+	Reserve(off, n int64) error
+}
+
 // Advisor is implemented by Files that can start reading a range into the
 // page cache ahead of the reads that will want it (posix_fadvise(2)
 // POSIX_FADV_WILLNEED). It is a hint: it must not block on the reads, and
@@ -78,6 +87,7 @@ func (OS) Durable(_ string, fn func() error) error { return fn() }
 type osFile struct{ *os.File }
 
 var (
+	_ Reserver         = osFile{}
 	_ Advisor          = osFile{}
 	_ DescriptorWriter = osFile{}
 	_ DescriptorWriter = (*crashFile)(nil)
@@ -92,6 +102,14 @@ func (f osFile) WriteByDescriptor(_, _ int64, fn func(fd int) (int64, error)) (i
 
 func (f osFile) Allocate(off, n int64) error {
 	if err := unix.Fallocate(int(f.Fd()), 0, off, n); err != nil {
+		return &fs.PathError{Op: "fallocate", Path: f.Name(), Err: err}
+	}
+	return nil
+}
+
+// Reserve implements Reserver.
+func (f osFile) Reserve(off, n int64) error {
+	if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, off, n); err != nil {
 		return &fs.PathError{Op: "fallocate", Path: f.Name(), Err: err}
 	}
 	return nil
