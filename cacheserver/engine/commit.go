@@ -106,6 +106,13 @@ func (e *Engine) commitOnce() error {
 		e.st.commitFailures++
 	} else {
 		e.reuseLocked(freeing)
+		for k, x := range batch.Extents {
+			if x != nil && x.DirtyHi > x.DirtyLo && x.Valid > 0 {
+				e.durableDirty[k] = int32(x.Slot)
+			} else {
+				delete(e.durableDirty, k)
+			}
+		}
 	}
 	e.commitErr = err
 	e.commitDone = seq

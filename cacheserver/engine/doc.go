@@ -157,6 +157,13 @@
 //     would have written it back again, and eviction could have dropped
 //     the only copy. The fsyncs are grouped: the extents written back to a
 //     file while one fsync of it runs wait for the next.
+//  7. An extent is written back only while the committed index names no
+//     other version of it dirty (durableDirty): one written back before and
+//     rewritten since into another slot, or one of a file dropped since.
+//     Before, a crash between that write-back and the next commit made the
+//     restart write the old version back over the new one in the backing
+//     file. The write-back waits for a commit; a commit that fails counts
+//     as a failed write-back.
 //
 // A failed fdatasync of the slab is final (ErrCacheDevice): Linux reports
 // a failed write-out once and may drop the pages it could not write, so a

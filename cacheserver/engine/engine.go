@@ -57,8 +57,11 @@ type Engine struct {
 	dirtyBytes  int64
 
 	// Index changes not yet committed, and the committer's progress.
-	idxExt        map[index.Key]struct{}
-	idxFile       map[string]struct{}
+	idxExt  map[index.Key]struct{}
+	idxFile map[string]struct{}
+	// durableDirty names, for each extent the committed index calls dirty,
+	// the slot it names (see writeBack).
+	durableDirty  map[index.Key]int32
 	commitStarted uint64
 	commitDone    uint64
 	commitErr     error
@@ -105,7 +108,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, log: cfg.Logger, backing: cfg.Backing, es: cfg.ExtentSize, tun: cfg.Tunables,
-		files: map[string]*file{}, dooms: map[*file]struct{}{}, overtaken: map[unlinkKey]time.Time{}, idxExt: map[index.Key]struct{}{}, idxFile: map[string]struct{}{},
+		files: map[string]*file{}, dooms: map[*file]struct{}{}, overtaken: map[unlinkKey]time.Time{}, idxExt: map[index.Key]struct{}{}, idxFile: map[string]struct{}{}, durableDirty: map[index.Key]int32{},
 		commitKick: make(chan struct{}, 1), stop: make(chan struct{}),
 		unsynced: map[*file][]wroteBack{}, syncKick: make(chan struct{}, 1), urgentKick: make(chan struct{}, 1),
 	}

@@ -123,18 +123,43 @@ func (e *Engine) pickDirtyLocked() *extent {
 // backing file, and hands x to the syncer (syncBacking), which marks it
 // clean once the backing file is fsynced, unless it was written meanwhile.
 // x stays claimed until then.
+//
+// It first makes sure that the committed index names no other version of
+// x as dirty (durableDirty): one written back before, and rewritten since
+// into another slot (copy-on-write), or one of a file dropped since. A
+// crash would have the restart write that version back again, over this
+// one. Until a commit forgets it, the write-back waits for one, and a
+// commit that fails counts as a failed write-back.
 func (e *Engine) writeBack(x *extent) error {
 	f := x.f
 	f.wbmu.RLock()
 	defer f.wbmu.RUnlock()
 	buf := e.getBuf()
 	defer e.putBuf(buf)
-	x.mu.RLock()
-	e.mu.Lock()
-	// Doom sets doomed holding wbmu: once it returns, no write-back of
-	// the file reaches the backing store until the doom ends.
-	ok, slot, lo, hi, gen, cred := x.state == ready && x.dirty() && f.doomed == 0, x.slot, x.lo, x.hi, x.gen, f.cred
-	e.mu.Unlock()
+	var ok bool
+	var slot, lo, hi int32
+	var gen uint64
+	var cred *ident.Cred
+	for {
+		x.mu.RLock()
+		e.mu.Lock()
+		// Doom sets doomed holding wbmu: once it returns, no write-back
+		// of the file reaches the backing store until the doom ends.
+		ok, slot, lo, hi, gen, cred = x.state == ready && x.dirty() && f.doomed == 0, x.slot, x.lo, x.hi, x.gen, f.cred
+		durable, named := e.durableDirty[x.key()]
+		e.mu.Unlock()
+		if !ok || !named || durable == slot {
+			break
+		}
+		x.mu.RUnlock()
+		if err := e.waitCommit(context.Background()); err != nil {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			x.wb = false
+			e.cond.Broadcast()
+			return e.writeBackFailedLocked(x, fmt.Errorf("committing the index first, which names an older version dirty: %w", err))
+		}
+	}
 	var err error
 	if ok {
 		err = e.slab.ReadAt(int(slot), (*buf)[lo:hi], int64(lo))

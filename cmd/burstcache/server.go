@@ -185,8 +185,9 @@ func retire(eng *engine.Engine, drained, discarded bool, log *slog.Logger) error
 // is dirty, which write-back says only of data the backing store fsynced.
 // That holds whatever error the close returned. A last commit that failed
 // (a failed cache device, a full disk) leaves the index as of the commit
-// before: kept, it would have a restart write extents back that were
-// written back, and written again since, over the newer data.
+// before: kept, it would have a start over the directory write extents
+// back again that were written back, over whatever the backing store holds
+// by then.
 func spent(drained bool, st engine.Stats) bool {
 	return drained && st.DirtyExtents == 0 && st.DirtyBytes == 0
 }

@@ -1,0 +1,77 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/burstcache/burstcache/cacheserver/vfs"
+)
+
+// commitsFail is a crashable file system whose index commits fail while
+// fail is set, as on a full disk.
+type commitsFail struct {
+	*vfs.Crashable
+	fail atomic.Bool
+}
+
+var errCommitsFail = errors.New("injected index commit failure")
+
+func (c *commitsFail) Durable(step string, fn func() error) error {
+	if c.fail.Load() {
+		return errCommitsFail
+	}
+	return c.Crashable.Durable(step, fn)
+}
+
+// TestRestartNeverWritesAnOlderVersionBack: an extent that the index
+// calls dirty is written back, rewritten (into another slot, copy-on-write)
+// and written back again. A restart after a crash before the next commit
+// found the first version dirty in the index and wrote it back over the
+// second, which the backing file held: the file read "firstd". The second
+// write-back now waits for a commit that forgets the first version; while
+// commits fail it fails, and the backing file keeps the first version.
+func TestRestartNeverWritesAnOlderVersionBack(t *testing.T) {
+	for _, failing := range []bool{false, true} {
+		name := map[bool]string{false: "commits work", true: "commits fail"}[failing]
+		t.Run(name, func(t *testing.T) {
+			fsys := &commitsFail{Crashable: vfs.NewCrashable(vfs.OS{}, 1)}
+			r := newRig(t, modelES, 6, func(c *Config) {
+				crashable(t, c, fsys.Crashable)
+				c.FS = fsys
+			})
+			ctx := context.Background()
+			r.write("f", 0, []byte("first"))
+			if err := r.e.Sync(ctx, "f"); err != nil {
+				t.Fatal(err)
+			}
+			fsys.fail.Store(failing)
+			if err := r.e.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r.write("f", 0, []byte("second"))
+			err := r.e.Flush(ctx)
+			want := "second"
+			if failing {
+				want = "first"
+				if !errors.Is(err, ErrDirtyLeft) || !errors.Is(err, errCommitsFail) || !strings.Contains(err.Error(), "older version") {
+					t.Fatalf("Flush of the second version while commits fail = %v, want ErrDirtyLeft wrapping the commit's failure", err)
+				}
+			} else if err != nil {
+				t.Fatalf("Flush of the second version: %v", err)
+			}
+			if got := string(r.backingFile("f")); got != want {
+				t.Fatalf("backing file before the crash = %q, want %q", got, want)
+			}
+			r.crash(fsys.Crashable)
+			if err := r.e.Flush(ctx); err != nil {
+				t.Fatalf("Flush after the restart: %v", err)
+			}
+			if got := string(r.backingFile("f")); got != want {
+				t.Fatalf("backing file after a crash and a restart = %q, want %q", got, want)
+			}
+		})
+	}
+}
