@@ -22,6 +22,9 @@ func (e *Engine) refusingLocked() bool {
 // until someone acts: it is full, over quota or read-only. (EFBIG refuses
 // one file only: the writers of others must not get it.)
 func refused(err error) bool {
+	if errors.Is(err, errCommitFirst) {
+		return false
+	}
 	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS} {
 		if errors.Is(err, errno) {
 			return true

@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/burstcache/burstcache/cacheserver/vfs"
@@ -17,7 +19,8 @@ type commitsFail struct {
 	fail atomic.Bool
 }
 
-var errCommitsFail = errors.New("injected index commit failure")
+// errCommitsFail is what a full cache disk says.
+var errCommitsFail = fmt.Errorf("injected index commit failure: %w", syscall.ENOSPC)
 
 func (c *commitsFail) Durable(step string, fn func() error) error {
 	if c.fail.Load() {
@@ -58,6 +61,10 @@ func TestRestartNeverWritesAnOlderVersionBack(t *testing.T) {
 				want = "first"
 				if !errors.Is(err, ErrDirtyLeft) || !errors.Is(err, errCommitsFail) || !strings.Contains(err.Error(), "older version") {
 					t.Fatalf("Flush of the second version while commits fail = %v, want ErrDirtyLeft wrapping the commit's failure", err)
+				}
+				// The cache directory failed, not the backing store.
+				if s := r.e.Stats(); !s.WriteBackFailing || s.WriteBackRefused {
+					t.Fatalf("while commits fail: WriteBackFailing %v, WriteBackRefused %v", s.WriteBackFailing, s.WriteBackRefused)
 				}
 			} else if err != nil {
 				t.Fatalf("Flush of the second version: %v", err)

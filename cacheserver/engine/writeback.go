@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -119,6 +120,11 @@ func (e *Engine) pickDirtyLocked() *extent {
 	return nil
 }
 
+// errCommitFirst: a write-back that had to wait for a commit (see
+// writeBack) failed with it. The error is the cache directory's, not the
+// backing store's.
+var errCommitFirst = errors.New("committing the index first, which names an older version dirty")
+
 // writeBack writes the dirty range of x, claimed by the caller, to the
 // backing file, and hands x to the syncer (syncBacking), which marks it
 // clean once the backing file is fsynced, unless it was written meanwhile.
@@ -157,7 +163,7 @@ func (e *Engine) writeBack(x *extent) error {
 			defer e.mu.Unlock()
 			x.wb = false
 			e.cond.Broadcast()
-			return e.writeBackFailedLocked(x, fmt.Errorf("committing the index first, which names an older version dirty: %w", err))
+			return e.writeBackFailedLocked(x, fmt.Errorf("%w: %w", errCommitFirst, err))
 		}
 	}
 	var err error
