@@ -85,6 +85,12 @@ const (
 	// and is retried with backoff.
 	ConditionWriteBackFailing = "WriteBackFailing"
 
+	// ConditionIndexCommitFailing is True while a server cannot commit its
+	// cache index, as when the disk of its cache directory is full: fsync
+	// fails, and so do writes that need cache space freed since; nothing
+	// is lost, and the server retries.
+	ConditionIndexCommitFailing = "IndexCommitFailing"
+
 	// ConditionFlushed is set during teardown: True when no dirty data is
 	// left on any server, False with the reason while write-back goes on or
 	// fails.
@@ -155,6 +161,10 @@ const (
 	// keeps failing on a server for another reason; the message has the
 	// latest error.
 	ReasonWriteBackErrors = "WriteBackErrors"
+
+	// ReasonIndexCommitErrors means a server's commits of its cache index
+	// fail; the message names the server and the error.
+	ReasonIndexCommitErrors = "IndexCommitErrors"
 
 	// ReasonPreloadStarted is the reason of the Event recorded when the
 	// servers start copying spec.preload up.

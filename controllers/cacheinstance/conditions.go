@@ -21,6 +21,7 @@ func setConditions(s *scope, now time.Time) {
 		setPreloadedCondition(s, now)
 		setReadOnlyCondition(s, now)
 		setWriteBackCondition(s, now)
+		setIndexCommitCondition(s, now)
 	}
 	setReadyCondition(s, now)
 	s.inst.Status.Phase = computePhase(s)

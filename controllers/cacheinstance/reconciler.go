@@ -133,6 +133,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope, passErr error) e
 	r.recordCreateFailure(s)
 	r.recordReadOnlyTransition(s)
 	r.recordWriteBackTransition(s)
+	r.recordIndexCommitTransition(s)
 	err := r.Client.Status().Patch(ctx, s.inst, client.MergeFrom(s.original))
 	if apierrors.IsNotFound(err) {
 		return nil
