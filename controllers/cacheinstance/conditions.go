@@ -2,12 +2,15 @@ package cacheinstance
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/cacheserver/control"
 )
 
 // setConditions computes every condition and the phase from what the pass
@@ -149,4 +152,61 @@ func describeMount(m cachev1alpha1.Mount) string {
 		return "node " + m.Node
 	}
 	return "pod " + m.Pod + " on node " + m.Node
+}
+
+// serversWhere names, sorted, the servers whose statistics of this pass
+// say something (what, ok): "name (what)", or the name alone when what is
+// empty.
+func serversWhere(s *scope, says func(control.Stats) (what string, ok bool)) []string {
+	var out []string
+	for i, st := range s.stats {
+		if i >= len(s.inst.Status.Servers) {
+			continue
+		}
+		what, ok := says(st)
+		if !ok {
+			continue
+		}
+		name := s.inst.Status.Servers[i].Name
+		if what != "" {
+			name = fmt.Sprintf("%s (%s)", name, what)
+		}
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// recordTransition records the Event that a change of condition typ in
+// this pass calls for (see transition): a Warning that says on, or a
+// Normal one that says off, each with the condition's message. action
+// names what the Event is about, from the reason the condition was True
+// with.
+func (r *Reconciler) recordTransition(s *scope, typ string, action func(reason string) string, on, off string) {
+	old := meta.FindStatusCondition(s.original.Status.Conditions, typ)
+	c := meta.FindStatusCondition(s.inst.Status.Conditions, typ)
+	switch transition(old, c) {
+	case corev1.EventTypeWarning:
+		r.Recorder.Eventf(s.inst, nil, corev1.EventTypeWarning, c.Reason, action(c.Reason), "%s: %s", on, c.Message)
+	case corev1.EventTypeNormal:
+		r.Recorder.Eventf(s.inst, nil, corev1.EventTypeNormal, c.Reason, action(old.Reason), "%s: %s", off, c.Message)
+	}
+}
+
+// transition says which Event a change of a condition that is True when
+// something is wrong calls for, from old to c: a Warning when it turns
+// True, or stays True for another reason; a Normal one when it turns
+// False; none otherwise ("").
+func transition(old, c *metav1.Condition) string {
+	if c == nil {
+		return ""
+	}
+	was, is := old != nil && old.Status == metav1.ConditionTrue, c.Status == metav1.ConditionTrue
+	switch {
+	case is && (!was || old.Reason != c.Reason):
+		return corev1.EventTypeWarning
+	case was && !is:
+		return corev1.EventTypeNormal
+	}
+	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
@@ -216,6 +217,35 @@ func TestDropReason(t *testing.T) {
 			inst.Status.Flush = &cachev1alpha1.FlushStatus{StartedAt: &metav1.Time{Time: start}}
 			if got, _ := dropReason(inst, tc.now); got != tc.wantReason {
 				t.Errorf("dropReason = %q, want %q", got, tc.wantReason)
+			}
+		})
+	}
+}
+
+// TestTransition: the Events a condition that is True when something is
+// wrong records as it changes. A change of reason while True is a new
+// trouble, not the end of the old one.
+func TestTransition(t *testing.T) {
+	cond := func(status metav1.ConditionStatus, reason string) *metav1.Condition {
+		return &metav1.Condition{Type: cachev1alpha1.ConditionReadOnly, Status: status, Reason: reason}
+	}
+	on, off := metav1.ConditionTrue, metav1.ConditionFalse
+	for name, tc := range map[string]struct {
+		old, cur *metav1.Condition
+		want     string
+	}{
+		"first pass, fine":         {nil, cond(off, cachev1alpha1.ReasonAsExpected), ""},
+		"first pass, wrong":        {nil, cond(on, cachev1alpha1.ReasonWriteWindowExceeded), corev1.EventTypeWarning},
+		"turns wrong":              {cond(off, cachev1alpha1.ReasonAsExpected), cond(on, cachev1alpha1.ReasonWriteWindowExceeded), corev1.EventTypeWarning},
+		"stays wrong":              {cond(on, cachev1alpha1.ReasonWriteWindowExceeded), cond(on, cachev1alpha1.ReasonWriteWindowExceeded), ""},
+		"wrong for another reason": {cond(on, cachev1alpha1.ReasonWriteWindowExceeded), cond(on, cachev1alpha1.ReasonCacheDeviceFailed), corev1.EventTypeWarning},
+		"fine again":               {cond(on, cachev1alpha1.ReasonCacheDeviceFailed), cond(off, cachev1alpha1.ReasonAsExpected), corev1.EventTypeNormal},
+		"stays fine":               {cond(off, cachev1alpha1.ReasonAsExpected), cond(off, cachev1alpha1.ReasonAsExpected), ""},
+		"not computed":             {cond(on, cachev1alpha1.ReasonCacheDeviceFailed), nil, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := transition(tc.old, tc.cur); got != tc.want {
+				t.Errorf("transition = %q, want %q", got, tc.want)
 			}
 		})
 	}

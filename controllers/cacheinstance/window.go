@@ -2,15 +2,11 @@ package cacheinstance
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/cacheserver/control"
 )
 
 // setReadOnlyCondition says whether a server refuses writes because its
@@ -20,21 +16,8 @@ func setReadOnlyCondition(s *scope, now time.Time) {
 	if len(s.stats) == 0 {
 		return
 	}
-	var full, failed []string
-	for i, st := range s.stats {
-		if i >= len(s.inst.Status.Servers) {
-			continue
-		}
-		name := s.inst.Status.Servers[i].Name
-		if st.CacheDeviceError != "" {
-			failed = append(failed, fmt.Sprintf("%s (%s)", name, st.CacheDeviceError))
-		}
-		if st.ReadOnly {
-			full = append(full, name)
-		}
-	}
-	slices.Sort(full)
-	slices.Sort(failed)
+	failed := serversWhere(s, func(st control.Stats) (string, bool) { return st.CacheDeviceError, st.CacheDeviceError != "" })
+	full := serversWhere(s, func(st control.Stats) (string, bool) { return "", st.ReadOnly })
 	switch {
 	case len(failed) > 0:
 		setCondition(s, now, cachev1alpha1.ConditionReadOnly, true, cachev1alpha1.ReasonCacheDeviceFailed,
@@ -60,38 +43,4 @@ func (r *Reconciler) recordReadOnlyTransition(s *scope) {
 		return "WriteWindow"
 	}
 	r.recordTransition(s, cachev1alpha1.ConditionReadOnly, action, "Read-only", "Writable again")
-}
-
-// recordTransition records the Event that a change of condition typ in
-// this pass calls for (see transition): a Warning that says on, or a
-// Normal one that says off, each with the condition's message. action
-// names what the Event is about, from the reason the condition was True
-// with.
-func (r *Reconciler) recordTransition(s *scope, typ string, action func(reason string) string, on, off string) {
-	old := meta.FindStatusCondition(s.original.Status.Conditions, typ)
-	c := meta.FindStatusCondition(s.inst.Status.Conditions, typ)
-	switch transition(old, c) {
-	case corev1.EventTypeWarning:
-		r.Recorder.Eventf(s.inst, nil, corev1.EventTypeWarning, c.Reason, action(c.Reason), "%s: %s", on, c.Message)
-	case corev1.EventTypeNormal:
-		r.Recorder.Eventf(s.inst, nil, corev1.EventTypeNormal, c.Reason, action(old.Reason), "%s: %s", off, c.Message)
-	}
-}
-
-// transition says which Event a change of a condition that is True when
-// something is wrong calls for, from old to c: a Warning when it turns
-// True, or stays True for another reason; a Normal one when it turns
-// False; none otherwise ("").
-func transition(old, c *metav1.Condition) string {
-	if c == nil {
-		return ""
-	}
-	was, is := old != nil && old.Status == metav1.ConditionTrue, c.Status == metav1.ConditionTrue
-	switch {
-	case is && (!was || old.Reason != c.Reason):
-		return corev1.EventTypeWarning
-	case was && !is:
-		return corev1.EventTypeNormal
-	}
-	return ""
 }

@@ -2,11 +2,11 @@ package cacheinstance
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/cacheserver/control"
 )
 
 // setWriteBackCondition says whether write-back keeps failing on a server,
@@ -16,20 +16,12 @@ func setWriteBackCondition(s *scope, now time.Time) {
 	if len(s.stats) == 0 {
 		return
 	}
-	var refused, failing []string
-	for i, st := range s.stats {
-		if i >= len(s.inst.Status.Servers) || !st.WriteBackFailing {
-			continue
-		}
-		named := fmt.Sprintf("%s (%s)", s.inst.Status.Servers[i].Name, st.LastWriteBackError)
-		if st.WriteBackRefused {
-			refused = append(refused, named)
-		} else {
-			failing = append(failing, named)
-		}
-	}
-	slices.Sort(refused)
-	slices.Sort(failing)
+	refused := serversWhere(s, func(st control.Stats) (string, bool) {
+		return st.LastWriteBackError, st.WriteBackFailing && st.WriteBackRefused
+	})
+	failing := serversWhere(s, func(st control.Stats) (string, bool) {
+		return st.LastWriteBackError, st.WriteBackFailing && !st.WriteBackRefused
+	})
 	switch {
 	case len(refused) > 0:
 		setCondition(s, now, cachev1alpha1.ConditionWriteBackFailing, true, cachev1alpha1.ReasonWriteBackRefused,
@@ -50,35 +42,4 @@ func setWriteBackCondition(s *scope, now time.Time) {
 func (r *Reconciler) recordWriteBackTransition(s *scope) {
 	action := func(string) string { return "WriteBack" }
 	r.recordTransition(s, cachev1alpha1.ConditionWriteBackFailing, action, "Write-back failing", "Write-back works again")
-}
-
-// setIndexCommitCondition says whether a server cannot commit its cache
-// index, naming the servers and their errors. It is left as it was in a
-// pass in which no server answered.
-func setIndexCommitCondition(s *scope, now time.Time) {
-	if len(s.stats) == 0 {
-		return
-	}
-	var failing []string
-	for i, st := range s.stats {
-		if i < len(s.inst.Status.Servers) && st.IndexError != "" {
-			failing = append(failing, fmt.Sprintf("%s (%s)", s.inst.Status.Servers[i].Name, st.IndexError))
-		}
-	}
-	slices.Sort(failing)
-	if len(failing) == 0 {
-		setCondition(s, now, cachev1alpha1.ConditionIndexCommitFailing, false, cachev1alpha1.ReasonAsExpected,
-			"every server commits its cache index")
-		return
-	}
-	setCondition(s, now, cachev1alpha1.ConditionIndexCommitFailing, true, cachev1alpha1.ReasonIndexCommitErrors,
-		fmt.Sprintf("the cache index cannot be committed on %s: fsync fails with that error there, and so do writes that need cache space freed since; nothing is lost, and the server retries every second until the node's cache disk has room",
-			strings.Join(failing, ", ")))
-}
-
-// recordIndexCommitTransition records an Event when a server's index
-// commits start failing, or work again.
-func (r *Reconciler) recordIndexCommitTransition(s *scope) {
-	action := func(string) string { return "IndexCommit" }
-	r.recordTransition(s, cachev1alpha1.ConditionIndexCommitFailing, action, "Index commits failing", "Index commits work again")
 }
