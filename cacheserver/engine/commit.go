@@ -107,7 +107,7 @@ func (e *Engine) commitOnce() error {
 	} else {
 		e.reuseLocked(freeing)
 		for k, x := range batch.Extents {
-			if x != nil && x.DirtyHi > x.DirtyLo && x.Valid > 0 {
+			if x != nil && committedDirty(*x) {
 				e.durableDirty[k] = int32(x.Slot)
 			} else {
 				delete(e.durableDirty, k)
@@ -152,6 +152,10 @@ func (e *Engine) commitBatch(b index.Batch) error {
 	// before it completes leaves the previous index; after it, the batch.
 	return e.idx.Commit(b)
 }
+
+// committedDirty reports whether an index entry makes its extent dirty
+// when the engine opens: a dirty range over data.
+func committedDirty(r index.Extent) bool { return r.DirtyHi > r.DirtyLo && r.Valid > 0 }
 
 // batchLocked serialises the queued changes from the current in-memory state.
 func (e *Engine) batchLocked() (index.Batch, []index.Key, []string) {

@@ -75,7 +75,7 @@ func (e *Engine) recoverExtent(k index.Key, r index.Extent, used []bool) (*exten
 		lastWrite: time.Unix(0, r.LastWrite)}
 	f.extents[k.Index] = x
 	e.used++
-	if r.DirtyHi > r.DirtyLo && r.Valid > 0 {
+	if committedDirty(r) {
 		e.durableDirty[k] = x.slot
 		f.size = max(f.size, k.Index*e.es+int64(r.Valid))
 		x.lo, x.hi, x.dirtySince = 0, x.valid, x.lastWrite
