@@ -5,29 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"github.com/burstcache/burstcache/cacheserver/vfs"
 )
 
-// commitsFail is a crashable file system whose index commits fail while
-// fail is set, as on a full disk.
-type commitsFail struct {
-	*vfs.Crashable
-	fail atomic.Bool
-}
-
 // errCommitsFail is what a full cache disk says.
 var errCommitsFail = fmt.Errorf("injected index commit failure: %w", syscall.ENOSPC)
-
-func (c *commitsFail) Durable(step string, fn func() error) error {
-	if c.fail.Load() {
-		return errCommitsFail
-	}
-	return c.Crashable.Durable(step, fn)
-}
 
 // TestRestartNeverWritesAnOlderVersionBack: an extent that the index
 // calls dirty is written back, rewritten (into another slot, copy-on-write)
@@ -40,9 +25,10 @@ func TestRestartNeverWritesAnOlderVersionBack(t *testing.T) {
 	for _, failing := range []bool{false, true} {
 		name := map[bool]string{false: "commits work", true: "commits fail"}[failing]
 		t.Run(name, func(t *testing.T) {
-			fsys := &commitsFail{Crashable: vfs.NewCrashable(vfs.OS{}, 1)}
+			crash := vfs.NewCrashable(vfs.OS{}, 1)
+			fsys := &vfs.FailingCommits{FS: crash, Err: errCommitsFail}
 			r := newRig(t, modelES, 6, func(c *Config) {
-				crashable(t, c, fsys.Crashable)
+				crashable(t, c, crash)
 				c.FS = fsys
 			})
 			ctx := context.Background()
@@ -50,7 +36,7 @@ func TestRestartNeverWritesAnOlderVersionBack(t *testing.T) {
 			if err := r.e.Sync(ctx, "f"); err != nil {
 				t.Fatal(err)
 			}
-			fsys.fail.Store(failing)
+			fsys.Fail.Store(failing)
 			if err := r.e.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -72,7 +58,7 @@ func TestRestartNeverWritesAnOlderVersionBack(t *testing.T) {
 			if got := string(r.backingFile("f")); got != want {
 				t.Fatalf("backing file before the crash = %q, want %q", got, want)
 			}
-			r.crash(fsys.Crashable)
+			r.crash(crash)
 			if err := r.e.Flush(ctx); err != nil {
 				t.Fatalf("Flush after the restart: %v", err)
 			}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
@@ -35,21 +34,7 @@ func TestSpentCacheFiles(t *testing.T) {
 	}
 }
 
-// commitFailing is the operating system's file system, whose commits of
-// the index fail while fail is set, as on a full disk.
-type commitFailing struct {
-	vfs.OS
-	fail atomic.Bool
-}
-
 var errDiskFull = errors.New("index commit: no space left on device")
-
-func (c *commitFailing) Durable(step string, fn func() error) error {
-	if c.fail.Load() {
-		return errDiskFull
-	}
-	return c.OS.Durable(step, fn)
-}
 
 // TestRetireAfterAFailedLastCommit: a drained server whose last commit
 // fails still removes its cache files, since every byte is in the backing
@@ -64,7 +49,7 @@ func TestRetireAfterAFailedLastCommit(t *testing.T) {
 		if err := os.MkdirAll(pfs, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		fsys := &commitFailing{}
+		fsys := &vfs.FailingCommits{FS: vfs.OS{}, Err: errDiskFull}
 		eng, err := engine.Open(engine.Config{Dir: dir, Backing: backing.NewDir(pfs), ExtentSize: 4096, Capacity: 64 * 4096, FS: fsys,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
@@ -83,7 +68,7 @@ func TestRetireAfterAFailedLastCommit(t *testing.T) {
 		}
 		// From here on the index keeps calling "first" dirty: its
 		// write-back is never committed.
-		fsys.fail.Store(true)
+		fsys.Fail.Store(true)
 		if err := eng.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
