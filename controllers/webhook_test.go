@@ -68,6 +68,9 @@ var _ = Describe("Admission", func() {
 			i.Spec.Type, i.Spec.Backing = cachev1alpha1.CacheTypeScratch, nil
 			i.Spec.RunAs.UID = 7
 		}, cachev1alpha1.ReasonIdentityNotAllowed}),
+		Entry("scratch, whose servers would not share one namespace", refusal{func(_ *world, i *cachev1alpha1.CacheInstance) {
+			i.Spec.Type, i.Spec.Backing = cachev1alpha1.CacheTypeScratch, nil
+		}, cachev1alpha1.ReasonNotSupported}),
 		Entry("a dirty watermark above the ceiling", refusal{func(w *world, i *cachev1alpha1.CacheInstance) {
 			i.Spec.WriteBack = &cachev1alpha1.WriteBack{DirtyHighWatermark: ptr(int32(99)), DirtyLowWatermark: ptr(int32(50))}
 			setCeiling(w, func(c *cachev1alpha1.InstanceCeilings) { c.DirtyHighWatermark = ptr(int32(95)) })

@@ -214,6 +214,10 @@ const (
 	// ReasonMediaUnavailable means the pool's cache media (host path or
 	// StorageClass) is missing or unusable.
 	ReasonMediaUnavailable = "MediaUnavailable"
+
+	// ReasonNotSupported means the instance asks for something this version
+	// of burstcache cannot do safely, such as spec.type scratch.
+	ReasonNotSupported = "NotSupported"
 )
 
 // Phase is the coarse state of a CacheInstance, shown by kubectl get. The

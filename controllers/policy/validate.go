@@ -28,7 +28,21 @@ func Validate(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool, 
 	if !Allocated(inst) {
 		vs = append(vs, checkTotalCapacity(inst, pool)...)
 	}
-	return vs
+	return append(vs, checkType(inst)...)
+}
+
+// checkType refuses scratch instances. Their servers have no file system in
+// common: each would keep its own namespace in a volume of its pod, so a
+// file made through one server would be missing from directories listed
+// through another, and spec.stageOut is not carried out at teardown, which
+// would drop the data it promises to keep.
+func checkType(inst *cachev1alpha1.CacheInstance) Violations {
+	if inst.Spec.Type != cachev1alpha1.CacheTypeScratch {
+		return nil
+	}
+	return Violations{{Reason: cachev1alpha1.ReasonNotSupported, Field: "spec.type",
+		Message: "type scratch is not supported yet; cache a directory of the parallel file system instead " +
+			"(type cache, with spec.backing the directory to keep the data in, and spec.teardown.policy Discard for data not worth keeping)"}}
 }
 
 // checkAccess checks the backing path (or the stage-out destination of a

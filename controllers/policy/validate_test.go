@@ -97,6 +97,8 @@ func TestValidate(t *testing.T) {
 		"write window above the ceiling":                {edit: setLimits("", 0, 21), wantReason: cachev1alpha1.ReasonExceedsCeiling},
 		"stage-out to a foreign prefix":                 {edit: scratchTo("/lus/global/projects/bio"), wantReason: cachev1alpha1.ReasonPathNotAllowed},
 		"scratch as an unmapped uid":                    {edit: scratchAs(9999), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
+		// Its servers would not share one namespace.
+		"scratch": {edit: scratchAs(1500), wantReason: cachev1alpha1.ReasonNotSupported},
 		"pool with storage class media": {edit: func(_ *cachev1alpha1.CacheInstance, p *cachev1alpha1.CachePool) {
 			p.Spec.Media.HostPath, p.Spec.Media.StorageClass = nil, &cachev1alpha1.StorageClassMedia{Name: "local"}
 		}},
