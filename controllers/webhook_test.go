@@ -183,6 +183,21 @@ var _ = Describe("Admission", func() {
 		Eventually(func() []string { return eventReasons(w.ns, inst.Name) }, 10*time.Second).
 			Should(ContainElement(cachev1alpha1.ReasonIdentityNotAllowed))
 
+		By("still taking its requests and teardown policy, which the pool's rules do not govern")
+		change := func(edit func(*cachev1alpha1.CacheInstance)) error {
+			cur := inst.DeepCopy()
+			edit(cur)
+			return k8sClient.Patch(ctx, cur, client.MergeFrom(inst))
+		}
+		Expect(change(func(c *cachev1alpha1.CacheInstance) {
+			c.Annotations = map[string]string{cachev1alpha1.AnnotationRequest: `{"id":"r-1","operation":"flush"}`}
+		})).To(Succeed())
+		Expect(change(func(c *cachev1alpha1.CacheInstance) {
+			c.Spec.Teardown = &cachev1alpha1.Teardown{Policy: cachev1alpha1.TeardownDiscard}
+		})).To(Succeed())
+		Expect(change(func(c *cachev1alpha1.CacheInstance) { c.Spec.WriteBack.Threads = ptr(int32(7)) })).
+			To(MatchError(ContainSubstring(cachev1alpha1.ReasonIdentityNotAllowed)), "a knob it governs is checked against the rules")
+
 		By("telling a pod created for it afterwards why it stays gated")
 		late := jobPod(w.ns, "late", inst.Name)
 		Expect(k8sClient.Create(ctx, late)).To(Succeed())

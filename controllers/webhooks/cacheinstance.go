@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -69,8 +70,9 @@ func (w *CacheInstance) ValidateCreate(ctx context.Context, inst *cachev1alpha1.
 	return nil, toStatusError(inst, vs)
 }
 
-// ValidateUpdate checks the instance again: mutable knobs must stay within
-// the ceilings, and a new user hint must stay inside the instance. Immutable fields are guarded by the CRD schema. An instance
+// ValidateUpdate checks the instance again when its spec changes: mutable
+// knobs must stay within the ceilings, and a new user hint must stay inside
+// the instance. Immutable fields are guarded by the CRD schema. An instance
 // being deleted is let through, so that its finalizer can always be removed,
 // but for a new user hint, which no pass would run.
 func (w *CacheInstance) ValidateUpdate(ctx context.Context, old, inst *cachev1alpha1.CacheInstance) (admission.Warnings, error) {
@@ -83,11 +85,26 @@ func (w *CacheInstance) ValidateUpdate(ctx context.Context, old, inst *cachev1al
 	if err := checkPreloadChange(old, inst); err != nil {
 		return nil, err
 	}
+	if !governedChange(old, inst) {
+		return nil, nil
+	}
 	vs, _, err := w.check(ctx, inst)
 	if err != nil {
 		return nil, err
 	}
 	return nil, toStatusError(inst, vs)
+}
+
+// governedChange reports whether an update changes the spec beyond its
+// teardown policy, which the user may change at any time. Only such a
+// change is checked against the pool again: an instance its pool no longer
+// allows must still take requests (flush before it goes), labels, and a
+// teardown policy, or nobody could steer it out; the reconciler reports
+// what the pool refuses.
+func governedChange(old, inst *cachev1alpha1.CacheInstance) bool {
+	a, b := old.Spec.DeepCopy(), inst.Spec.DeepCopy()
+	a.Teardown, b.Teardown = nil, nil
+	return !equality.Semantic.DeepEqual(a, b)
 }
 
 // ValidateDelete allows every deletion; the finalizer guards the data.
