@@ -60,6 +60,14 @@ func checkAccess(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePoo
 		return Violations{{Reason: cachev1alpha1.ReasonFilesystemNotFound, Field: field + ".filesystem",
 			Message: fmt.Sprintf("CachePool %q has no backing file system %q", pool.Name, target.Filesystem)}}
 	}
+	if fs.PVC != nil && fs.PVC.Namespace != inst.Namespace {
+		// Pods mount claims of their own namespace only: a server of this
+		// instance would mount a claim of that name in the instance's own
+		// namespace, one its users may have made, whichever way a rule
+		// (a namespace selector) granted the path.
+		return Violations{{Reason: cachev1alpha1.ReasonMediaUnavailable, Field: field + ".filesystem",
+			Message: fmt.Sprintf("backing file system %q is claim %s/%s, which servers in namespace %s cannot mount", fs.Name, fs.PVC.Namespace, fs.PVC.ClaimName, inst.Namespace)}}
+	}
 	return checkPath(inst, fs, string(target.Path), field+".path", nsLabels)
 }
 

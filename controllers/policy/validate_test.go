@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -102,6 +103,14 @@ func TestValidate(t *testing.T) {
 		"pool with storage class media": {edit: func(_ *cachev1alpha1.CacheInstance, p *cachev1alpha1.CachePool) {
 			p.Spec.Media.HostPath, p.Spec.Media.StorageClass = nil, &cachev1alpha1.StorageClassMedia{Name: "local"}
 		}},
+		"claim of the instance's namespace": {edit: pvcIn("climate")},
+		// Its servers would mount a claim of that name in the instance's
+		// own namespace, whichever way the rule grants the path.
+		"claim of another namespace": {edit: pvcIn("shared"), wantReason: cachev1alpha1.ReasonMediaUnavailable},
+		"claim of another namespace by selector": {edit: func(i *cachev1alpha1.CacheInstance, p *cachev1alpha1.CachePool) {
+			pvcIn("shared")(i, p)
+			inNamespace("gold-team", "/lus/global/gold/x", 10, 10)(i, p)
+		}, nsLabels: map[string]string{"tier": "gold"}, wantReason: cachev1alpha1.ReasonMediaUnavailable},
 		"storage class pool with granularity above capacityPerNode": {edit: func(_ *cachev1alpha1.CacheInstance, p *cachev1alpha1.CachePool) {
 			p.Spec.Media.HostPath, p.Spec.Media.StorageClass = nil, &cachev1alpha1.StorageClassMedia{Name: "local"}
 			p.Spec.AllocationGranularity = resource.MustParse("200Gi")
@@ -207,6 +216,18 @@ func setLimits(mfs string, files int64, mult int32) edit {
 			l.WriteWindow = &cachev1alpha1.WriteWindow{Multiplier: &mult}
 		}
 		i.Spec.Limits = l
+	}
+}
+
+// pvcIn makes the pool's file system a claim of namespace ns, keeping the
+// rules that list no other namespace, as the pool's own check demands.
+func pvcIn(ns string) edit {
+	return func(_ *cachev1alpha1.CacheInstance, p *cachev1alpha1.CachePool) {
+		fs := &p.Spec.BackingFilesystems[0]
+		fs.HostPath, fs.PVC = nil, &cachev1alpha1.PVCSource{ClaimName: "pfs", Namespace: ns}
+		fs.AccessRules = slices.DeleteFunc(fs.AccessRules, func(r cachev1alpha1.AccessRule) bool {
+			return slices.ContainsFunc(r.Namespaces, func(n string) bool { return n != ns })
+		})
 	}
 }
 
