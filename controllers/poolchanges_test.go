@@ -63,7 +63,7 @@ var _ = Describe("Changes of the pool under running instances", func() {
 		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
 	})
 
-	It("refuses to move a pool's media, change its extent size or delete it while instances use it", func() {
+	It("refuses to move a pool's media or backing file system, change its extent size or delete it while instances use it", func() {
 		w := newWorld()
 		inst := w.instance("64Mi")
 		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
@@ -93,13 +93,30 @@ var _ = Describe("Changes of the pool under running instances", func() {
 			To(MatchError(And(refused, ContainSubstring("spec.extentSize"))))
 		Expect(k8sClient.Delete(ctx, w.pool)).To(MatchError(And(ContainSubstring("CacheInstances use it"), ContainSubstring(inst.Name))))
 
+		By("refusing to send its dirty data to another file system, or to none")
+		moveBacking := func(p *cachev1alpha1.CachePool) {
+			p.Spec.BackingFilesystems[0].HostPath.Path = cachev1alpha1.AbsolutePath(filepath.Join(kl.Root, "pfs-moved"))
+		}
+		backing := And(refused, ContainSubstring("spec.backingFilesystems[pfs]"), ContainSubstring("write their dirty data back"))
+		Expect(edit(moveBacking)).To(MatchError(backing))
+		Expect(edit(func(p *cachev1alpha1.CachePool) {
+			fs := &p.Spec.BackingFilesystems[0]
+			fs.MountPath = cachev1alpha1.AbsolutePath(filepath.Dir(string(fs.MountPath)))
+		})).To(MatchError(backing))
+		Expect(edit(func(p *cachev1alpha1.CachePool) { p.Spec.BackingFilesystems[0].Name = "renamed" })).To(MatchError(backing))
+
 		By("letting other changes through")
 		Expect(edit(func(p *cachev1alpha1.CachePool) { p.Spec.Media.CapacityPerNode = resource.MustParse("512Mi") })).To(Succeed())
+		Expect(edit(func(p *cachev1alpha1.CachePool) {
+			r := &p.Spec.BackingFilesystems[0].AccessRules[0]
+			r.Namespaces = append(r.Namespaces, "another-team")
+		})).To(Succeed())
 
 		By("letting everything through once the instance is gone")
 		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
 		Eventually(gone(inst), 30*time.Second, 200*time.Millisecond).Should(BeTrue())
 		Expect(edit(moveMedia)).To(Succeed())
+		Expect(edit(moveBacking)).To(Succeed())
 		Expect(k8sClient.Delete(ctx, w.pool)).To(Succeed())
 	})
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -50,21 +51,42 @@ func (g *PoolGuard) ValidateCreate(context.Context, *cachev1alpha1.CachePool) (a
 }
 
 // ValidateUpdate refuses to move the media or change the extent size of a
-// pool while servers of its instances hold data there.
+// pool while servers of its instances hold data there, and to remove or
+// change how servers reach a backing file system while servers of
+// instances caching it hold data: a server pod rebuilt from the changed
+// pool would write its dirty data back into another file system, or find
+// none to write it to. Access rules may change at any time; the reconciler
+// refuses the instances they no longer allow.
 func (g *PoolGuard) ValidateUpdate(ctx context.Context, old, pool *cachev1alpha1.CachePool) (admission.Warnings, error) {
-	changed := changedServerFields(old, pool)
-	if len(changed) == 0 || !pool.DeletionTimestamp.IsZero() {
+	if !pool.DeletionTimestamp.IsZero() {
 		return nil, nil
 	}
-	users, err := g.instances(ctx, pool.Name, policy.Allocated)
-	if err != nil || len(users) == 0 {
-		return nil, err
-	}
 	var errs field.ErrorList
-	for _, f := range changed {
-		errs = append(errs, field.Forbidden(f, fmt.Sprintf(
-			"cannot change while instances of the pool hold servers (%s): their servers keep their data there; "+
-				"create a new pool, or change it once those instances are deleted", strings.Join(users, ", "))))
+	refuse := func(f *field.Path, what string, match func(*cachev1alpha1.CacheInstance) bool) error {
+		users, err := g.instances(ctx, pool.Name, match)
+		if len(users) > 0 {
+			errs = append(errs, field.Forbidden(f, fmt.Sprintf(
+				"cannot change while instances of the pool hold servers (%s): %s; "+
+					"create a new pool, or change it once those instances are deleted", strings.Join(users, ", "), what)))
+		}
+		return err
+	}
+	for _, f := range changedServerFields(old, pool) {
+		if err := refuse(f, "their servers keep their data there", policy.Allocated); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range changedFilesystems(old, pool) {
+		caching := func(inst *cachev1alpha1.CacheInstance) bool {
+			return policy.Allocated(inst) && inst.Spec.Backing != nil && inst.Spec.Backing.Filesystem == name
+		}
+		f := field.NewPath("spec", "backingFilesystems").Key(name)
+		if err := refuse(f, "their servers write their dirty data back through it", caching); err != nil {
+			return nil, err
+		}
+	}
+	if len(errs) == 0 {
+		return nil, nil
 	}
 	return nil, apierrors.NewInvalid(cachev1alpha1.GroupVersion.WithKind("CachePool").GroupKind(), pool.Name, errs)
 }
@@ -94,6 +116,25 @@ func changedServerFields(old, pool *cachev1alpha1.CachePool) []*field.Path {
 	}
 	if extentSize(old) != extentSize(pool) {
 		out = append(out, field.NewPath("spec", "extentSize"))
+	}
+	return out
+}
+
+// changedFilesystems returns the names of old's backing file systems that
+// pool removes, or whose source or mount path it changes.
+func changedFilesystems(old, pool *cachev1alpha1.CachePool) []string {
+	var out []string
+	for _, o := range old.Spec.BackingFilesystems {
+		n := policy.FindFilesystem(pool, o.Name)
+		if n == nil {
+			out = append(out, o.Name)
+			continue
+		}
+		a, b := o.DeepCopy(), n.DeepCopy()
+		a.AccessRules, b.AccessRules = nil, nil
+		if !equality.Semantic.DeepEqual(a, b) {
+			out = append(out, o.Name)
+		}
 	}
 	return out
 }
