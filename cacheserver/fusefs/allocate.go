@@ -26,6 +26,8 @@ func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off, size uint64, 
 	if !ok || !h.writable() {
 		return syscall.EBADF
 	}
+	_, done := n.usePath()
+	defer done()
 	if a, ok := n.m.fsys.(Allocater); ok {
 		return errno(a.Allocate(h.as, n.path(), int64(off), int64(size), mode))
 	}

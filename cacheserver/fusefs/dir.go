@@ -93,6 +93,9 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	ctx = n.ctx(ctx)
 	if c := n.openChild(name); c != nil {
+		// hide moves the child in go-fuse's tree itself.
+		release := n.m.holdNames()
+		defer release(false, nil, nil, "")
 		// A failed removal of the hidden name is logged; the unlink did
 		// what it was asked.
 		defer func() { _ = c.dropOpen() }()
@@ -111,6 +114,15 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return syscall.EXDEV
 	}
 	ctx = n.ctx(ctx)
+	release := n.m.holdNames()
+	moved := n.GetChild(name)
+	e := n.rename(ctx, name, np, newName, flags)
+	release(e == 0, moved, np.EmbeddedInode(), newName)
+	return e
+}
+
+// rename is Rename, with names held.
+func (n *node) rename(ctx context.Context, name string, np *node, newName string, flags uint32) syscall.Errno {
 	oldPath, newPath := n.child(name), np.child(newName)
 	victim := np.openChild(newName)
 	if victim != nil {

@@ -232,7 +232,8 @@ func (r *fileResult) Done() { r.Release() }
 // Write writes to an open file.
 func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
 	h := f.(*handle)
-	p := n.path()
+	p, done := n.usePath()
+	defer done()
 	got, err := n.m.fsys.WriteAt(n.m.fromPageCache(ctx, h.as), p, data, off)
 	if err != nil {
 		return uint32(got), errno(err)
@@ -274,7 +275,9 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall
 	if h, ok := f.(*handle); ok {
 		as = h.as
 	}
-	return errno(n.m.fsys.Fsync(as, n.path()))
+	p, done := n.usePath()
+	defer done()
+	return errno(n.m.fsys.Fsync(as, p))
 }
 
 // Flusher is implemented by a namespace.FS that keeps something about a
@@ -298,7 +301,9 @@ func (n *node) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	if h, ok := f.(*handle); ok {
 		as = h.as
 	}
-	return errno(fl.Flush(as, n.path()))
+	p, done := n.usePath()
+	defer done()
+	return errno(fl.Flush(as, p))
 }
 
 // Release closes a handle.

@@ -95,6 +95,9 @@ type Server struct {
 	// pageWrites holds the cancel channels of the requests in flight that
 	// write cached pages (pageWrite).
 	pageWrites sync.Map
+	// names orders the calls that send data under a path with renames
+	// (see names.go).
+	names sync.RWMutex
 }
 
 // Mount mounts fsys on the directory mountpoint and serves it until Unmount.

@@ -166,7 +166,9 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		// truncation sets them on the backing file system anyway.
 		sa.Atime, sa.Mtime = nil, nil
 	}
-	a, err := n.m.fsys.SetAttr(ctx, n.path(), sa)
+	p, done := n.usePath()
+	defer done()
+	a, err := n.m.fsys.SetAttr(ctx, p, sa)
 	if refused(err) {
 		a, err = n.setAttrRefused(ctx, f, in, sa, err)
 	}

@@ -1,0 +1,118 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestRenameWhileWriting renames, again and again to new names, a file
+// that a process writes through a descriptor it keeps open, or the
+// directory that holds it, as on a plain directory: every byte written must
+// end up in the file under its last name, through the mount and in the
+// backing directory after down, and no old name may come back. Writes sent
+// under the path a rename had just moved from were cached there: the file
+// had holes, and their write-back made the old names again. The kernel
+// keeps a file's own rename apart from its direct writes, but not the
+// rename of a directory above it, nor the write-back of cached pages.
+func TestRenameWhileWriting(t *testing.T) {
+	requireFUSE(t)
+	for _, tc := range []struct {
+		name  string
+		dir   bool // rename the directory, not the file
+		extra []string
+	}{
+		{name: "directory", dir: true},
+		{name: "file with the client cache", extra: []string{"--client-cache"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := dirs(t)
+			up(t, in, 3, tc.extra...)
+			name := func(i int) string { return fmt.Sprintf("n%d", i) }
+			file := func(i int) string { return filepath.Join(name(i), "f") }
+			renamed := name
+			if !tc.dir {
+				file = func(i int) string { return filepath.Join("d", name(i)) }
+				renamed = file
+			}
+			if err := os.Mkdir(filepath.Join(in.mount, filepath.Dir(file(0))), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.OpenFile(filepath.Join(in.mount, file(0)), os.O_RDWR|os.O_CREATE, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const block, blocks = 256 << 10, 96
+			want := randomBytes(block*blocks, 11)
+			var done atomic.Bool
+			var renames atomic.Int32
+			errc := make(chan error, 1)
+			go func() {
+				defer done.Store(true)
+				// The same bytes, over and over until renames ran
+				// between many of the writes.
+				for pass := 0; pass < 20 && (pass == 0 || renames.Load() < 20); pass++ {
+					for i := range blocks {
+						if _, err := f.WriteAt(want[i*block:(i+1)*block], int64(i*block)); err != nil {
+							errc <- err
+							return
+						}
+						if i%8 == 7 {
+							// Have the kernel write cached pages back
+							// now, while renames go on.
+							_ = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+						}
+					}
+				}
+				errc <- nil
+			}()
+			cur := 0
+			for !done.Load() {
+				if err := os.Rename(filepath.Join(in.mount, renamed(cur)), filepath.Join(in.mount, renamed(cur+1))); err != nil {
+					t.Errorf("rename of %s: %v", renamed(cur), err)
+					break
+				}
+				cur++
+				renames.Store(int32(cur))
+			}
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d renames", cur)
+			if cur == 0 {
+				t.Fatal("no rename ran while the file was written")
+			}
+			got, err := os.ReadFile(filepath.Join(in.mount, file(cur)))
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("through the mount: %d bytes (%v), want %d; first difference at %d", len(got), err, len(want), firstDifference(got, want))
+			}
+			must(t, "local", "down", "--mount", in.mount)
+			sameFile(t, filepath.Join(in.backing, file(cur)), want)
+			if tree := listTree(in.backing); tree != file(cur) {
+				t.Errorf("the backing directory holds %s, want only %s", tree, file(cur))
+			}
+		})
+	}
+}
+
+// listTree lists the files below dir, by their paths relative to it.
+func listTree(dir string) string {
+	var files []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(dir, p)
+			files = append(files, rel)
+		}
+		return nil
+	})
+	return strings.Join(files, " ")
+}
