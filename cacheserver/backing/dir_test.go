@@ -107,3 +107,53 @@ func TestFileIDTellsACreatedAgainFileApart(t *testing.T) {
 		t.Fatalf("FileID of a missing file: %v, want fs.ErrNotExist", err)
 	}
 }
+
+// TestDirWritesFollowNoSymlink: the cache writes files back long after the
+// job wrote them, by their paths. A directory on the way that someone
+// replaced with a symbolic link since must not send the data where the link
+// points, into a file the writer never named; the write fails instead, and
+// reads still follow links.
+func TestDirWritesFollowNoSymlink(t *testing.T) {
+	root := t.TempDir()
+	d := NewDir(root)
+	ctx := context.Background()
+	if _, err := d.WriteAt(ctx, "a/sub/report", []byte("mine"), 0); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(root, "victim")
+	if err := os.MkdirAll(filepath.Join(victim, "deeper"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(victim, "report"), []byte("theirs"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(root, "a/sub"), filepath.Join(root, "a/sub.old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../victim", filepath.Join(root, "a/sub")); err != nil {
+		t.Fatal(err)
+	}
+	for name, write := range map[string]func() error{
+		"write":                   func() error { _, err := d.WriteAt(ctx, "a/sub/report", []byte("MINE"), 0); return err },
+		"truncate":                func() error { return d.Truncate(ctx, "a/sub/report", 1) },
+		"write of a new file":     func() error { _, err := d.WriteAt(ctx, "a/sub/new", []byte("x"), 0); return err },
+		"write making its parent": func() error { _, err := d.WriteAt(ctx, "a/sub/deeper/more/f", []byte("x"), 0); return err },
+		"sync":                    func() error { return d.Sync(ctx, "a/sub/report") },
+	} {
+		if err := write(); !errors.Is(err, syscall.ELOOP) {
+			t.Errorf("%s through a directory replaced by a symbolic link: err = %v, want ELOOP", name, err)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(victim, "report")); string(got) != "theirs" {
+		t.Errorf("the file the link points to holds %q, want %q", got, "theirs")
+	}
+	for _, p := range []string{"new", "deeper/more"} {
+		if _, err := os.Lstat(filepath.Join(victim, p)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s was made where the link points: %v", p, err)
+		}
+	}
+	b := make([]byte, 6)
+	if n, err := d.ReadAt(ctx, "a/sub/report", b, 0); string(b[:n]) != "theirs" {
+		t.Errorf("read through the link = %q, %v; reads follow links", b[:n], err)
+	}
+}

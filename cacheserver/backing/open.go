@@ -19,6 +19,22 @@ import (
 // directory, and no /proc magic link may be followed.
 const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
 
+// resolveFor is how p is resolved for an open with flags. An open for
+// writing follows no symbolic link at all. The cache writes a file back
+// long after the job wrote it, by its path: had someone who may change a
+// directory on the way replaced it with a symbolic link since, the data
+// would land wherever the link points, in a file the writer never named
+// (and, for a server acting as root, one nobody may change). The paths
+// written come from the mount, whose kernel follows every link itself, so
+// they hold none unless the tree changed behind the mount; such a write
+// fails with ELOOP and the data stays cached, retried and reported.
+func resolveFor(flags int) uint64 {
+	if flags&unix.O_ACCMODE == unix.O_RDONLY {
+		return beneath
+	}
+	return beneath | unix.RESOLVE_NO_SYMLINKS
+}
+
 // openRoot opens the backing root for a call of ctx, on the thread that
 // runs as the identity ctx carries. The server's own identity gets the
 // directory pinned by OpenDir, if any, whatever its path names now. Any
@@ -66,21 +82,22 @@ func (d *Dir) open(ctx context.Context, p string, flags int, mode uint32, create
 		return nil, err
 	}
 	defer unix.Close(root)
-	f, err := openat2(root, p, flags, mode)
+	resolve := resolveFor(flags)
+	f, err := openat2(root, p, flags, mode, resolve)
 	if create && errors.Is(err, fs.ErrNotExist) {
-		if err := mkdirBeneath(root, path.Dir(p)); err != nil {
+		if err := mkdirBeneath(root, path.Dir(p), resolve); err != nil {
 			return nil, err
 		}
-		f, err = openat2(root, p, flags, mode)
+		f, err = openat2(root, p, flags, mode, resolve)
 	}
 	return f, err
 }
 
-func openat2(dirfd int, p string, flags int, mode uint32) (*os.File, error) {
+func openat2(dirfd int, p string, flags int, mode uint32, resolve uint64) (*os.File, error) {
 	if flags&unix.O_CREAT == 0 {
 		mode = 0 // openat2 refuses a mode it would not use
 	}
-	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: beneath}
+	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: resolve}
 	fd, err := unix.Openat2(dirfd, p, &how)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
@@ -90,14 +107,14 @@ func openat2(dirfd int, p string, flags int, mode uint32) (*os.File, error) {
 
 // mkdirBeneath makes dir and its missing parents below the root, one
 // component at a time, each resolved beneath the root.
-func mkdirBeneath(root int, dir string) error {
+func mkdirBeneath(root int, dir string, resolve uint64) error {
 	if dir == "." || dir == "" {
 		return nil
 	}
 	parts := strings.Split(dir, "/")
 	for i := range parts {
 		sub := strings.Join(parts[:i+1], "/")
-		parent, err := openat2(root, path.Dir(sub), unix.O_PATH|unix.O_DIRECTORY, 0)
+		parent, err := openat2(root, path.Dir(sub), unix.O_PATH|unix.O_DIRECTORY, 0, resolve)
 		if err != nil {
 			return err
 		}
@@ -140,7 +157,7 @@ func (d *Dir) openGranting(ctx context.Context, p string, flags int, st *unix.St
 		return nil, err
 	}
 	defer unix.Close(root)
-	h, err := openat2(root, p, unix.O_PATH|unix.O_NOFOLLOW, 0)
+	h, err := openat2(root, p, unix.O_PATH|unix.O_NOFOLLOW, 0, resolveFor(flags))
 	if err != nil {
 		return nil, err
 	}
