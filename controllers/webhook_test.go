@@ -34,6 +34,14 @@ var _ = Describe("Admission", func() {
 			i.Spec.RunAs = cachev1alpha1.RunAs{UID: uid, GID: gid, SupplementalGroups: groups}
 		}
 	}
+	// beyondCount asks for a capacity whose Value() is no count of it, in a
+	// pool without a capacity ceiling to refuse it first.
+	beyondCount := func(q string) func(*world, *cachev1alpha1.CacheInstance) {
+		return func(w *world, i *cachev1alpha1.CacheInstance) {
+			setCeiling(w, func(c *cachev1alpha1.InstanceCeilings) { c.Capacity = nil })
+			i.Spec.Capacity = resource.MustParse(q)
+		}
+	}
 	DescribeTable("the validating webhook refuses, naming the rule",
 		func(r refusal) {
 			inst := w.instance("64Mi")
@@ -91,6 +99,9 @@ var _ = Describe("Admission", func() {
 			setCeiling(w, func(c *cachev1alpha1.InstanceCeilings) { c.Capacity = nil })
 			i.Spec.Capacity = resource.MustParse("1Gi") // 384Mi on each of 3 nodes of 256Mi
 		}, cachev1alpha1.ReasonInsufficientCapacity}),
+		Entry("capacity of 8Ei, whose rounding to units wrapped around", refusal{beyondCount("8Ei"), cachev1alpha1.ReasonInsufficientCapacity}),
+		Entry("capacity of the largest int64 of bytes", refusal{beyondCount("9223372036854775807"), cachev1alpha1.ReasonInsufficientCapacity}),
+		Entry("capacity of 1e30, whose Value() is 0", refusal{beyondCount("1e30"), cachev1alpha1.ReasonInsufficientCapacity}),
 		Entry("a namespace the selector of a rule does not select", refusal{func(w *world, i *cachev1alpha1.CacheInstance) {
 			i.Spec.Backing.Path = mountAt + "/shared/gold"
 			updatePool(w, func(p *cachev1alpha1.CachePool) {

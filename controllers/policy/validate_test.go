@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"math"
 	"slices"
 	"testing"
 
@@ -87,6 +88,14 @@ func TestValidate(t *testing.T) {
 		"supplemental root group":          {edit: setGroups(0), wantReason: cachev1alpha1.ReasonIdentityNotAllowed},
 		"capacity above the ceiling":       {edit: setCapacity("250Gi"), wantReason: cachev1alpha1.ReasonExceedsCeiling},
 		"capacity beyond the pool's nodes": {edit: ceilingless(setCapacity("400Gi")), wantReason: cachev1alpha1.ReasonInsufficientCapacity},
+		// Value() of these is no count of them: the rounding of 8Ei (which
+		// parses as math.MaxInt64) wrapped around, and 1e30 is 0, so both
+		// were once taken as one unit.
+		"capacity of 8Ei":                        {edit: ceilingless(setCapacity("8Ei")), wantReason: cachev1alpha1.ReasonInsufficientCapacity},
+		"capacity of the largest int64 of bytes": {edit: ceilingless(setCapacity("9223372036854775807")), wantReason: cachev1alpha1.ReasonInsufficientCapacity},
+		"capacity of 1e30":                       {edit: ceilingless(setCapacity("1e30")), wantReason: cachev1alpha1.ReasonInsufficientCapacity},
+		"capacity of 1e30 before the pool's capacity is counted": {edit: uncounted(ceilingless(setCapacity("1e30"))),
+			wantReason: cachev1alpha1.ReasonInsufficientCapacity},
 		// A node was cordoned or lost after the servers were placed.
 		"placed on more nodes than the pool has now": {edit: placed(ceilingless(setCapacity("400Gi")))},
 		// The ceiling was lowered after the servers were placed.
@@ -190,6 +199,15 @@ func ceilingless(e edit) edit {
 	}
 }
 
+// uncounted takes the pool's total capacity away, as before its first
+// reconcile.
+func uncounted(e edit) edit {
+	return func(i *cachev1alpha1.CacheInstance, p *cachev1alpha1.CachePool) {
+		e(i, p)
+		p.Status.TotalCapacity = nil
+	}
+}
+
 func setWriteBack(threads, high int32) edit {
 	return func(i *cachev1alpha1.CacheInstance, _ *cachev1alpha1.CachePool) {
 		i.Spec.WriteBack = &cachev1alpha1.WriteBack{}
@@ -256,12 +274,24 @@ func TestAllocate(t *testing.T) {
 		"capped at the nodes":           {capacity: "50Gi", nodes: 2, want: Allocation{Units: 5, Servers: 2, PerServer: 30 << 30}},
 		"no nodes still one server":     {capacity: "10Gi", nodes: 0, want: Allocation{Units: 1, Servers: 1, PerServer: 10 << 30}},
 		"exact multiple is not rounded": {capacity: "20Gi", nodes: 5, want: Allocation{Units: 2, Servers: 2, PerServer: 10 << 30}},
+		// Rounding up by (capacity+granularity-1)/granularity wrapped around
+		// to one unit here.
+		"the largest int64 of bytes": {capacity: "9223372036854775807", nodes: 3,
+			want: Allocation{Units: 858993460, Servers: 3, PerServer: 286331154 * 10 << 30}},
+		"the largest int64 of bytes on one node saturates": {capacity: "9223372036854775807", nodes: 1,
+			want: Allocation{Units: 858993460, Servers: 1, PerServer: math.MaxInt64}},
+		"more than int64 bytes counts as the most": {capacity: "1e30", nodes: 1,
+			want: Allocation{Units: 858993460, Servers: 1, PerServer: math.MaxInt64}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			inst := testInstance()
 			inst.Spec.Capacity = resource.MustParse(tc.capacity)
-			if diff := cmp.Diff(tc.want, Allocate(inst, testPool(), tc.nodes)); diff != "" {
+			got := Allocate(inst, testPool(), tc.nodes)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("Allocate (-want +got):\n%s", diff)
+			}
+			if c := countBytes(inst.Spec.Capacity); got.Total() < c {
+				t.Errorf("Total() = %d, less than the %d bytes asked for", got.Total(), c)
 			}
 		})
 	}
