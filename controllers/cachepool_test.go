@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"math"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -50,5 +51,13 @@ var _ = Describe("CachePool", func() {
 			p.Spec.Media.StorageClass = &cachev1alpha1.StorageClassMedia{Name: "local-nvme"}
 		})
 		Eventually(readyReason(w.pool), 10*time.Second, 100*time.Millisecond).Should(Equal(cachev1alpha1.ReasonMediaUnavailable))
+	})
+
+	It("counts a total capacity past int64 bytes as the most it can count, not wrapped around", func() {
+		w := newWorld(func(p *cachev1alpha1.CachePool) { p.Spec.Media.CapacityPerNode = resource.MustParse("4Ei") })
+		most := resource.NewQuantity(math.MaxInt64, resource.BinarySI)
+		Expect(w.pool.Status.TotalCapacity.Cmp(*most)).To(BeZero(), "3 nodes of 4Ei show a total of %s", w.pool.Status.TotalCapacity)
+		Expect(w.pool.Status.FreeCapacity.Cmp(*most)).To(BeZero(), "3 empty nodes of 4Ei show %s free", w.pool.Status.FreeCapacity)
+		Expect(k8sClient.Create(ctx, w.instance("64Mi"))).To(Succeed(), "an instance fits in the free capacity")
 	})
 })

@@ -187,10 +187,12 @@ func pickNodes(nodes []string, free map[string]int64, need int64, n int) []strin
 	return fit[:min(n, len(fit))]
 }
 
+// totalFree sums what the nodes have free in whole servers of need bytes,
+// saturated as the pool's total capacity is.
 func totalFree(nodes []string, free map[string]int64, need int64) int64 {
 	var sum int64
 	for _, n := range nodes {
-		sum += free[n] / need * need
+		sum = policy.AddBytes(sum, max(free[n], 0)/need*need)
 	}
 	return sum
 }

@@ -111,7 +111,7 @@ func (r *Reconciler) observeMedia(ctx context.Context, s *scope) error {
 func setCapacity(s *scope) {
 	st := &s.pool.Status
 	st.Nodes = s.nodes
-	total := s.pool.Spec.Media.CapacityPerNode.Value() * int64(len(s.nodes))
+	total := policy.TotalCapacity(s.pool, len(s.nodes))
 	reserved := policy.Reserved(s.instances)
 	st.TotalCapacity = resource.NewQuantity(total, resource.BinarySI)
 	st.FreeCapacity = resource.NewQuantity(max(total-reserved, 0), resource.BinarySI)

@@ -73,8 +73,7 @@ func Reserved(instances []cachev1alpha1.CacheInstance) int64 {
 func checkTotalCapacity(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool) Violations {
 	c := inst.Spec.Capacity
 	if !countable(c) {
-		return Violations{{Reason: cachev1alpha1.ReasonInsufficientCapacity, Field: "spec.capacity",
-			Message: fmt.Sprintf("%s is more than the %d bytes (8Ei less one byte) that a capacity can count", c.String(), int64(math.MaxInt64))}}
+		return Violations{{Reason: cachev1alpha1.ReasonInsufficientCapacity, Field: "spec.capacity", Message: uncountable(c)}}
 	}
 	if pool.Status.TotalCapacity == nil {
 		return nil
@@ -100,6 +99,13 @@ func Fits(a Allocation, free int64) Violations {
 		Message: fmt.Sprintf("the instance needs %s but the pool has %s free", bytes(a.Total()), bytes(free))}}
 }
 
+// TotalCapacity is the capacity of nodes nodes of the pool in bytes,
+// saturated at math.MaxInt64: a total of nodes of several Ei each must not
+// wrap around to a negative total and no free capacity.
+func TotalCapacity(pool *cachev1alpha1.CachePool, nodes int) int64 {
+	return MulBytes(countBytes(pool.Spec.Media.CapacityPerNode), int64(nodes))
+}
+
 // maxBytes is the most bytes a capacity can count. Capacities are added and
 // multiplied as int64 bytes; the API server itself keeps no binary-suffixed
 // quantity above it (it reads 12Ei as this), but decimal ones such as 1e30
@@ -111,6 +117,11 @@ var maxBytes = resource.NewQuantity(math.MaxInt64, resource.BinarySI)
 // is 0 (1e30). The comparison is of quantities, which cannot overflow.
 func countable(q resource.Quantity) bool {
 	return q.Cmp(*maxBytes) <= 0
+}
+
+// uncountable says why a quantity that countable refuses is refused.
+func uncountable(q resource.Quantity) string {
+	return fmt.Sprintf("%s is more than the %d bytes (8Ei less one byte) that a capacity can count", q.String(), int64(math.MaxInt64))
 }
 
 // countBytes is q in bytes, or math.MaxInt64 if it cannot be counted, so

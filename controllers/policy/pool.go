@@ -7,12 +7,16 @@ import (
 )
 
 // CheckPool returns what makes a pool unusable beyond what its schema
-// checks: granularity and extent
-// sizes that do not fit the per-node capacity, and backing file systems
-// that servers cannot mount.
+// checks: a capacity per node that cannot be counted in bytes, granularity
+// and extent sizes that do not fit the per-node capacity, and backing file
+// systems that servers cannot mount.
 func CheckPool(pool *cachev1alpha1.CachePool) Violations {
 	var vs Violations
 	m := pool.Spec.Media
+	if !countable(m.CapacityPerNode) {
+		vs = append(vs, Violation{Reason: cachev1alpha1.ReasonMediaUnavailable, Field: "spec.media.capacityPerNode",
+			Message: uncountable(m.CapacityPerNode)})
+	}
 	if pool.Spec.AllocationGranularity.Cmp(m.CapacityPerNode) > 0 {
 		vs = append(vs, Violation{Reason: cachev1alpha1.ReasonMediaUnavailable, Field: "spec.allocationGranularity",
 			Message: fmt.Sprintf("%s is larger than spec.media.capacityPerNode %s: no node could hold one unit",

@@ -120,6 +120,10 @@ func TestValidate(t *testing.T) {
 			pvcIn("shared")(i, p)
 			inNamespace("gold-team", "/lus/global/gold/x", 10, 10)(i, p)
 		}, nsLabels: map[string]string{"tier": "gold"}, wantReason: cachev1alpha1.ReasonMediaUnavailable},
+		// Value() of it is 0, which made a total capacity of 0.
+		"pool of 1e30 per node": {edit: func(_ *cachev1alpha1.CacheInstance, p *cachev1alpha1.CachePool) {
+			p.Spec.Media.CapacityPerNode = resource.MustParse("1e30")
+		}, wantReason: cachev1alpha1.ReasonMediaUnavailable},
 		"storage class pool with granularity above capacityPerNode": {edit: func(_ *cachev1alpha1.CacheInstance, p *cachev1alpha1.CachePool) {
 			p.Spec.Media.HostPath, p.Spec.Media.StorageClass = nil, &cachev1alpha1.StorageClassMedia{Name: "local"}
 			p.Spec.AllocationGranularity = resource.MustParse("200Gi")
@@ -292,6 +296,27 @@ func TestAllocate(t *testing.T) {
 			}
 			if c := countBytes(inst.Spec.Capacity); got.Total() < c {
 				t.Errorf("Total() = %d, less than the %d bytes asked for", got.Total(), c)
+			}
+		})
+	}
+}
+
+func TestTotalCapacity(t *testing.T) {
+	for name, tc := range map[string]struct {
+		perNode string
+		nodes   int
+		want    int64
+	}{
+		"per node times nodes":    {perNode: "100Gi", nodes: 3, want: 300 << 30},
+		"no nodes":                {perNode: "100Gi", nodes: 0, want: 0},
+		"4Ei on 3 nodes":          {perNode: "4Ei", nodes: 3, want: math.MaxInt64},
+		"1e30 counts as the most": {perNode: "1e30", nodes: 1, want: math.MaxInt64},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pool := testPool()
+			pool.Spec.Media.CapacityPerNode = resource.MustParse(tc.perNode)
+			if got := TotalCapacity(pool, tc.nodes); got != tc.want {
+				t.Errorf("TotalCapacity() = %d, want %d", got, tc.want)
 			}
 		})
 	}
