@@ -48,6 +48,14 @@ var (
 	ErrInvalid = errors.New("invalid argument")
 )
 
+// The extent sizes the engine starts with (Config.ExtentSize). The operator
+// holds its pools' extentSize to the same range, and each server's capacity
+// to at least 2 extents; change them together.
+const (
+	MinExtentSize = 4 << 10
+	MaxExtentSize = 1 << 30
+)
+
 // Durability says what Sync guarantees.
 type Durability string
 
@@ -103,9 +111,11 @@ type Config struct {
 	Dir string
 	// Backing is the store the cache is in front of.
 	Backing backing.Store
-	// ExtentSize is the unit of caching in bytes (default 1 MiB).
+	// ExtentSize is the unit of caching in bytes (default 1 MiB), from
+	// MinExtentSize to MaxExtentSize.
 	ExtentSize int64
-	// Capacity is the cache space in bytes, rounded down to extents.
+	// Capacity is the cache space in bytes, rounded down to extents. It
+	// must hold at least 2 extents.
 	Capacity int64
 	// Tunables holds the run-time knobs.
 	Tunables Tunables
@@ -163,10 +173,12 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.Dir == "" || c.Backing == nil:
 		return c, fmt.Errorf("%w: Dir and Backing are required", ErrInvalid)
-	case c.ExtentSize < 4096 || c.ExtentSize > 1<<30:
-		return c, fmt.Errorf("%w: extent size %d", ErrInvalid, c.ExtentSize)
+	case c.ExtentSize < MinExtentSize || c.ExtentSize > MaxExtentSize:
+		return c, fmt.Errorf("%w: extent size %d is outside %d (4 KiB) to %d (1 GiB) bytes",
+			ErrInvalid, c.ExtentSize, MinExtentSize, MaxExtentSize)
 	case c.Capacity/c.ExtentSize < 2:
-		return c, fmt.Errorf("%w: capacity %d holds fewer than 2 extents", ErrInvalid, c.Capacity)
+		return c, fmt.Errorf("%w: capacity %d holds fewer than 2 extents of %d bytes: it must be at least %d bytes",
+			ErrInvalid, c.Capacity, c.ExtentSize, 2*c.ExtentSize)
 	case c.Durability != Cache && c.Durability != Backing:
 		return c, fmt.Errorf("%w: durability %q", ErrInvalid, c.Durability)
 	}
