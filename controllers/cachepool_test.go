@@ -53,6 +53,20 @@ var _ = Describe("CachePool", func() {
 		Eventually(readyReason(w.pool), 10*time.Second, 100*time.Millisecond).Should(Equal(cachev1alpha1.ReasonMediaUnavailable))
 	})
 
+	DescribeTable("refuses an extent size its servers cannot start with",
+		func(extent string) {
+			w := newWorld()
+			// A merge patch carries no resourceVersion, so the controller's
+			// status writes cannot make it conflict.
+			cur := w.pool.DeepCopy()
+			cur.Spec.ExtentSize = ptr(resource.MustParse(extent))
+			Expect(k8sClient.Patch(ctx, cur, client.MergeFrom(w.pool))).To(MatchError(ContainSubstring("spec.extentSize")),
+				"the pool took extentSize %s, with which its servers refuse to start", extent)
+		},
+		Entry("1Ki, below the 4Ki the servers start with", "1Ki"),
+		Entry("the allocation granularity, one extent per server", "64Mi"),
+	)
+
 	It("counts a total capacity past int64 bytes as the most it can count, not wrapped around", func() {
 		w := newWorld(func(p *cachev1alpha1.CachePool) { p.Spec.Media.CapacityPerNode = resource.MustParse("4Ei") })
 		most := resource.NewQuantity(math.MaxInt64, resource.BinarySI)

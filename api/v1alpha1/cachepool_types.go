@@ -36,7 +36,7 @@ type CachePool struct {
 }
 
 // CachePoolSpec is the configuration of a pool.
-// +kubebuilder:validation:XValidation:rule="!has(self.extentSize) || quantity(string(self.extentSize)).compareTo(quantity(string(self.allocationGranularity))) <= 0",message="spec.extentSize must not be larger than spec.allocationGranularity",fieldPath=.extentSize
+// +kubebuilder:validation:XValidation:rule="!has(self.extentSize) || quantity(string(self.extentSize)).add(quantity(string(self.extentSize))).compareTo(quantity(string(self.allocationGranularity))) <= 0",message="spec.extentSize (1Mi unless set) must be at most half of spec.allocationGranularity: a cache server's capacity is a multiple of the granularity and must hold at least 2 extents",fieldPath=.extentSize
 // +kubebuilder:validation:XValidation:rule="!has(self.ceilings) || !has(self.ceilings.writeBackThreads) || !has(self.defaults) || !has(self.defaults.writeBack) || !has(self.defaults.writeBack.threads) || self.defaults.writeBack.threads <= self.ceilings.writeBackThreads",message="spec.defaults.writeBack.threads must not exceed spec.ceilings.writeBackThreads",fieldPath=.defaults.writeBack.threads
 // +kubebuilder:validation:XValidation:rule="!has(self.ceilings) || !has(self.ceilings.dirtyHighWatermark) || !has(self.defaults) || !has(self.defaults.writeBack) || !has(self.defaults.writeBack.dirtyHighWatermark) || self.defaults.writeBack.dirtyHighWatermark <= self.ceilings.dirtyHighWatermark",message="spec.defaults.writeBack.dirtyHighWatermark must not exceed spec.ceilings.dirtyHighWatermark",fieldPath=.defaults.writeBack.dirtyHighWatermark
 // +kubebuilder:validation:XValidation:rule="!has(self.ceilings) || !has(self.ceilings.writeWindowMultiplier) || !has(self.defaults) || !has(self.defaults.limits) || !has(self.defaults.limits.writeWindow) || !has(self.defaults.limits.writeWindow.multiplier) || self.defaults.limits.writeWindow.multiplier <= self.ceilings.writeWindowMultiplier",message="spec.defaults.limits.writeWindow.multiplier must not exceed spec.ceilings.writeWindowMultiplier",fieldPath=.defaults.limits.writeWindow.multiplier
@@ -61,11 +61,13 @@ type CachePoolSpec struct {
 	AllocationGranularity resource.Quantity `json:"allocationGranularity"`
 
 	// extentSize is the unit in which files are cached, striped over servers
-	// and written back. Defaults to 1Mi. Must be greater than zero and at
-	// most allocationGranularity; a power of two is best.
+	// and written back. Defaults to 1Mi. Must be from 4Ki to 1Gi, the
+	// extent sizes cache servers start with, and at most half of
+	// allocationGranularity, so that each server holds at least 2 extents;
+	// a power of two is best.
 	// +optional
 	// +kubebuilder:default="1Mi"
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="spec.extentSize must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('4Ki')) >= 0 && quantity(string(self)).compareTo(quantity('1Gi')) <= 0",message="spec.extentSize must be from 4Ki to 1Gi, the extent sizes cache servers start with"
 	ExtentSize *resource.Quantity `json:"extentSize,omitempty"`
 
 	// backingFilesystems are the file systems that instances of this pool may

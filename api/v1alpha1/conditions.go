@@ -212,7 +212,9 @@ const (
 	ReasonNoNodes = "NoNodes"
 
 	// ReasonMediaUnavailable means the pool's cache media (host path or
-	// StorageClass) is missing or unusable.
+	// StorageClass) is missing or unusable, or the pool's sizes do not fit
+	// it: units that no node holds, or extents its servers do not start
+	// with.
 	ReasonMediaUnavailable = "MediaUnavailable"
 
 	// ReasonNotSupported means the instance asks for something this version

@@ -195,6 +195,12 @@ var _ = Describe("CachePool validation", func() {
 		Expect(k8sClient.Create(ctx, object(validPoolYAML, ""))).To(Succeed())
 	})
 
+	It("accepts the extent sizes at the ends of the range, and one of half the granularity", func() {
+		Expect(k8sClient.Create(ctx, object(validPoolYAML, "", set("spec.extentSize", "4Ki")))).To(Succeed())
+		Expect(k8sClient.Create(ctx, object(validPoolYAML, "", set("spec.extentSize", "1Gi")))).To(Succeed())
+		Expect(k8sClient.Create(ctx, object(validPoolYAML, "", set("spec.extentSize", "32Mi"), set("spec.allocationGranularity", "64Mi")))).To(Succeed())
+	})
+
 	DescribeTable("rejects a bad spec, naming the field and the rule",
 		func(field, message string, edits ...edit) {
 			err := k8sClient.Create(ctx, object(validPoolYAML, "", edits...))
@@ -215,9 +221,19 @@ var _ = Describe("CachePool validation", func() {
 		Entry("zero allocation granularity", "spec.allocationGranularity",
 			"spec.allocationGranularity must be greater than zero",
 			set("spec.allocationGranularity", "0")),
-		Entry("an extent larger than the granularity", "spec.extentSize",
-			"spec.extentSize must not be larger than spec.allocationGranularity",
-			set("spec.extentSize", "1Ti")),
+		// Extent sizes the cache servers refuse to start with.
+		Entry("an extent below 4Ki", "spec.extentSize",
+			"spec.extentSize must be from 4Ki to 1Gi, the extent sizes cache servers start with",
+			set("spec.extentSize", "1Ki")),
+		Entry("an extent above 1Gi", "spec.extentSize",
+			"spec.extentSize must be from 4Ki to 1Gi, the extent sizes cache servers start with",
+			set("spec.extentSize", "2Gi")),
+		Entry("an extent of the whole granularity, one extent per server", "spec.extentSize",
+			"spec.extentSize (1Mi unless set) must be at most half of spec.allocationGranularity",
+			set("spec.extentSize", "64Mi"), set("spec.allocationGranularity", "64Mi")),
+		Entry("the default extent with a granularity of 1Mi", "spec.extentSize",
+			"spec.extentSize (1Mi unless set) must be at most half of spec.allocationGranularity",
+			set("spec.allocationGranularity", "1Mi")),
 
 		// Backing file systems.
 		Entry("no backing file system", "spec.backingFilesystems", "should have at least 1 items",

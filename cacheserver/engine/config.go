@@ -50,7 +50,7 @@ var (
 
 // The extent sizes the engine starts with (Config.ExtentSize). The operator
 // holds its pools' extentSize to the same range, and each server's capacity
-// to at least 2 extents; change them together.
+// to at least 2 extents (controllers/policy); change them together.
 const (
 	MinExtentSize = 4 << 10
 	MaxExtentSize = 1 << 30

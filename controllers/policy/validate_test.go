@@ -120,6 +120,13 @@ func TestValidate(t *testing.T) {
 			pvcIn("shared")(i, p)
 			inNamespace("gold-team", "/lus/global/gold/x", 10, 10)(i, p)
 		}, nsLabels: map[string]string{"tier": "gold"}, wantReason: cachev1alpha1.ReasonMediaUnavailable},
+		// Extent sizes the servers would not start with, in a pool stored
+		// before the schema refused them.
+		"pool with an extent below 4Ki":               {edit: setExtent("1Ki", ""), wantReason: cachev1alpha1.ReasonMediaUnavailable},
+		"pool with an extent above 1Gi":               {edit: setExtent("2Gi", ""), wantReason: cachev1alpha1.ReasonMediaUnavailable},
+		"pool with an extent of the granularity":      {edit: setExtent("10Gi", ""), wantReason: cachev1alpha1.ReasonMediaUnavailable},
+		"pool with the default extent and 1Mi units":  {edit: setExtent("", "1Mi"), wantReason: cachev1alpha1.ReasonMediaUnavailable},
+		"pool with an extent of half the granularity": {edit: setExtent("1Mi", "2Mi")},
 		// Value() of it is 0, which made a total capacity of 0.
 		"pool of 1e30 per node": {edit: func(_ *cachev1alpha1.CacheInstance, p *cachev1alpha1.CachePool) {
 			p.Spec.Media.CapacityPerNode = resource.MustParse("1e30")
@@ -200,6 +207,20 @@ func ceilingless(e edit) edit {
 	return func(i *cachev1alpha1.CacheInstance, p *cachev1alpha1.CachePool) {
 		e(i, p)
 		p.Spec.Ceilings.Capacity = nil
+	}
+}
+
+// setExtent sets the pool's extent size (unset: the default) and, unless
+// empty, its allocation granularity.
+func setExtent(es, granularity string) edit {
+	return func(_ *cachev1alpha1.CacheInstance, p *cachev1alpha1.CachePool) {
+		p.Spec.ExtentSize = nil
+		if es != "" {
+			p.Spec.ExtentSize = ptr(resource.MustParse(es))
+		}
+		if granularity != "" {
+			p.Spec.AllocationGranularity = resource.MustParse(granularity)
+		}
 	}
 }
 
