@@ -125,10 +125,9 @@ type fileState struct {
 	// pending is the end of this client's writes that the metadata server
 	// has not been told about; 0 if none.
 	pending int64
-	// mode is the mode learned from the servers; setidDone records that
-	// the setuid and setgid bits have been cleared for writing.
-	mode      uint32
-	setidDone bool
+	// mode and gid are the mode and group learned from the servers, less
+	// the setuid and setgid bits this client had cleared for writing.
+	mode, gid uint32
 	// wrote is the time of this client's last write, which the backing
 	// file does not show until write-back; zero after an explicit utimens.
 	wrote time.Time

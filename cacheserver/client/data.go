@@ -37,9 +37,7 @@ func (f *FS) learn(path string, a namespace.Attr, since uint64) {
 		st.size = max(a.Size, st.pending)
 	}
 	st.sized = true
-	if st.mode != a.Mode {
-		st.mode, st.setidDone = a.Mode, false
-	}
+	st.mode, st.gid = a.Mode, a.GID
 }
 
 // withWrites folds the time of this client's last write to path into its
@@ -302,25 +300,27 @@ func (f *FS) extendLocked(st *fileState, end int64) bool {
 }
 
 // clearSetid asks the metadata server to clear the setuid and setgid bits
-// before the first write by a caller other than root, as the kernel does.
+// before a write, where the kernel would clear them for the caller
+// (ident.Cred.KilledByWrite). The bits the server cleared are gone from
+// the mode this client knows, so the next write of the caller asks no
+// more; another caller may still have more bits to clear.
 func (f *FS) clearSetid(ctx context.Context, path string) error {
-	if cred(ctx).UID == 0 {
-		return nil
-	}
+	c := cred(ctx)
 	f.mu.Lock()
 	st := f.files[path]
-	need := st != nil && !st.setidDone &&
-		(st.mode&syscall.S_ISUID != 0 || st.mode&(syscall.S_ISGID|syscall.S_IXGRP) == syscall.S_ISGID|syscall.S_IXGRP)
+	var kill uint32
+	if st != nil {
+		kill = c.KilledByWrite(st.mode, st.gid)
+	}
 	f.mu.Unlock()
-	if !need {
+	if kill == 0 {
 		return nil
 	}
 	if _, err := f.meta(ctx, path, wire.OpClearSetid, pathArgs(path)); err != nil {
 		return err
 	}
 	f.mu.Lock()
-	st.setidDone = true
-	st.mode &^= syscall.S_ISUID | syscall.S_ISGID
+	st.mode &^= kill
 	f.mu.Unlock()
 	return nil
 }

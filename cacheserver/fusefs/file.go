@@ -238,32 +238,27 @@ func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int6
 	if err != nil {
 		return uint32(got), errno(err)
 	}
-	if h.cred.UID != 0 && killBits(n.mode.Load()) != 0 {
-		n.killPriv(h.as, p)
+	// Root keeps the bits (see ident.Cred.KilledByWrite): its writes need
+	// no look at the file.
+	if h.cred.UID != 0 && n.mode.Load()&(unix.S_ISUID|unix.S_ISGID) != 0 {
+		n.killPriv(h.as, h.cred, p)
 	}
 	return uint32(got), 0
 }
 
-// killBits returns the setuid and setgid bits that a write by an
-// unprivileged caller clears from mode: setgid only with group execute,
-// since without it the bit marks mandatory locking.
-func killBits(mode uint32) uint32 {
-	bits := mode & unix.S_ISUID
-	if mode&(unix.S_ISGID|unix.S_IXGRP) == unix.S_ISGID|unix.S_IXGRP {
-		bits |= unix.S_ISGID
-	}
-	return bits
-}
-
-// killPriv clears the setuid and setgid bits of p after a write, where the
-// namespace did not clear them itself.
-func (n *node) killPriv(ctx context.Context, p string) {
+// killPriv clears the setuid and setgid bits of p that a write by cred
+// clears, where the namespace did not clear them itself.
+func (n *node) killPriv(ctx context.Context, cred ident.Cred, p string) {
 	a, err := n.m.fsys.GetAttr(ctx, p)
-	if err != nil || killBits(a.Mode) == 0 {
-		n.mode.Store(a.Mode)
+	if err != nil {
 		return
 	}
-	mode := a.Mode & 07777 &^ killBits(a.Mode)
+	n.mode.Store(a.Mode)
+	kill := cred.KilledByWrite(a.Mode, a.GID)
+	if kill == 0 {
+		return
+	}
+	mode := a.Mode & 07777 &^ kill
 	if a, err = n.m.fsys.SetAttr(ctx, p, namespace.SetAttr{Mode: &mode}); err == nil {
 		n.mode.Store(a.Mode)
 	}

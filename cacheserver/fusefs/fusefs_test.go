@@ -79,21 +79,6 @@ func TestParseGroups(t *testing.T) {
 	}
 }
 
-func TestKillBits(t *testing.T) {
-	tests := map[string]struct{ mode, want uint32 }{
-		"setuid":                    {0o4755, unix.S_ISUID},
-		"setgid with group execute": {0o2775, unix.S_ISGID},
-		"setgid without group exec": {0o2664, 0},
-		"both":                      {0o6755, unix.S_ISUID | unix.S_ISGID},
-		"neither":                   {0o755, 0},
-	}
-	for name, tc := range tests {
-		if got := killBits(tc.mode); got != tc.want {
-			t.Errorf("%s: killBits(%o) = %o, want %o", name, tc.mode, got, tc.want)
-		}
-	}
-}
-
 func TestMountServesFiles(t *testing.T) {
 	for name, opts := range map[string]Options{"no client cache": {}, "client cache": {ClientCache: true}} {
 		t.Run(name, func(t *testing.T) {

@@ -141,13 +141,18 @@ func TestTruncateOpen(t *testing.T) {
 
 // TestClearSetid proves that a writer who does not own a world-writable
 // setuid file gets its bits cleared, while a caller who may not write the
-// file cannot clear them.
+// file cannot clear them. Setgid without group execute goes only for a
+// writer outside the file's group, as in the kernel since Linux 6.2.
 func TestClearSetid(t *testing.T) {
 	needRoot(t)
 	fsys, dir := newFS(t)
 	mustWrite(t, filepath.Join(dir, "shared"), "x", 0o6777)
 	mustWrite(t, filepath.Join(dir, "private"), "x", 0o6755)
 	mustWrite(t, filepath.Join(dir, "locking"), "x", 0o2666)
+	mustWrite(t, filepath.Join(dir, "group"), "x", 0o2666)
+	if err := os.Chown(filepath.Join(dir, "group"), 0, int(nobody.GID)); err != nil {
+		t.Fatal(err)
+	}
 	ctx := asNobody()
 	a, err := fsys.ClearSetid(ctx, "shared")
 	if err != nil || a.Mode != syscall.S_IFREG|0o777 {
@@ -158,7 +163,10 @@ func TestClearSetid(t *testing.T) {
 	if a, _ := fsys.GetAttr(ctx, "private"); a.Mode != syscall.S_IFREG|0o6755 {
 		t.Fatalf("refused ClearSetid changed the mode to %o", a.Mode)
 	}
-	if a, err := fsys.ClearSetid(ctx, "locking"); err != nil || a.Mode != syscall.S_IFREG|0o2666 {
-		t.Fatalf("ClearSetid of a mandatory-locking file = %o, %v; want 02666 kept", a.Mode, err)
+	if a, err := fsys.ClearSetid(ctx, "locking"); err != nil || a.Mode != syscall.S_IFREG|0o666 {
+		t.Fatalf("ClearSetid of a setgid file of another group = %o, %v; want 0666", a.Mode, err)
+	}
+	if a, err := fsys.ClearSetid(ctx, "group"); err != nil || a.Mode != syscall.S_IFREG|0o2666 {
+		t.Fatalf("ClearSetid of a setgid file of the writer's group = %o, %v; want 02666 kept", a.Mode, err)
 	}
 }

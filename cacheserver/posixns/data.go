@@ -262,12 +262,11 @@ func (f *FS) Allocate(ctx context.Context, p string, off, size int64, mode uint3
 	return nil
 }
 
-// ClearSetid clears the setuid and setgid bits of p before a write by the
-// caller, as the kernel does on write(2) by a process without CAP_FSETID,
-// for a cache that takes the write without writing the backing file. The
-// caller must be able to open p for writing; the bits are then cleared with
-// the server's own identity, since the writer need not own the file. Setgid
-// without group execute marks mandatory locking and stays.
+// ClearSetid clears the setuid and setgid bits of p that the kernel clears
+// on write(2) by the caller (ident.Cred.KilledByWrite), for a cache that
+// takes the write without writing the backing file. The caller must be able
+// to open p for writing; the bits are then cleared with the server's own
+// identity, since the writer need not own the file.
 func (f *FS) ClearSetid(ctx context.Context, p string) (namespace.Attr, error) {
 	fd, err := f.openData(ctx, p, unix.O_WRONLY)
 	if err != nil {
@@ -278,11 +277,11 @@ func (f *FS) ClearSetid(ctx context.Context, p string) (namespace.Attr, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return namespace.Attr{}, fmt.Errorf("clear setid %q: %w", p, err)
 	}
-	kill := st.Mode & unix.S_ISUID
-	if st.Mode&(unix.S_ISGID|unix.S_IXGRP) == unix.S_ISGID|unix.S_IXGRP {
-		kill |= unix.S_ISGID
+	c, ok := ident.FromContext(ctx)
+	if !ok {
+		c = ident.Process()
 	}
-	if kill != 0 {
+	if kill := c.KilledByWrite(st.Mode, st.Gid); kill != 0 {
 		if err := unix.Fchmod(fd, st.Mode&07777&^kill); err != nil {
 			return namespace.Attr{}, fmt.Errorf("clear setid %q: %w", p, err)
 		}

@@ -407,8 +407,8 @@ func (s *Server) openFile(ctx context.Context, p string, flags int, gathered boo
 	return s.withCacheSize(ctx, p, a), nil
 }
 
-// clearSetid clears the setuid bit, and setgid with group execute, as the
-// kernel does when a caller without CAP_FSETID writes: the data lands in the
+// clearSetid clears the setuid and setgid bits that the kernel clears when
+// the caller writes (ident.Cred.KilledByWrite): the data lands in the
 // cache, so the backing file system never sees the write that would have
 // cleared them. It runs as the server, since the writer need not own the
 // file.
@@ -417,20 +417,21 @@ func (s *Server) clearSetid(ctx context.Context, req *wire.Request, _ *wire.Resp
 	if err != nil {
 		return err
 	}
+	cred, ok := ident.FromContext(ctx)
+	if !ok {
+		cred = ident.Process()
+	}
 	sctx := s.serverCtx(context.WithoutCancel(ctx))
 	a, err := s.cfg.NS.GetAttr(sctx, p)
 	if err != nil {
 		return err
 	}
-	mode := a.Mode &^ syscall.S_IFMT
-	clear := mode &^ syscall.S_ISUID
-	if mode&syscall.S_IXGRP != 0 {
-		clear &^= syscall.S_ISGID
-	}
-	if clear == mode {
+	kill := cred.KilledByWrite(a.Mode, a.GID)
+	if kill == 0 {
 		return nil
 	}
-	_, err = s.cfg.NS.SetAttr(sctx, p, namespace.SetAttr{Mode: &clear})
+	mode := a.Mode & 07777 &^ kill
+	_, err = s.cfg.NS.SetAttr(sctx, p, namespace.SetAttr{Mode: &mode})
 	return err
 }
 

@@ -94,8 +94,8 @@ const (
 	OpListxattr
 	// OpRemovexattr (path, name).
 	OpRemovexattr
-	// OpClearSetid (path) clears the setuid bit, and the setgid bit of a
-	// group-executable file, before a caller without CAP_FSETID writes.
+	// OpClearSetid (path) clears the setuid and setgid bits that a write
+	// by the caller clears (ident.Cred.KilledByWrite), before it writes.
 	OpClearSetid
 	// OpInfo () answers the server's index (u32), the number of servers
 	// (u32), the extent size (i64), the instance name and whether the

@@ -97,3 +97,85 @@ func TestOtherUsersCannotBorrowTheInstanceIdentity(t *testing.T) {
 		})
 	}
 }
+
+// asCaller runs sh -c script as uid:gid with the supplementary groups,
+// with $F set to file, and returns its output and whether it succeeded.
+func asCaller(uid, gid uint32, groups []uint32, script, file string) (string, bool) {
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = append(os.Environ(), "F="+file)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: groups}}
+	out, err := cmd.CombinedOutput()
+	return string(out), err == nil
+}
+
+// TestSetidBitsGoAsInAPlainDirectory makes the same files in a plain
+// directory and on the backing store, has the same callers write and
+// truncate them in both, and compares the modes: the servers act as each
+// caller, and the kernel's rules for clearing setuid and setgid must hold
+// through the mount as they hold without it (since Linux 6.2, a writer
+// outside the file's group clears setgid even without group execute).
+func TestSetidBitsGoAsInAPlainDirectory(t *testing.T) {
+	requireFUSE(t)
+	const write, rdwr = `echo x >> "$F"`, `exec 3<>"$F" && echo x >&3`
+	tests := map[string]struct {
+		uid, gid uint32
+		mode     uint32
+		dir      bool
+		caller   uint32
+		groups   []uint32
+		script   string
+	}{
+		"write outside the group, setgid without group execute": {uid: 2000, gid: 3000, mode: 0o2766, caller: 1000, script: write},
+		"read-write outside the group":                          {uid: 2000, gid: 3000, mode: 0o2766, caller: 1000, script: rdwr},
+		"write by the owner outside the group":                  {uid: 1000, gid: 3000, mode: 0o2766, caller: 1000, script: write},
+		"write by a member keeps setgid without group execute":  {uid: 2000, gid: 3000, mode: 0o2766, caller: 1000, groups: []uint32{3000}, script: write},
+		"write clears setuid and group-executable setgid":       {uid: 2000, gid: 3000, mode: 0o6777, caller: 1000, groups: []uint32{3000}, script: write},
+		"truncate outside the group":                            {uid: 2000, gid: 3000, mode: 0o2766, caller: 1000, script: `truncate -s 1 "$F"`},
+		"open for truncation outside the group":                 {uid: 2000, gid: 3000, mode: 0o2766, caller: 1000, script: `: > "$F"`},
+	}
+	for cache, opts := range map[string][]string{"no client cache": nil, "client cache": {"--client-cache"}} {
+		in := dirs(t)
+		plain := filepath.Join(filepath.Dir(in.backing), "plain")
+		os.Mkdir(plain, 0o755)
+		os.Chmod(filepath.Dir(in.backing), 0o755)
+		os.Chmod(filepath.Dir(filepath.Dir(in.backing)), 0o755)
+		for name, tc := range tests {
+			for _, d := range []string{plain, in.backing} {
+				p := filepath.Join(d, name)
+				if tc.dir {
+					os.Mkdir(p, 0o755)
+				} else {
+					os.WriteFile(p, []byte("data\n"), 0o644)
+				}
+				os.Chown(p, int(tc.uid), int(tc.gid))
+				syscall.Chmod(p, tc.mode)
+			}
+		}
+		up(t, in, 2, opts...)
+		for name, tc := range tests {
+			t.Run(cache+"/"+name, func(t *testing.T) {
+				want, okPlain := asCaller(tc.caller, tc.caller, tc.groups, tc.script, filepath.Join(plain, name))
+				got, ok := asCaller(tc.caller, tc.caller, tc.groups, tc.script, filepath.Join(in.mount, name))
+				if ok != okPlain {
+					t.Fatalf("through the mount: ok=%v %q; in a plain directory: ok=%v %q", ok, got, okPlain, want)
+				}
+				wantMode := modeOf(t, filepath.Join(plain, name))
+				if m := modeOf(t, filepath.Join(in.mount, name)); m != wantMode {
+					t.Errorf("mode through the mount %o, want %o as in a plain directory", m, wantMode)
+				}
+				if m := modeOf(t, filepath.Join(in.backing, name)); m != wantMode {
+					t.Errorf("mode on the backing store %o, want %o as in a plain directory", m, wantMode)
+				}
+			})
+		}
+	}
+}
+
+func modeOf(t *testing.T, p string) uint32 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Lstat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Mode & 0o7777
+}
