@@ -27,7 +27,10 @@
 // setuid and setgid bits with a chmod as the writer (which fails when the
 // writer is not the owner); a write that must clear them reaches the file
 // system with the writer's identity, and the mount clears the bits after a
-// write by an unprivileged caller when the namespace has not. The kernel's
+// write by an unprivileged caller when the namespace has not. A chown that
+// changes neither owner nor group arrives as a change of nothing, which the
+// namespace carries out as such a chown (namespace.SetAttr.KillSetid). The
+// kernel's
 // write-back cache also keeps file times itself and sends them as explicit
 // times, which need ownership: those that come with a truncation are left
 // to the backing file system, those within seconds of now are applied as

@@ -185,8 +185,17 @@ func refused(err error) bool {
 
 // setAttrRefused retries a change that the namespace refused, where POSIX or
 // the kernel's write-back cache allow it: a truncation through a writable
-// handle, and the times that the write-back cache sends on its own.
+// handle, and the times that the write-back cache sends on its own; and it
+// answers the change of nothing that comes before a write.
 func (n *node) setAttrRefused(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, sa namespace.SetAttr, err error) (namespace.Attr, error) {
+	if sa.KillSetid {
+		// The kernel sends the same change of nothing before a write that
+		// clears the bits (file_remove_privs), which a writer who does not
+		// own the file may make: the write clears them itself. A chown to
+		// no owner by such a caller, which the kernel would refuse, thus
+		// succeeds, changing nothing.
+		return n.m.fsys.GetAttr(ctx, n.path())
+	}
 	if h, ok := f.(*handle); ok && h.writable() && sa.Size != nil && errors.Is(err, syscall.EACCES) {
 		return n.truncateOpen(ctx, sa)
 	}
@@ -276,6 +285,12 @@ func setAttr(in *fuse.SetAttrIn) namespace.SetAttr {
 		size := int64(sz)
 		s.Size = &size
 	}
+	// A chown that changes neither the owner nor the group reaches the
+	// mount as a change of nothing but the change time, which the kernel
+	// sends only under the write-back cache: with CAP_HANDLE_KILLPRIV_V2
+	// the client's kernel leaves clearing setuid and setgid to the daemon.
+	const chownNone = fuse.FATTR_CTIME | fuse.FATTR_FH | fuse.FATTR_LOCKOWNER | fuse.FATTR_KILL_SUIDGID
+	s.KillSetid = in.Valid&^chownNone == 0
 	s.AtimeNow = in.Valid&fuse.FATTR_ATIME_NOW != 0
 	s.MtimeNow = in.Valid&fuse.FATTR_MTIME_NOW != 0
 	if t, ok := in.GetATime(); ok && !s.AtimeNow {

@@ -56,6 +56,12 @@ type SetAttr struct {
 	// AtimeNow and MtimeNow set the time to the current time of the backing
 	// file system (utimensat UTIME_NOW), which needs only write access.
 	AtimeNow, MtimeNow bool
+	// KillSetid asks for what chown(2) does when it changes neither the
+	// owner nor the group: the kernel clears setuid, and setgid as for a
+	// write by the caller, from a file that is not a directory, and
+	// refuses a caller who does not own a file it would change. A chown
+	// that sets UID or GID does so anyway.
+	KillSetid bool
 }
 
 // StatFS describes the capacity and use of the namespace: for a cache, the

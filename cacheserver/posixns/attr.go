@@ -64,7 +64,9 @@ func (f *FS) SetAttr(ctx context.Context, p string, in namespace.SetAttr) (names
 }
 
 func setAttrAt(dirfd int, name string, in namespace.SetAttr) error {
-	if in.UID != nil || in.GID != nil {
+	// A chown to the same owner, or to none, is what KillSetid asks for:
+	// the kernel clears the bits and checks the caller may.
+	if in.UID != nil || in.GID != nil || in.KillSetid {
 		if err := unix.Fchownat(dirfd, name, idOrKeep(in.UID), idOrKeep(in.GID), unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return err
 		}

@@ -170,3 +170,23 @@ func TestClearSetid(t *testing.T) {
 		t.Fatalf("ClearSetid of a setgid file of the writer's group = %o, %v; want 02666 kept", a.Mode, err)
 	}
 }
+
+// TestKillSetid proves that a change of nothing with KillSetid is the
+// caller's chown to no owner: the owner loses setuid and setgid, and
+// another caller is refused for a file it would change.
+func TestKillSetid(t *testing.T) {
+	needRoot(t)
+	fsys, dir := newFS(t)
+	mustWrite(t, filepath.Join(dir, "mine"), "x", 0o6755)
+	mustWrite(t, filepath.Join(dir, "theirs"), "x", 0o6755)
+	if err := os.Chown(filepath.Join(dir, "mine"), int(nobody.UID), int(nobody.GID)); err != nil {
+		t.Fatal(err)
+	}
+	ctx := asNobody()
+	a, err := fsys.SetAttr(ctx, "mine", namespace.SetAttr{KillSetid: true})
+	if err != nil || a.Mode != syscall.S_IFREG|0o755 {
+		t.Fatalf("KillSetid by the owner = %o, %v; want 0755", a.Mode, err)
+	}
+	_, err = fsys.SetAttr(ctx, "theirs", namespace.SetAttr{KillSetid: true})
+	wantErrno(t, "KillSetid by another caller", err, syscall.EPERM)
+}

@@ -239,6 +239,7 @@ const (
 	setMtime
 	setAtimeNow
 	setMtimeNow
+	setKillSetid
 )
 
 // SetAttr appends s: a bit mask of the fields present, then those fields.
@@ -247,6 +248,7 @@ func (e *Encoder) SetAttr(s namespace.SetAttr) *Encoder {
 	for bit, present := range map[uint32]bool{
 		setMode: s.Mode != nil, setUID: s.UID != nil, setGID: s.GID != nil, setSize: s.Size != nil,
 		setAtime: s.Atime != nil, setMtime: s.Mtime != nil, setAtimeNow: s.AtimeNow, setMtimeNow: s.MtimeNow,
+		setKillSetid: s.KillSetid,
 	} {
 		if present {
 			mask |= bit
@@ -277,7 +279,9 @@ func (e *Encoder) SetAttr(s namespace.SetAttr) *Encoder {
 // SetAttr reads a SetAttr.
 func (d *Decoder) SetAttr() namespace.SetAttr {
 	mask := d.Uint32()
-	s := namespace.SetAttr{AtimeNow: mask&setAtimeNow != 0, MtimeNow: mask&setMtimeNow != 0}
+	s := namespace.SetAttr{
+		AtimeNow: mask&setAtimeNow != 0, MtimeNow: mask&setMtimeNow != 0, KillSetid: mask&setKillSetid != 0,
+	}
 	if mask&setMode != 0 {
 		s.Mode = ptr(d.Uint32())
 	}

@@ -26,10 +26,10 @@ func TestMessagesRoundTrip(t *testing.T) {
 		},
 		"setattr with some fields": {
 			encode: func(e *Encoder) {
-				e.SetAttr(namespace.SetAttr{Mode: &mode, UID: &uid, Size: &size, Mtime: &now, AtimeNow: true})
+				e.SetAttr(namespace.SetAttr{Mode: &mode, UID: &uid, Size: &size, Mtime: &now, AtimeNow: true, KillSetid: true})
 			},
 			decode: func(d *Decoder) any { return d.SetAttr() },
-			want:   namespace.SetAttr{Mode: &mode, UID: &uid, Size: &size, Mtime: &now, AtimeNow: true},
+			want:   namespace.SetAttr{Mode: &mode, UID: &uid, Size: &size, Mtime: &now, AtimeNow: true, KillSetid: true},
 		},
 		"empty setattr": {
 			encode: func(e *Encoder) { e.SetAttr(namespace.SetAttr{}) },

@@ -109,11 +109,12 @@ func asCaller(uid, gid uint32, groups []uint32, script, file string) (string, bo
 }
 
 // TestSetidBitsGoAsInAPlainDirectory makes the same files in a plain
-// directory and on the backing store, has the same callers write and
-// truncate them in both, and compares the modes: the servers act as each
+// directory and on the backing store, has the same callers write, truncate
+// and chown them in both, and compares the modes: the servers act as each
 // caller, and the kernel's rules for clearing setuid and setgid must hold
 // through the mount as they hold without it (since Linux 6.2, a writer
-// outside the file's group clears setgid even without group execute).
+// outside the file's group clears setgid even without group execute, and
+// a chown that changes neither owner nor group clears them as well).
 func TestSetidBitsGoAsInAPlainDirectory(t *testing.T) {
 	requireFUSE(t)
 	const write, rdwr = `echo x >> "$F"`, `exec 3<>"$F" && echo x >&3`
@@ -132,6 +133,10 @@ func TestSetidBitsGoAsInAPlainDirectory(t *testing.T) {
 		"write clears setuid and group-executable setgid":       {uid: 2000, gid: 3000, mode: 0o6777, caller: 1000, groups: []uint32{3000}, script: write},
 		"truncate outside the group":                            {uid: 2000, gid: 3000, mode: 0o2766, caller: 1000, script: `truncate -s 1 "$F"`},
 		"open for truncation outside the group":                 {uid: 2000, gid: 3000, mode: 0o2766, caller: 1000, script: `: > "$F"`},
+		"chown to no owner by the owner":                        {uid: 1000, gid: 1000, mode: 0o6755, caller: 1000, script: `chown : "$F"`},
+		"chown to no owner by root":                             {uid: 1000, gid: 3000, mode: 0o6775, caller: 0, script: `chown : "$F"`},
+		"chown to no owner of a directory":                      {uid: 1000, gid: 1000, mode: 0o6755, dir: true, caller: 1000, script: `chown : "$F"`},
+		"chown to no owner by another of a plain file":          {uid: 2000, gid: 2000, mode: 0o666, caller: 1000, script: `chown : "$F"`},
 	}
 	for cache, opts := range map[string][]string{"no client cache": nil, "client cache": {"--client-cache"}} {
 		in := dirs(t)
