@@ -62,13 +62,14 @@ func (d *Dir) WriteAt(ctx context.Context, p string, b []byte, off int64) (n int
 // with runs fn on p opened with flags as the identity in ctx; O_CREAT also
 // creates missing parents. A file's owner refused by the file's mode gets
 // the file opened all the same (openOwned), as POSIX lets a process keep
-// using a descriptor after its file lost the permission.
+// using a descriptor after its file lost the permission; so does a reader
+// that may execute the file, for a privileged Dir (see usableByCaller).
 func (d *Dir) with(ctx context.Context, p string, flags int, fn func(*os.File) error) error {
 	var owned *unix.Stat_t
 	err := ident.DoContext(ctx, func() error {
 		f, err := d.open(ctx, p, flags|unix.O_NOFOLLOW, 0o666, flags&unix.O_CREAT != 0)
 		if errors.Is(err, fs.ErrPermission) {
-			if st, ok := d.ownedByCaller(ctx, p); ok {
+			if st, ok := d.usableByCaller(ctx, p, flags); ok {
 				owned = st
 				return nil
 			}
@@ -88,9 +89,11 @@ func (d *Dir) with(ctx context.Context, p string, flags int, fn func(*os.File) e
 	return errors.Join(fn(f), f.Close())
 }
 
-// ownedByCaller returns the file p if it is a regular file that the
-// identity in ctx owns. It runs as that identity.
-func (d *Dir) ownedByCaller(ctx context.Context, p string) (*unix.Stat_t, bool) {
+// usableByCaller returns the file p if it is a regular file that the
+// identity in ctx owns or, to read it in a privileged Dir, may execute:
+// the kernel reads a program it runs through the open that execve(2)
+// made, which needed execute permission only. It runs as that identity.
+func (d *Dir) usableByCaller(ctx context.Context, p string, flags int) (*unix.Stat_t, bool) {
 	c, ok := ident.FromContext(ctx)
 	if !ok {
 		c = ident.Process()
@@ -101,10 +104,15 @@ func (d *Dir) ownedByCaller(ctx context.Context, p string) (*unix.Stat_t, bool) 
 	}
 	defer h.Close()
 	var st unix.Stat_t
-	if unix.Fstat(int(h.Fd()), &st) != nil || st.Uid != c.UID || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if unix.Fstat(int(h.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, false
 	}
-	return &st, true
+	if st.Uid == c.UID {
+		return &st, true
+	}
+	exec := d.privileged && flags&unix.O_ACCMODE == unix.O_RDONLY &&
+		unix.Faccessat2(int(h.Fd()), "", unix.X_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH) == nil
+	return &st, exec
 }
 
 func (d *Dir) openOwnedAs(ctx context.Context, p string, flags int, st *unix.Stat_t) (*os.File, error) {

@@ -113,7 +113,9 @@ type FS interface {
 	// open(2) flags, O_EXCL included.
 	Create(ctx context.Context, path string, flags int, mode uint32) (Attr, error)
 	// Open checks that the caller may open path with the open(2) flags and
-	// applies O_TRUNC.
+	// applies O_TRUNC. With OpenExec among the flags the caller must be
+	// allowed to execute the file rather than read it; the file's data
+	// calls may then read it for the kernel that runs it.
 	Open(ctx context.Context, path string, flags int) (Attr, error)
 	// ReadAt reads up to len(p) bytes at off. It returns fewer bytes only at
 	// the end of the file, with io.EOF.
@@ -137,6 +139,11 @@ type FS interface {
 	// Removexattr removes an extended attribute.
 	Removexattr(ctx context.Context, path, name string) error
 }
+
+// OpenExec is the flag of an open by the kernel of a program it is about to
+// execute (FMODE_EXEC, which FUSE passes on among the open flags). Such an
+// open needs execute permission, and no read permission, as execve(2) does.
+const OpenExec = 0x20
 
 // ErrBadPath is returned for a path that is not clean and relative, such as
 // "/a", "a/../b" or "a//b". It wraps syscall.EINVAL.

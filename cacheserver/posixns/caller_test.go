@@ -190,3 +190,27 @@ func TestKillSetid(t *testing.T) {
 	_, err = fsys.SetAttr(ctx, "theirs", namespace.SetAttr{KillSetid: true})
 	wantErrno(t, "KillSetid by another caller", err, syscall.EPERM)
 }
+
+// TestOpenExec proves that an open to execute needs execute permission
+// and no read permission, and that the program it opened can then be read
+// for the kernel that runs it, while an open to read stays refused.
+func TestOpenExec(t *testing.T) {
+	needRoot(t)
+	fsys, dir := newFS(t)
+	mustWrite(t, filepath.Join(dir, "xonly"), "prog", 0o711)
+	mustWrite(t, filepath.Join(dir, "ronly"), "prog", 0o744)
+	ctx := asNobody()
+	if _, err := fsys.Open(ctx, "xonly", syscall.O_RDONLY|namespace.OpenExec); err != nil {
+		t.Fatalf("open to execute a 0711 file: %v", err)
+	}
+	buf := make([]byte, 4)
+	if n, err := fsys.ReadAt(ctx, "xonly", buf, 0); err != nil || string(buf[:n]) != "prog" {
+		t.Fatalf("reading the program opened to execute: %q, %v", buf[:n], err)
+	}
+	_, err := fsys.Open(ctx, "xonly", syscall.O_RDONLY)
+	wantErrno(t, "open to read a 0711 file", err, syscall.EACCES)
+	_, err = fsys.Open(ctx, "ronly", syscall.O_RDONLY|namespace.OpenExec)
+	wantErrno(t, "open to execute a 0744 file", err, syscall.EACCES)
+	_, err = fsys.Open(ctx, "", syscall.O_RDONLY|namespace.OpenExec)
+	wantErrno(t, "open to execute a directory", err, syscall.EACCES)
+}

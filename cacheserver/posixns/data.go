@@ -62,6 +62,9 @@ func (f *FS) Open(ctx context.Context, p string, flags int) (namespace.Attr, err
 }
 
 func openAt(dirfd int, name string, flags int) (namespace.Attr, error) {
+	if flags&namespace.OpenExec != 0 {
+		return openExecAt(dirfd, name)
+	}
 	fl := uint64(flags&openFlags) | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
 	how := unix.OpenHow{Flags: fl, Resolve: resolve}
 	fd, err := unix.Openat2(dirfd, name, &how)
@@ -76,11 +79,36 @@ func openAt(dirfd int, name string, flags int) (namespace.Attr, error) {
 	return attrOf(&st), nil
 }
 
+// openExecAt checks that the caller may execute name as execve(2) checks
+// it: a regular file with execute permission for the caller, on a file
+// system not mounted noexec (faccessat2 checks both). Read permission is
+// not needed, so the file is looked at through an O_PATH descriptor.
+func openExecAt(dirfd int, name string) (namespace.Attr, error) {
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: resolve}
+	fd, err := unix.Openat2(dirfd, name, &how)
+	if err != nil {
+		return namespace.Attr{}, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return namespace.Attr{}, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return namespace.Attr{}, unix.EACCES
+	}
+	if err := unix.Faccessat2(fd, "", unix.X_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH); err != nil {
+		return namespace.Attr{}, err
+	}
+	return attrOf(&st), nil
+}
+
 // openData opens p for a data call as the caller. A file stays usable
 // through a descriptor after its mode changes (a file created with mode 0444
 // and O_RDWR can be written), so when the caller may look p up and owns it,
 // and could therefore change its mode back anyway, a refused open is retried
-// with the server's own identity.
+// with the server's own identity; so is a read of a program the caller may
+// execute (usableBy).
 func (f *FS) openData(ctx context.Context, p string, flags uint64) (int, error) {
 	if err := namespace.CheckPath(p); err != nil {
 		return -1, err
@@ -92,7 +120,7 @@ func (f *FS) openData(ctx context.Context, p string, flags uint64) (int, error) 
 		fd, err = f.openat2(p, fl, 0)
 		if errors.Is(err, unix.EACCES) {
 			fd = -1
-			id, err = f.ownedBy(ctx, p)
+			id, err = f.usableBy(ctx, p, flags)
 		}
 		return err
 	})
@@ -105,9 +133,11 @@ func (f *FS) openData(ctx context.Context, p string, flags uint64) (int, error) 
 // fileID names a file: its device and inode numbers.
 type fileID struct{ dev, ino uint64 }
 
-// ownedBy returns the identity of p, looked up as the caller, and EACCES
-// unless the caller owns it.
-func (f *FS) ownedBy(ctx context.Context, p string) (fileID, error) {
+// usableBy returns the identity of p, looked up as the caller, and EACCES
+// unless the caller owns it or, to read it, may execute it: the kernel
+// reads a program it runs through the open that execve(2) made, which
+// needed execute permission only (openExecAt).
+func (f *FS) usableBy(ctx context.Context, p string, flags uint64) (fileID, error) {
 	dir, name := split(p)
 	dirfd, err := f.openDir(dir)
 	if err != nil {
@@ -119,14 +149,19 @@ func (f *FS) ownedBy(ctx context.Context, p string) (fileID, error) {
 		return fileID{}, err
 	}
 	id := fileID{dev: st.Dev, ino: st.Ino}
-	if c, ok := ident.FromContext(ctx); ok && c.UID != st.Uid {
-		return id, unix.EACCES
+	c, ok := ident.FromContext(ctx)
+	if !ok || c.UID == st.Uid {
+		return id, nil
 	}
-	return id, nil
+	if flags&unix.O_ACCMODE == unix.O_RDONLY && st.Mode&unix.S_IFMT == unix.S_IFREG &&
+		unix.Faccessat2(dirfd, name, unix.X_OK, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW) == nil {
+		return id, nil
+	}
+	return id, unix.EACCES
 }
 
 // openOwned opens p with the server's identity, and only if it is still the
-// file that ownedBy checked: the same inode of the same file system, since
+// file that usableBy checked: the same inode of the same file system, since
 // inode numbers repeat across the file systems mounted beneath the root.
 func (f *FS) openOwned(p string, flags uint64, id fileID) (int, error) {
 	fd, err := f.openat2(p, flags, 0)
@@ -153,7 +188,7 @@ func (f *FS) withData(ctx context.Context, p string, flags uint64, fn func(fd in
 	err := f.as(ctx, func() error {
 		fd, err := f.openat2(p, fl, 0)
 		if errors.Is(err, unix.EACCES) {
-			id, err := f.ownedBy(ctx, p)
+			id, err := f.usableBy(ctx, p, flags)
 			owned = &id
 			return err
 		}

@@ -23,8 +23,10 @@
 // has opened, and an open file stays usable after its mode changes (a file
 // created with mode 0444 and O_RDWR can be written), so when the caller's
 // identity may no longer open the file but may look it up and owns it (and
-// could change its mode back anyway), the descriptor is opened with the
-// server's own identity; the I/O itself still runs as the caller, so that
+// could change its mode back anyway), or reads a program it may execute
+// (the kernel reads what it runs through the open of execve(2), which
+// needs execute permission only: namespace.OpenExec), the descriptor is
+// opened with the server's own identity; the I/O itself still runs as the caller, so that
 // the kernel clears the setuid and setgid bits on write exactly as it would
 // for the caller. ClearSetid clears those bits for a cache that takes a
 // write without writing the backing file.

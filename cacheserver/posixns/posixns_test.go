@@ -302,7 +302,7 @@ func TestOpenOwnedChecksTheFileSystem(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	id, err := fsys.ownedBy(context.Background(), "f")
+	id, err := fsys.usableBy(context.Background(), "f", syscall.O_RDONLY)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -184,3 +184,58 @@ func modeOf(t *testing.T, p string) uint32 {
 	}
 	return st.Mode & 0o7777
 }
+
+// TestExecutePermissionHoldsThroughTheMount runs programs through the
+// mount as a user the backing store refuses execute permission, by mode
+// or by ACL, and as one who may execute but not read: execve(2) needs
+// execute permission only, which the mount's open must check as the
+// caller, since the client's kernel checks no more than that some execute
+// bit is set.
+func TestExecutePermissionHoldsThroughTheMount(t *testing.T) {
+	requireFUSE(t)
+	prog, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Skip("no /bin/true to run")
+	}
+	tests := map[string]struct {
+		uid, gid  uint32
+		mode      os.FileMode
+		acl       string
+		wantRuns  bool
+		wantReads bool
+	}{
+		"others may only read":             {uid: 2000, gid: 3000, mode: 0o754, wantReads: true},
+		"an ACL lets the caller only read": {uid: 0, gid: 0, mode: 0o755, acl: "u:1000:r", wantReads: true},
+		"others may only execute":          {uid: 2000, gid: 2000, mode: 0o711, wantRuns: true},
+	}
+	for cache, opts := range map[string][]string{"no client cache": nil, "client cache": {"--client-cache"}} {
+		in := dirs(t)
+		for _, d := range []string{filepath.Dir(in.backing), filepath.Dir(filepath.Dir(in.backing))} {
+			os.Chmod(d, 0o755)
+		}
+		for name, tc := range tests {
+			p := filepath.Join(in.backing, name)
+			os.WriteFile(p, prog, 0o755)
+			os.Chown(p, int(tc.uid), int(tc.gid))
+			os.Chmod(p, tc.mode)
+			if tc.acl != "" {
+				if out, err := exec.Command("setfacl", "-m", tc.acl, p).CombinedOutput(); err != nil {
+					t.Logf("setfacl: %v %s", err, out)
+					delete(tests, name)
+				}
+			}
+		}
+		up(t, in, 2, opts...)
+		for name, tc := range tests {
+			t.Run(cache+"/"+name, func(t *testing.T) {
+				p := filepath.Join(in.mount, name)
+				if out, ok := asUser(1000, 1000, p); ok != tc.wantRuns {
+					t.Errorf("running %s as 1000: ok=%v %q, want %v", name, ok, out, tc.wantRuns)
+				}
+				if out, ok := asUser(1000, 1000, "cat", p); ok != tc.wantReads {
+					t.Errorf("reading %s as 1000: ok=%v %.40q, want %v", name, ok, out, tc.wantReads)
+				}
+			})
+		}
+	}
+}
