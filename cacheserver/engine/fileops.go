@@ -247,7 +247,17 @@ func (e *Engine) trimLocked(f *file, size int64) (changed bool) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	f.size = size
+	if f.record || len(f.extents) > 0 {
+		f.size = size
+	} else {
+		// The cache holds nothing of the file: the backing file, which
+		// Truncate cuts, has its size. A size kept here would outlive
+		// truncations through other names of the file, whose I/O passes
+		// through to the backing file: once it has one name again, reads
+		// would stop at the stale size, and a metadata server would
+		// answer it as the file's size.
+		f.size = 0
+	}
 	f.backingSize = min(f.backingSize, size)
 	f.sizeGen++
 	if f.record {

@@ -79,3 +79,36 @@ func TestSyncOfLinkedFileReachesBacking(t *testing.T) {
 		t.Fatalf("Sync of a file whose writes passed through did not fsync the backing file")
 	}
 }
+
+// TestTruncateOfLinkedFileLeavesNoStaleSize truncates a file with two
+// names through one name, then shorter through the other on the backing
+// store (as another server's engine, or another node, does), and removes
+// the other name: the file, with one name again, must have the size of the
+// last truncation, not the first.
+func TestTruncateOfLinkedFileLeavesNoStaleSize(t *testing.T) {
+	r := newRig(t, 4096, 8, nil)
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("o"), 10000)
+	r.writeBacking("a", data)
+	if err := os.Link(filepath.Join(r.root, "a"), filepath.Join(r.root, "b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.e.Truncate(ctx, "a", 9000); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(r.root, "b"), 3000); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(r.root, "b")); err != nil {
+		t.Fatal(err)
+	}
+	// The first read copies the file up: the second reads the cache.
+	for i := range 2 {
+		if got := r.readAll("a"); !bytes.Equal(got, data[:3000]) {
+			t.Errorf("read %d of a: %d bytes, want the 3000 the last truncation left", i, len(got))
+		}
+	}
+	if size, ok := r.e.KnownSize("a"); ok && size > 3000 {
+		t.Errorf("KnownSize(a) = %d, want at most 3000", size)
+	}
+}

@@ -82,3 +82,52 @@ func writeAt(t *testing.T, path string, data []byte, off int64) {
 		t.Fatal(err)
 	}
 }
+
+// TestTruncateThroughOtherNameLeavesNoStaleSize truncates a file with two
+// names through one name, then shorter through the other, removes the
+// other name, and reads and appends through the first: as on a plain
+// directory, the file must have the size of the last truncation, plus the
+// append.
+func TestTruncateThroughOtherNameLeavesNoStaleSize(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 3)
+	a, b := filepath.Join(in.mount, "a"), filepath.Join(in.mount, "b")
+	data := randomBytes(3<<20, 40)
+	if err := os.WriteFile(a, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(a, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(a, 5<<19); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(b, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(b); err != nil {
+		t.Fatal(err)
+	}
+	want := data[:1<<20]
+	// The first read copies the file up: the second reads the cache.
+	for i := range 2 {
+		got, err := os.ReadFile(a)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("read %d of a: %d bytes (%v), want %d; first difference at %d", i, len(got), err, len(want), firstDifference(got, want))
+		}
+	}
+	f, err := os.OpenFile(a, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("end")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want = append(append([]byte(nil), want...), "end"...)
+	must(t, "local", "down", "--mount", in.mount)
+	sameFile(t, filepath.Join(in.backing, "a"), want)
+}
