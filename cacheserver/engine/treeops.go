@@ -158,7 +158,11 @@ func (e *Engine) FlushPath(ctx context.Context, pathOrDir string) error {
 	return e.flushTreeYielding(ctx, pathOrDir, true)
 }
 
-// EvictPath writes back, then drops the extents of a path or tree.
+// EvictPath writes back, then drops the extents of a path or tree. The
+// files' records stay, and with them the sizes the cache knows: a client
+// that renames a path evicts it on every server before it has any drop
+// the records, since the size a metadata server recorded may be all that
+// tells of data another server still holds.
 func (e *Engine) EvictPath(ctx context.Context, pathOrDir string) error {
 	if err := e.enter(); err != nil {
 		return err

@@ -22,7 +22,7 @@ var dataHandlers = map[wire.Op]handlerFunc{
 	wire.OpTrim:         pathSize((Cache).Trim),
 	wire.OpExtendSize:   (*Server).extendSize,
 	wire.OpDrop:         forgetting(pathOnly((Cache).Drop)),
-	wire.OpFlushAndDrop: forgetting(settling(flushAndDropAny)),
+	wire.OpFlushAndDrop: (*Server).flushAndDrop,
 	wire.OpDoom:         (*Server).doom,
 	wire.OpEndDoom:      (*Server).endDoom,
 	wire.OpHoldDoom:     pathOnly((Cache).HoldDoom),
@@ -245,12 +245,31 @@ func settling(fn func(Cache, context.Context, string) error) handlerFunc {
 	}
 }
 
-// flushAndDropAny writes back and forgets the cached data of p. A path
-// the cache holds nothing of is written back already.
-func flushAndDropAny(c Cache, ctx context.Context, p string) error {
-	if err := c.FlushAndDrop(ctx, p); !errors.Is(err, fs.ErrNotExist) {
+// flushAndDrop writes back and forgets the cached data of a path, and
+// answers as settling does. With keepSizes (see wire.OpFlushAndDrop) it
+// writes back and drops only clean data, as an eviction does: the sizes
+// that the cache and the size hints hold stay until the client's second
+// call, once every server wrote the path back.
+func (s *Server) flushAndDrop(ctx context.Context, req *wire.Request, resp *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
 		return err
 	}
+	keepSizes, err := optionalBool(req.Args)
+	if err != nil {
+		return err
+	}
+	if keepSizes {
+		err = s.cfg.Cache.EvictPath(ctx, p)
+	} else {
+		s.sizes.forget(p)
+		err = s.cfg.Cache.FlushAndDrop(ctx, p)
+	}
+	// A path the cache holds nothing of is written back already.
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	resp.Meta.Uint64(s.incarnation)
 	return nil
 }
 

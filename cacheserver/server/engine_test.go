@@ -245,3 +245,41 @@ func TestDoomsOfEarlierReleases(t *testing.T) {
 		t.Fatalf("%d doomed files, want the doom held for its timeout", n)
 	}
 }
+
+// TestFlushAndDropKeepingSizes writes back a file whose size the engine
+// knows from its record alone, as the metadata server of a file whose end
+// another server holds: asked to keep sizes, the first of a client's two
+// rounds, the server writes it back and keeps the size; asked again
+// without, it forgets the file.
+func TestFlushAndDropKeepingSizes(t *testing.T) {
+	backingDir := t.TempDir()
+	data, _, engines := startOn(t, "tcp", backingDir, 1, func(_ int, c server.Cache) server.Cache { return c })
+	ctx := context.Background()
+	writeBackingFile(t, backingDir, "f", nil)
+	if _, err := engines[0].WriteAt(ctx, "f", []byte("dirty"), 0); err != nil {
+		t.Fatal(err)
+	}
+	const size = 3 << 16
+	if err := engines[0].ExtendSize(ctx, "f", size); err != nil {
+		t.Fatal(err)
+	}
+	c := wire.NewClient(data[0], wire.ClientOptions{})
+	defer c.Close()
+	flushAndDrop := func(args *wire.Encoder) {
+		t.Helper()
+		if _, err := c.Do(ctx, &wire.Call{Op: wire.OpFlushAndDrop, Cred: ident.Process(), Args: args.Bytes()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flushAndDrop((&wire.Encoder{}).String("f").Bool(true))
+	if got, err := os.ReadFile(filepath.Join(backingDir, "f")); err != nil || string(got) != "dirty" {
+		t.Errorf("backing file after a flush and drop keeping sizes: %q (%v), want the write", got, err)
+	}
+	if got, ok := engines[0].KnownSize("f"); !ok || got != size {
+		t.Errorf("KnownSize after a flush and drop keeping sizes = %d, %v; want %d", got, ok, size)
+	}
+	flushAndDrop((&wire.Encoder{}).String("f"))
+	if got, ok := engines[0].KnownSize("f"); ok {
+		t.Errorf("KnownSize after a flush and drop = %d; want the file forgotten", got)
+	}
+}

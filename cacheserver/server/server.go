@@ -56,6 +56,8 @@ type Cache interface {
 	// Flush writes back everything; the error says why it could not.
 	Flush(ctx context.Context) error
 	FlushPath(ctx context.Context, path string) error
+	// EvictPath writes back the data of path, a file or a tree, and drops
+	// what is clean; the sizes the cache recorded stay.
 	EvictPath(ctx context.Context, path string) error
 	InvalidatePath(ctx context.Context, path string) error
 	// AdmitWriter returns the error a write to path would meet now, for an

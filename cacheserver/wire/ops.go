@@ -23,8 +23,15 @@ const (
 	OpTrim
 	// OpDrop (path) forgets cached data of path, dirty or not.
 	OpDrop
-	// OpFlushAndDrop (path) writes back then forgets cached data of path,
-	// and answers the server's incarnation (u64; see OpSync).
+	// OpFlushAndDrop (path[, keepSizes bool]) writes back then forgets
+	// cached data of path, and answers the server's incarnation (u64; see
+	// OpSync). With keepSizes the server forgets only clean data, and keeps
+	// the sizes it recorded: a client writes a path back this way on every
+	// server before it has any forget the sizes. A metadata server may know
+	// the size of a file whose end another server holds only from its
+	// record; forgotten while that end stays dirty there (its server
+	// failed), the file would read short. Servers of an earlier release
+	// ignore keepSizes and forget the sizes at once.
 	OpFlushAndDrop
 	// OpSync (path) makes the cached data of path durable per the server's
 	// durability setting, and answers the server's incarnation (u64): a

@@ -321,9 +321,13 @@ func (m *MemCache) FlushPath(_ context.Context, path string) error {
 	return m.flushLocked(path)
 }
 
-// EvictPath and InvalidatePath write path back and forget it.
-func (m *MemCache) EvictPath(ctx context.Context, path string) error {
-	return m.FlushAndDrop(ctx, path)
+// EvictPath records the call and writes path back. MemCache keeps no
+// clean data apart from the size, which an eviction keeps.
+func (m *MemCache) EvictPath(_ context.Context, path string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.record("evict", path)
+	return m.flushLocked(path)
 }
 
 // InvalidatePath writes path back and forgets it.
