@@ -485,6 +485,40 @@ func TestRenameKeepsTheData(t *testing.T) {
 	}
 }
 
+// TestMoveWithAServerDownKeepsSizes renames and links a file whose
+// extents lie on every server while the server of its last extent is
+// down. The move fails; no other server may forget the file, and the size
+// its metadata server recorded with it, before every server wrote the
+// file back: the end of the file stays on the stopped server, dirty.
+func TestMoveWithAServerDownKeepsSizes(t *testing.T) {
+	for name, move := range map[string]func(*FS, context.Context) error{
+		"rename": func(f *FS, ctx context.Context) error { return f.Rename(ctx, "f", "g", 0) },
+		"link": func(f *FS, ctx context.Context) error {
+			_, err := f.Link(ctx, "f", "g")
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, in := setup(t, 3)
+			ctx := context.Background()
+			create(t, f, "f")
+			if _, err := f.WriteAt(ctx, "f", bytes.Repeat([]byte("s"), 3*testExtent-100), 0); err != nil {
+				t.Fatal(err)
+			}
+			down := (f.layout.MetaServer("f") + 2) % 3
+			in.Stop(t, down)
+			if err := move(f, ctx); err == nil {
+				t.Fatalf("%s with server %d down succeeded", name, down)
+			}
+			for i, c := range in.Caches {
+				if calls := dataCalls(c); i != down && slices.Contains(calls, "flushdrop f") {
+					t.Errorf("server %d forgot f while server %d held its end: calls %q", i, down, calls)
+				}
+			}
+		})
+	}
+}
+
 // TestSetuidClearedOnWrite checks that a write by an unprivileged caller
 // clears setuid and setgid, as the kernel would on the backing file system.
 func TestSetuidClearedOnWrite(t *testing.T) {

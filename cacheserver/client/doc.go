@@ -68,8 +68,10 @@
 // intervals, so that the servers do not end it by themselves while it
 // lasts (Engine.Doom tells the rest), truncate trims every
 // server between cutting the backing file and recording the size, and
-// rename and link write the data back and drop it on every server before the
-// name changes, since extents are keyed by path.
+// rename and link write the data back on every server, then drop it on
+// every server, before the name changes, since extents are keyed by path:
+// no server forgets a file's size before every server wrote the file
+// back.
 //
 // Modification times: the backing file shows a write only once it is
 // written back, and then with the time of the write-back. The client folds

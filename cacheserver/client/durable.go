@@ -115,21 +115,21 @@ func (f *FS) syncOn(ctx context.Context, path string, servers []int, wrote map[i
 // that each server in wrote answers as the incarnation that took the
 // writes.
 func (f *FS) syncServers(ctx context.Context, path string, servers []int, wrote map[int]uint64) error {
-	return f.settleOn(ctx, wire.OpSync, path, servers, wrote)
+	return f.settleOn(ctx, wire.OpSync, pathArgs(path), path, servers, wrote)
 }
 
-// settleOn sends op (OpSync, or OpFlushAndDrop), which makes what the
-// servers hold of path durable or writes it back and answers their
-// incarnation, to servers in parallel, and checks that each server in
+// settleOn sends op (OpSync, or OpFlushAndDrop) with args, which makes
+// what the servers hold of path durable or writes it back and answers
+// their incarnation, to servers in parallel, and checks that each server in
 // wrote answers as the incarnation that took the writes. Those whose call
 // failed stay recorded in unsynced for the next close or fsync; a server
 // that restarted meanwhile does not: the loss is reported once, by this
 // call, as the kernel reports a failed write-back once.
-func (f *FS) settleOn(ctx context.Context, op wire.Op, path string, servers []int, wrote map[int]uint64) error {
+func (f *FS) settleOn(ctx context.Context, op wire.Op, args *wire.Encoder, path string, servers []int, wrote map[int]uint64) error {
 	var retry incarnations
 	err := eachOf(servers, func(i int) error {
 		want, wroteThere := wrote[i]
-		got, err := f.settleOne(ctx, op, path, i)
+		got, err := f.settleOne(ctx, op, args, i)
 		if err != nil {
 			if wroteThere {
 				retry.add(i, want)
@@ -162,12 +162,12 @@ func (f *FS) retryLost(call func() error) error {
 	return err
 }
 
-// settleOne sends op for path to server i and returns the incarnation
+// settleOne sends op with args to server i and returns the incarnation
 // that answered.
-func (f *FS) settleOne(ctx context.Context, op wire.Op, path string, i int) (uint64, error) {
+func (f *FS) settleOne(ctx context.Context, op wire.Op, args *wire.Encoder, i int) (uint64, error) {
 	var rep wire.Reply
 	err := f.retryLost(func() (err error) {
-		rep, err = f.call(ctx, i, op, pathArgs(path), nil, nil)
+		rep, err = f.call(ctx, i, op, args, nil, nil)
 		return err
 	})
 	if err != nil {

@@ -191,10 +191,26 @@ func (f *FS) keepMtime(ctx context.Context, p string, before namespace.Attr) boo
 // a server that restarted since it took the writes may have lost them, and
 // then nothing says so but this call (ErrServerRestarted), since the
 // writes are settled afterwards.
+//
+// Every server writes the paths back, keeping the sizes it recorded,
+// before any forgets them. The metadata server of a file whose end lies
+// on another server may know the file's size only from its record
+// (ExtendSize); had it forgotten the record while that server failed to
+// write the end back (it crashed, and keeps the end dirty), the file
+// would read short, and a copy or an append would make the loss
+// permanent. Once every server wrote the paths back, the backing files
+// have their sizes, so a failure in the second round, which writes back
+// only writes that came in between, leaves every file whole.
 func (f *FS) flushAndDrop(ctx context.Context, paths ...string) error {
 	ctx = context.WithoutCancel(ctx)
 	for _, p := range paths {
-		err := f.settleOn(ctx, wire.OpFlushAndDrop, p, f.every(), f.takeUnsynced(p))
+		err := f.settleOn(ctx, wire.OpFlushAndDrop, pathArgs(p).Bool(true), p, f.every(), f.takeUnsynced(p))
+		if err != nil && !errors.Is(err, syscall.ENOENT) {
+			return err
+		}
+	}
+	for _, p := range paths {
+		err := f.settleOn(ctx, wire.OpFlushAndDrop, pathArgs(p), p, f.every(), nil)
 		if err != nil && !errors.Is(err, syscall.ENOENT) {
 			return err
 		}

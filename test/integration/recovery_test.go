@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -130,6 +131,57 @@ func TestTruncatedFileStaysTruncatedAfterAKill(t *testing.T) {
 	}
 	must(t, "local", "down", "--mount", in.mount)
 	sameFile(t, filepath.Join(in.backing, "ckpt"), short)
+}
+
+// TestFailedRenameKeepsSizes writes files whose extents live on every
+// server and that stay dirty, kills one server with SIGKILL, tries to
+// rename their directory (which fails: a server it must write back from
+// is down), and starts the server again. The rename did not happen; every
+// file must still read back whole, as it was closed, through the mount
+// and in the backing directory after down.
+func TestFailedRenameKeepsSizes(t *testing.T) {
+	requireFUSE(t)
+	const servers = 3
+	for victim := range servers {
+		t.Run(fmt.Sprintf("server %d down", victim), func(t *testing.T) {
+			in := dirs(t)
+			up(t, in, servers, append(holdDirty, "--server-arg=--commit-interval=1h")...)
+			files := map[string][]byte{}
+			for i := range 6 {
+				// Three extents: the last on another server than the
+				// metadata server of the file, which knows its size only
+				// from its record.
+				files[fmt.Sprintf("d/f%d", i)] = randomBytes(5<<19+i*12345, byte(30+i))
+			}
+			if err := os.Mkdir(filepath.Join(in.mount, "d"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for n, data := range files {
+				if err := os.WriteFile(filepath.Join(in.mount, n), data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pid := readState(t, in.cacheDir).Servers[victim].PID
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			waitGone(t, pid)
+			if err := os.Rename(filepath.Join(in.mount, "d"), filepath.Join(in.mount, "e")); err == nil {
+				t.Fatal("rename succeeded with a server down that held dirty data")
+			}
+			must(t, upArgs(in, servers)...)
+			for n, want := range files {
+				got, err := os.ReadFile(filepath.Join(in.mount, n))
+				if err != nil || !bytes.Equal(got, want) {
+					t.Errorf("%s after the failed rename: %d bytes (%v), want %d; first difference at %d", n, len(got), err, len(want), firstDifference(got, want))
+				}
+			}
+			must(t, "local", "down", "--mount", in.mount)
+			for n, want := range files {
+				sameFile(t, filepath.Join(in.backing, n), want)
+			}
+		})
+	}
 }
 
 // upWithUnwritableResult starts servers that act as uid 1000, writes data
