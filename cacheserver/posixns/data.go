@@ -17,12 +17,13 @@ import (
 // fail where the file system or the identity does not support them.
 const openFlags = unix.O_ACCMODE | unix.O_TRUNC
 
-// Create creates and opens the regular file p with exactly mode. With
+// Create creates and opens the regular file p with mode, less the umask of
+// the caller (see the package comment). With
 // O_EXCL an existing p fails with EEXIST; without it an existing p is opened
 // as Open would.
 func (f *FS) Create(ctx context.Context, p string, flags int, mode uint32) (namespace.Attr, error) {
 	var a namespace.Attr
-	err := f.at(ctx, "create", p, func(dirfd int, name string) error {
+	err := f.creating(ctx, "create", p, func(dirfd int, name string) error {
 		var err error
 		for {
 			a, err = createAt(dirfd, name, flags, mode)
@@ -46,8 +47,12 @@ func createAt(dirfd int, name string, flags int, mode uint32) (namespace.Attr, e
 	if err != nil {
 		return namespace.Attr{}, err
 	}
-	unix.Close(fd)
-	return fixMode(dirfd, name, mode)
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return namespace.Attr{}, err
+	}
+	return attrOf(&st), nil
 }
 
 // Open checks that the caller may open p with flags, and truncates it for

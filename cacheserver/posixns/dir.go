@@ -99,46 +99,31 @@ func dtMode(t uint8) uint32 {
 	return 0
 }
 
-// Mkdir creates the directory p with exactly mode (see the package comment
-// on the umask).
+// Mkdir creates the directory p with mode, less the umask of the caller
+// (see the package comment).
 func (f *FS) Mkdir(ctx context.Context, p string, mode uint32) (namespace.Attr, error) {
 	var a namespace.Attr
-	err := f.at(ctx, "mkdir", p, func(dirfd int, name string) (err error) {
+	err := f.creating(ctx, "mkdir", p, func(dirfd int, name string) (err error) {
 		if err := unix.Mkdirat(dirfd, name, mode&07777); err != nil {
 			return err
 		}
-		a, err = fixMode(dirfd, name, mode)
+		a, err = lstatAt(dirfd, name)
 		return err
 	})
 	return a, err
 }
 
-// Mknod creates a FIFO, socket or device file.
+// Mknod creates a FIFO, socket or device file, as Mkdir does.
 func (f *FS) Mknod(ctx context.Context, p string, mode uint32, dev uint64) (namespace.Attr, error) {
 	var a namespace.Attr
-	err := f.at(ctx, "mknod", p, func(dirfd int, name string) (err error) {
+	err := f.creating(ctx, "mknod", p, func(dirfd int, name string) (err error) {
 		if err := unix.Mknodat(dirfd, name, mode, int(dev)); err != nil {
 			return err
 		}
-		a, err = fixMode(dirfd, name, mode)
+		a, err = lstatAt(dirfd, name)
 		return err
 	})
 	return a, err
-}
-
-// fixMode gives the new file name the permission bits of mode when the
-// process umask took some away, and returns its attributes. Bits the kernel
-// added (a setgid directory's inheritance) stay.
-func fixMode(dirfd int, name string, mode uint32) (namespace.Attr, error) {
-	a, err := lstatAt(dirfd, name)
-	if err != nil || a.Mode&0777 == mode&0777 {
-		return a, err
-	}
-	want := a.Mode&^0777 | mode&0777
-	if err := unix.Fchmodat(dirfd, name, want&07777, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return a, err
-	}
-	return lstatAt(dirfd, name)
 }
 
 // Rmdir removes the empty directory p.

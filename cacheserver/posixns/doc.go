@@ -31,7 +31,12 @@
 // for the caller. ClearSetid clears those bits for a cache that takes a
 // write without writing the backing file.
 //
-// Modes of new files and directories are exactly the ones asked for: the
-// client's kernel has applied the caller's umask already, so the umask of the
-// server process, which the kernel applies again, is undone.
+// New files, directories and special files are created with the mode the
+// caller asked for and the caller's umask (ident.WithUmask; none when the
+// context carries none), set as the umask of the thread that creates them
+// (ident.DoUmask): the kernel of the backing file system applies it, or,
+// under a directory with a default ACL, ignores it and derives the mode and
+// access ACL from the default ACL, exactly as for the caller's own creation.
+// The server process's own umask plays no part, and no mode is changed
+// after the creation, which would overwrite an ACL's mask entry.
 package posixns

@@ -100,12 +100,30 @@ func (f *FS) as(ctx context.Context, fn func() error) error {
 	if !ok || c.IsProcess() {
 		return fn()
 	}
-	return ident.Do(c, func() error {
+	return ident.Do(c, f.reaching(fn))
+}
+
+// asCreator runs fn as as does, for a call that creates a file, with the
+// umask that ctx carries (ident.WithUmask), or none: the kernel of the
+// backing file system then applies it, or the default ACL of the parent
+// directory instead, as for the caller's own creation.
+func (f *FS) asCreator(ctx context.Context, fn func() error) error {
+	umask, _ := ident.UmaskFromContext(ctx)
+	c, ok := ident.FromContext(ctx)
+	if !ok || c.IsProcess() {
+		return ident.DoUmask(ident.Process(), umask, fn)
+	}
+	return ident.DoUmask(c, umask, f.reaching(fn))
+}
+
+// reaching returns fn preceded by reachRoot.
+func (f *FS) reaching(fn func() error) func() error {
+	return func() error {
 		if err := f.reachRoot(); err != nil {
 			return err
 		}
 		return fn()
-	})
+	}
 }
 
 // reachRoot checks, as the calling thread's identity, that the path of the
@@ -158,10 +176,19 @@ func (f *FS) closeDir(fd int) {
 // at runs fn as the identity in ctx with the parent directory of p open and
 // the final name of p.
 func (f *FS) at(ctx context.Context, op, p string, fn func(dirfd int, name string) error) error {
+	return f.atAs(ctx, f.as, op, p, fn)
+}
+
+// creating is at for a call that creates p, run by asCreator.
+func (f *FS) creating(ctx context.Context, op, p string, fn func(dirfd int, name string) error) error {
+	return f.atAs(ctx, f.asCreator, op, p, fn)
+}
+
+func (f *FS) atAs(ctx context.Context, as func(context.Context, func() error) error, op, p string, fn func(dirfd int, name string) error) error {
 	if err := namespace.CheckPath(p); err != nil {
 		return fmt.Errorf("%s %q: %w", op, p, err)
 	}
-	err := f.as(ctx, func() error {
+	err := as(ctx, func() error {
 		dir, name := split(p)
 		dirfd, err := f.openDir(dir)
 		if err != nil {
