@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/wire"
 )
@@ -116,10 +117,38 @@ func (f *FS) withGathered(args *wire.Encoder) *wire.Encoder {
 	return args
 }
 
+// masked returns the mode of a creation less the caller's umask that ctx
+// carries (ident.WithUmask): the mode that a server of an earlier release
+// creates exactly.
+func masked(ctx context.Context, mode uint32) uint32 {
+	umask, _ := ident.UmaskFromContext(ctx)
+	return mode &^ umask
+}
+
+// withUmask ends the arguments of a creation, whose mode they hold less the
+// umask (masked), with the caller's umask and the mode asked for, when ctx
+// carries the umask: the server leaves the umask to the backing file
+// system, which ignores it under a directory with a default ACL. Servers
+// of an earlier release ignore them.
+func withUmask(ctx context.Context, args *wire.Encoder, mode uint32) *wire.Encoder {
+	if umask, ok := ident.UmaskFromContext(ctx); ok {
+		args.Uint32(umask).Uint32(mode)
+	}
+	return args
+}
+
 // Create creates and opens a regular file. A file that existed is opened
 // as Open does, O_TRUNC included: the servers may hold its data.
 func (f *FS) Create(ctx context.Context, p string, flags int, mode uint32) (namespace.Attr, error) {
-	d, err := f.meta(ctx, p, wire.OpCreate, f.withGathered(pathArgs(p).Uint32(uint32(flags)).Uint32(mode)))
+	args := pathArgs(p).Uint32(uint32(flags)).Uint32(masked(ctx, mode))
+	if _, ok := ident.UmaskFromContext(ctx); ok {
+		// The umask follows, so whether the kernel gathers goes first
+		// even when it does not.
+		args = withUmask(ctx, args.Bool(f.gathers), mode)
+	} else {
+		args = f.withGathered(args)
+	}
+	d, err := f.meta(ctx, p, wire.OpCreate, args)
 	if err != nil {
 		return namespace.Attr{}, err
 	}
@@ -270,12 +299,12 @@ func (f *FS) ReadDir(ctx context.Context, p string) ([]namespace.DirEntry, error
 
 // Mkdir creates a directory.
 func (f *FS) Mkdir(ctx context.Context, p string, mode uint32) (namespace.Attr, error) {
-	return f.attrCall(ctx, p, wire.OpMkdir, pathArgs(p).Uint32(mode))
+	return f.attrCall(ctx, p, wire.OpMkdir, withUmask(ctx, pathArgs(p).Uint32(masked(ctx, mode)), mode))
 }
 
 // Mknod creates a special file.
 func (f *FS) Mknod(ctx context.Context, p string, mode uint32, dev uint64) (namespace.Attr, error) {
-	return f.attrCall(ctx, p, wire.OpMknod, pathArgs(p).Uint32(mode).Uint64(dev))
+	return f.attrCall(ctx, p, wire.OpMknod, withUmask(ctx, pathArgs(p).Uint32(masked(ctx, mode)).Uint64(dev), mode))
 }
 
 // Rmdir removes an empty directory.

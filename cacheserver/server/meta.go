@@ -212,8 +212,25 @@ func (s *Server) mkdir(ctx context.Context, req *wire.Request, resp *wire.Respon
 	if err != nil {
 		return err
 	}
-	a, err := s.cfg.NS.Mkdir(ctx, p, req.Args.Uint32())
+	ctx, mode, err := creation(ctx, req.Args, req.Args.Uint32())
+	if err != nil {
+		return err
+	}
+	a, err := s.cfg.NS.Mkdir(ctx, p, mode)
 	return s.answerAttr(ctx, p, resp, a, err)
+}
+
+// creation reads the last arguments of a creation, whose mode was mode: a
+// client that leaves the caller's umask to the backing file system sends
+// the umask and the mode asked for after the others, and its mode before
+// them is less the umask. A client of an earlier release sends neither,
+// and its mode is the one to create exactly.
+func creation(ctx context.Context, d *wire.Decoder, mode uint32) (context.Context, uint32, error) {
+	if !d.More() {
+		return ctx, mode, d.Err()
+	}
+	umask, mode := d.Uint32(), d.Uint32()
+	return ident.WithUmask(ctx, umask), mode, d.Err()
 }
 
 func (s *Server) mknod(ctx context.Context, req *wire.Request, resp *wire.Response) error {
@@ -222,6 +239,10 @@ func (s *Server) mknod(ctx context.Context, req *wire.Request, resp *wire.Respon
 		return err
 	}
 	mode, dev := req.Args.Uint32(), req.Args.Uint64()
+	ctx, mode, err = creation(ctx, req.Args, mode)
+	if err != nil {
+		return err
+	}
 	a, err := s.cfg.NS.Mknod(ctx, p, mode, dev)
 	return s.answerAttr(ctx, p, resp, a, err)
 }
@@ -310,6 +331,10 @@ func (s *Server) create(ctx context.Context, req *wire.Request, resp *wire.Respo
 	}
 	flags, mode := int(req.Args.Uint32()), req.Args.Uint32()
 	gathered, err := optionalBool(req.Args)
+	if err != nil {
+		return err
+	}
+	ctx, mode, err = creation(ctx, req.Args, mode)
 	if err != nil {
 		return err
 	}
