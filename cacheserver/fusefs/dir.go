@@ -34,7 +34,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 
 // Mkdir creates a directory.
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	a, err := n.m.fsys.Mkdir(n.ctx(ctx), n.child(name), mode)
+	a, err := n.m.fsys.Mkdir(n.m.withUmask(ctx, n.ctx(ctx)), n.child(name), mode)
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -43,7 +43,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 
 // Mknod creates a FIFO, socket or device file.
 func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	a, err := n.m.fsys.Mknod(n.ctx(ctx), n.child(name), mode, uint64(dev))
+	a, err := n.m.fsys.Mknod(n.m.withUmask(ctx, n.ctx(ctx)), n.child(name), mode, uint64(dev))
 	if err != nil {
 		return nil, errno(err)
 	}

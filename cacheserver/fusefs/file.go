@@ -153,8 +153,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 
 // Create creates and opens a regular file.
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	req := ctx
 	ctx = n.ctx(ctx)
-	a, err := n.m.fsys.Create(ctx, n.child(name), int(flags), mode)
+	a, err := n.m.fsys.Create(n.m.withUmask(req, ctx), n.child(name), int(flags), mode)
 	if err != nil {
 		return nil, nil, 0, errno(err)
 	}

@@ -98,6 +98,9 @@ type Server struct {
 	// names orders the calls that send data under a path with renames
 	// (see names.go).
 	names sync.RWMutex
+	// umasks holds the callers' umasks of the creations in flight, by
+	// their requests' cancel channels (umaskFS).
+	umasks sync.Map
 }
 
 // Mount mounts fsys on the directory mountpoint and serves it until Unmount.
@@ -127,11 +130,12 @@ func Mount(mountpoint string, fsys namespace.FS, opts Options) (*Server, error) 
 }
 
 // mount mounts s on its directory and starts serving it, as fs.Mount does,
-// with the writes of cached pages watched (watchedFS).
+// with the writes of cached pages watched (watchedFS) and the umasks of
+// creations kept (umaskFS).
 func (s *Server) mount() (*fuse.Server, error) {
 	opts := s.fsOptions()
 	s.root = &node{m: s}
-	raw := watchedFS{RawFileSystem: fs.NewNodeFS(s.root, opts), m: s}
+	raw := umaskFS{RawFileSystem: watchedFS{RawFileSystem: fs.NewNodeFS(s.root, opts), m: s}, m: s}
 	server, err := fuse.NewServer(raw, s.dir, &opts.MountOptions)
 	if err != nil {
 		return nil, err
@@ -182,11 +186,15 @@ func cmpOr(d, def time.Duration) time.Duration {
 // the requests of an O_DIRECT read or write larger than MaxWrite side by
 // side, to the servers of its extents, rather than one after the other,
 // and keeps asynchronous I/O (io_submit, io_uring) asynchronous; writes
-// that extend the file stay synchronous.
+// that extend the file stay synchronous. CAP_DONT_MASK keeps the kernel
+// from applying the caller's umask to the mode of a new file: the backing
+// file system applies it, unless the parent directory has a default ACL,
+// which a mode already stripped of the umask's bits could not give (see
+// umaskFS).
 func (s *Server) fsOptions() *fs.Options {
 	o := s.opts
 	neg := time.Duration(0)
-	caps := uint64(fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_ASYNC_DIO)
+	caps := uint64(fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_ASYNC_DIO | fuse.CAP_DONT_MASK)
 	if o.ClientCache {
 		caps |= fuse.CAP_WRITEBACK_CACHE
 	}
