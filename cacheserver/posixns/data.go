@@ -42,7 +42,12 @@ func (f *FS) Create(ctx context.Context, p string, flags int, mode uint32) (name
 
 func createAt(dirfd int, name string, flags int, mode uint32) (namespace.Attr, error) {
 	fl := uint64(flags&openFlags) | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	how := unix.OpenHow{Flags: fl, Mode: uint64(mode & 07777), Resolve: resolve}
+	return statAt(dirfd, name, unix.OpenHow{Flags: fl, Mode: uint64(mode & 07777), Resolve: resolve}, nil)
+}
+
+// statAt opens name beneath dirfd as how says, runs check (if any) on the
+// open file, and returns its attributes.
+func statAt(dirfd int, name string, how unix.OpenHow, check func(fd int, st *unix.Stat_t) error) (namespace.Attr, error) {
 	fd, err := unix.Openat2(dirfd, name, &how)
 	if err != nil {
 		return namespace.Attr{}, err
@@ -51,6 +56,11 @@ func createAt(dirfd int, name string, flags int, mode uint32) (namespace.Attr, e
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return namespace.Attr{}, err
+	}
+	if check != nil {
+		if err := check(fd, &st); err != nil {
+			return namespace.Attr{}, err
+		}
 	}
 	return attrOf(&st), nil
 }
@@ -71,17 +81,7 @@ func openAt(dirfd int, name string, flags int) (namespace.Attr, error) {
 		return openExecAt(dirfd, name)
 	}
 	fl := uint64(flags&openFlags) | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
-	how := unix.OpenHow{Flags: fl, Resolve: resolve}
-	fd, err := unix.Openat2(dirfd, name, &how)
-	if err != nil {
-		return namespace.Attr{}, err
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return namespace.Attr{}, err
-	}
-	return attrOf(&st), nil
+	return statAt(dirfd, name, unix.OpenHow{Flags: fl, Resolve: resolve}, nil)
 }
 
 // openExecAt checks that the caller may execute name as execve(2) checks
@@ -90,22 +90,12 @@ func openAt(dirfd int, name string, flags int) (namespace.Attr, error) {
 // not needed, so the file is looked at through an O_PATH descriptor.
 func openExecAt(dirfd int, name string) (namespace.Attr, error) {
 	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: resolve}
-	fd, err := unix.Openat2(dirfd, name, &how)
-	if err != nil {
-		return namespace.Attr{}, err
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return namespace.Attr{}, err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return namespace.Attr{}, unix.EACCES
-	}
-	if err := unix.Faccessat2(fd, "", unix.X_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH); err != nil {
-		return namespace.Attr{}, err
-	}
-	return attrOf(&st), nil
+	return statAt(dirfd, name, how, func(fd int, st *unix.Stat_t) error {
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return unix.EACCES
+		}
+		return unix.Faccessat2(fd, "", unix.X_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH)
+	})
 }
 
 // openData opens p for a data call as the caller. A file stays usable
