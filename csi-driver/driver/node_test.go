@@ -17,7 +17,10 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"google.golang.org/grpc/codes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 	"github.com/burstcache/burstcache/csi-driver/mounter"
 )
 
@@ -130,6 +133,40 @@ var _ = Describe("Node service", func() {
 		Expect(codeOf(p.node.NodeStageVolume(ctx, req))).To(Equal(codes.NotFound))
 		req.VolumeId = "not-an-id"
 		Expect(codeOf(p.node.NodeStageVolume(ctx, req))).To(Equal(codes.InvalidArgument))
+		Expect(isMounted(w.staging)).To(BeFalse())
+		Expect(w.lease()).To(BeNil())
+	})
+
+	It("admits no mount of an instance being deleted, though its phase still says Ready", func() {
+		w := newWorld()
+		w.instance = "doomed"
+		createInstance(w.instance, servers)
+		ci := &cachev1alpha1.CacheInstance{}
+		key := client.ObjectKey{Namespace: namespace, Name: w.instance}
+		Expect(k8sClient.Get(ctx, key, ci)).To(Succeed())
+		controllerutil.AddFinalizer(ci, cachev1alpha1.Finalizer)
+		Expect(k8sClient.Update(ctx, ci)).To(Succeed())
+		DeferCleanup(func() {
+			cur := &cachev1alpha1.CacheInstance{}
+			if k8sClient.Get(ctx, key, cur) == nil {
+				controllerutil.RemoveFinalizer(cur, cachev1alpha1.Finalizer)
+				_ = k8sClient.Update(ctx, cur)
+			}
+		})
+		// The user deletes it; the operator (busy, or restarting) has not
+		// moved its phase to Flushing yet.
+		Expect(k8sClient.Delete(ctx, ci)).To(Succeed())
+		Expect(k8sClient.Get(ctx, key, ci)).To(Succeed())
+		Expect(ci.DeletionTimestamp).NotTo(BeNil())
+		Expect(ci.Status.Phase).To(Equal(cachev1alpha1.PhaseReady))
+
+		p := startPlugin(w, &mounter.Process{Binary: bin}, time.Hour)
+		_, err := p.node.NodeStageVolume(ctx, stageReq(w))
+		if err == nil {
+			DeferCleanup(func() { _, _ = p.node.NodeUnstageVolume(ctx, unstageReq(w)) })
+		}
+		Expect(codeOf(nil, err)).To(Equal(codes.Unavailable), "a new mount was admitted into the instance's teardown")
+		Expect(err.Error()).To(ContainSubstring("being deleted"))
 		Expect(isMounted(w.staging)).To(BeFalse())
 		Expect(w.lease()).To(BeNil())
 	})

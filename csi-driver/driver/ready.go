@@ -32,9 +32,14 @@ func (n *nodeServer) readyInstance(ctx context.Context, ns, name string) (*cache
 			return nil, fmt.Errorf("%w: cache instance %s/%s", ErrNotFound, ns, name)
 		case err != nil && ctx.Err() == nil:
 			return nil, fmt.Errorf("reading cache instance: %w", err)
+		case err == nil && !ci.DeletionTimestamp.IsZero():
+			// Its phase stays Ready until the operator's next pass, which
+			// a busy or restarting manager may make much later: a mount
+			// let in meanwhile would write into a teardown.
+			return nil, fmt.Errorf("%w: cache instance %s/%s is being deleted", ErrUnavailable, ns, name)
 		case err == nil && ci.Status.Phase == cachev1alpha1.PhaseReady:
 			return ci, nil
-		case err == nil && (ci.Status.Phase == cachev1alpha1.PhaseFailed || !ci.DeletionTimestamp.IsZero()):
+		case err == nil && ci.Status.Phase == cachev1alpha1.PhaseFailed:
 			return nil, notReady(ns, name, ci.Status.Phase)
 		}
 		select {
