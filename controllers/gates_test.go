@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -166,6 +167,11 @@ var _ = Describe("Scheduling gates", func() {
 		sc := directiveClass(w)
 		By("refusing a pod that no Job owns: nothing would tear its instance down")
 		Expect(k8sClient.Create(ctx, pod.DeepCopy())).To(MatchError(ContainSubstring("owns")))
+
+		By("refusing a pod of a Job whose name cannot name its instance, saying so")
+		long := pod.DeepCopy()
+		long.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: strings.Repeat("j", 45), UID: job.UID, Controller: ptr(true)}}
+		Expect(k8sClient.Create(ctx, long)).To(MatchError(ContainSubstring("give the Job a name of at most 44")))
 
 		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr(true)}}
 		Expect(k8sClient.Create(ctx, pod)).To(Succeed())

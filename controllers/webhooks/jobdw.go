@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,12 +66,20 @@ func btoi(b bool) int {
 	return 0
 }
 
+// instanceName is what the CacheInstance schema allows as a name: it names
+// the instance's Service and server pods.
+var instanceName = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,45}[a-z0-9])?$`)
+
 // createJobInstance creates (or finds, for the Job's other pods) the jobdw
 // instance of the pod's controller, running as the pod's identity.
 func (g *PodGate) createJobInstance(ctx context.Context, pod *corev1.Pod, spec *cachev1alpha1.CacheInstanceSpec) (string, error) {
 	owner := metav1.GetControllerOf(pod)
 	if owner == nil {
 		return "", fmt.Errorf("%w: jobdw needs a pod that a Job or another controller owns, whose deletion tears the instance down", errRefused)
+	}
+	if name := owner.Name + "-dw"; !instanceName.MatchString(name) {
+		return "", fmt.Errorf("%w: jobdw names the instance %s after the pod's %s, and an instance name must be at most 47 characters of a-z, 0-9 and '-', "+
+			"starting with a letter: give the %s a name of at most 44 such characters", errRefused, name, owner.Kind, owner.Kind)
 	}
 	sc := pod.Spec.SecurityContext
 	if sc == nil || sc.RunAsUser == nil || sc.RunAsGroup == nil {
