@@ -41,6 +41,13 @@ type Options struct {
 	// on; one second if zero. When ClientCache is off it is zero for the
 	// names of files, and dirEntryTimeout for those of directories.
 	EntryTimeout time.Duration
+	// PerCaller says the servers check every call as its caller, so that
+	// users who share the mount are kept apart as on the backing file
+	// system (a shared, multi-user instance). Without default_permissions
+	// the kernel does not check search permission on a path whose names it
+	// trusts, so the names below a directory that not everyone may search
+	// are then not trusted at all: each walk asks the servers as the caller.
+	PerCaller bool
 	// Passthrough, if set, may return a descriptor of the file's data on a
 	// local file system for FUSE passthrough (Linux 6.9 and later): the
 	// kernel then reads and writes it directly. The mount closes it at
@@ -198,6 +205,13 @@ func (s *Server) fsOptions() *fs.Options {
 	if o.ClientCache {
 		caps |= fuse.CAP_WRITEBACK_CACHE
 	}
+	// go-fuse gives every entry the mount's timeout unless the node set
+	// one; a node of a per-caller mount that must not be trusted at all
+	// leaves it zero, so the mount has none (newChild sets every other).
+	entry := &o.EntryTimeout
+	if o.PerCaller {
+		entry = nil
+	}
 	return &fs.Options{
 		MountOptions: fuse.MountOptions{
 			AllowOther:        true,
@@ -214,7 +228,7 @@ func (s *Server) fsOptions() *fs.Options {
 			ExplicitDataCacheControl: !o.ClientCache,
 			Debug:                    o.Debug,
 		},
-		EntryTimeout:    &o.EntryTimeout,
+		EntryTimeout:    entry,
 		AttrTimeout:     &o.AttrTimeout,
 		NegativeTimeout: &neg,
 	}

@@ -24,6 +24,10 @@ type node struct {
 	// mode is the last mode seen, for the setuid clearing on write.
 	mode atomic.Uint32
 
+	// walled says that some directory above n does not let everyone
+	// search it (see Options.PerCaller).
+	walled bool
+
 	mu sync.Mutex
 	// opens counts the open handles of this node.
 	opens int
@@ -106,9 +110,15 @@ func split(t time.Time) (uint64, uint32) {
 
 // newChild makes the inode for a file of directory n with attributes a.
 func (n *node) newChild(ctx context.Context, a namespace.Attr, out *fuse.EntryOut) *fs.Inode {
-	c := &node{m: n.m}
+	c := &node{m: n.m, walled: n.walled || n.mode.Load()&syscall.S_IXOTH == 0}
 	c.fill(a, &out.Attr)
-	if !n.m.opts.ClientCache && a.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+	switch {
+	case n.m.opts.PerCaller && c.walled:
+		// Zero, which go-fuse keeps when the mount has no entry timeout
+		// of its own (see fsOptions).
+	case n.m.opts.ClientCache:
+		out.SetEntryTimeout(n.m.opts.EntryTimeout)
+	case a.Mode&syscall.S_IFMT == syscall.S_IFDIR:
 		out.SetEntryTimeout(dirEntryTimeout)
 	}
 	return n.NewInode(ctx, c, fs.StableAttr{Mode: a.Mode & syscall.S_IFMT, Ino: a.Ino})

@@ -238,6 +238,9 @@ func startMount(ctx context.Context, cfg Config, st *State) error {
 	if cfg.ClientCache {
 		args = append(args, "--client-cache")
 	}
+	if cfg.ActAsCaller {
+		args = append(args, "--per-caller")
+	}
 	args = append(args, st.Mount)
 	c, err := start("mount", cfg.Binary, args, filepath.Join(st.CacheDir, "logs", "mount.log"))
 	if err != nil {

@@ -24,6 +24,7 @@ type mountFlags struct {
 	servers     []string
 	secretFile  string
 	clientCache bool
+	perCaller   bool
 	extentSize  sizeFlag
 	readyFile   string
 	exitFile    string
@@ -52,6 +53,7 @@ or published (its log names the files).`,
 	fl := cmd.Flags()
 	fl.StringSliceVar(&f.servers, "servers", nil, "data addresses of the servers, in index order")
 	fl.StringVar(&f.secretFile, "secret-file", "", "file holding the servers' shared secret")
+	fl.BoolVar(&f.perCaller, "per-caller", false, "the servers act as each caller (--act-as-caller): trust no name below a directory that not everyone may search, so that each walk is checked as its caller")
 	fl.BoolVar(&f.clientCache, "client-cache", false, "use the kernel's page cache and write-back cache (no close-to-open consistency between mounts)")
 	fl.Var(&f.extentSize, "extent-size", "extent size of the instance")
 	fl.BoolVar(&f.loadBalance, "load-balanced", false, "mount a read-only load-balanced instance, reading from the one server --node picks")
@@ -88,7 +90,7 @@ func runMount(ctx context.Context, f *mountFlags, mountpoint string) error {
 		return err
 	}
 	srv, err := fusefs.Mount(mp, c, fusefs.Options{
-		ClientCache: f.clientCache, DirectMount: os.Geteuid() == 0, Logger: log,
+		ClientCache: f.clientCache, PerCaller: f.perCaller, DirectMount: os.Geteuid() == 0, Logger: log,
 		FsName: "burstcache:" + f.servers[0], ShutdownTimeout: f.timeout, Debug: f.debug,
 	})
 	if err != nil {

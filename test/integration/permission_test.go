@@ -32,8 +32,9 @@ func TestPrivateDirectoryStaysPrivate(t *testing.T) {
 		// mount in this set-up.
 		ownerReads bool
 	}{
-		"servers act as uid 1000":         {upArgs: []string{"--uid", "1000", "--gid", "1000"}, reader: 0},
-		"root servers act as each caller": {upArgs: []string{"--act-as-caller"}, reader: 1000, ownerReads: true},
+		"servers act as uid 1000":                       {upArgs: []string{"--uid", "1000", "--gid", "1000"}, reader: 0},
+		"root servers act as each caller":               {upArgs: []string{"--act-as-caller"}, reader: 1000, ownerReads: true},
+		"root servers act as each caller, client cache": {upArgs: []string{"--act-as-caller", "--client-cache"}, reader: 1000, ownerReads: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -45,9 +46,23 @@ func TestPrivateDirectoryStaysPrivate(t *testing.T) {
 			os.Mkdir(private, 0o700)
 			os.WriteFile(filepath.Join(private, "secret"), []byte("only for 2000\n"), 0o644)
 			os.Chown(filepath.Join(private, "secret"), 2000, 2000)
+			os.Mkdir(filepath.Join(private, "sub"), 0o755)
+			os.Chown(filepath.Join(private, "sub"), 2000, 2000)
 			os.Chown(private, 2000, 2000)
 			up(t, in, 2, tc.upArgs...)
 			mnt := func(p string) string { return filepath.Join(in.mount, p) }
+			if tc.ownerReads {
+				// The owner's walk must not leave names that another
+				// user's walk would take without a search check.
+				if out, ok := asUser(2000, 2000, "stat", mnt("private/sub"), mnt("private/secret")); !ok {
+					t.Errorf("the owner's stat: %q", out)
+				}
+			}
+			for _, p := range []string{"private/sub", "private/secret"} {
+				if out, ok := asUser(tc.reader, tc.reader, "stat", mnt(p)); ok || !strings.Contains(out, "ermission denied") {
+					t.Errorf("stat of %s as %d: ok=%v, %q; want permission denied", p, tc.reader, ok, out)
+				}
+			}
 			if out, ok := asUser(tc.reader, tc.reader, "ls", mnt("private")); ok || !strings.Contains(out, "ermission denied") {
 				t.Errorf("listing the private directory as %d: ok=%v, %q; want permission denied", tc.reader, ok, out)
 			}
