@@ -145,14 +145,17 @@ func (p *Pod) removeEnded(ctx context.Context, s Spec) error {
 	return p.waitGone(ctx, s)
 }
 
-// Running reports whether the mount pod of s runs and its container has not
-// ended.
+// Running reports whether the mount pod of s exists and its container has
+// not ended. A pod being deleted (evicted by a drain, say) still runs: its
+// daemon got SIGTERM and is unmounting and publishing, for up to its grace
+// period. Counted as gone, it would be reported lost, its mounts detached
+// under it and, once the new pod it cannot make times out, killed.
 func (p *Pod) Running(ctx context.Context, s Spec) (bool, error) {
 	pod, err := p.get(ctx, s)
 	if err != nil || pod == nil {
 		return false, err
 	}
-	return pod.DeletionTimestamp == nil && !ended(pod), nil
+	return !ended(pod), nil
 }
 
 // Stop deletes the mount pod, whose daemon gets SIGTERM, unmounts and

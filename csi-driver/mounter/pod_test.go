@@ -1,12 +1,15 @@
 package mounter
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 // The pod mounter runs only on a real cluster (the e2e suite); this checks
@@ -53,5 +56,45 @@ func TestBuildPod(t *testing.T) {
 	}
 	for _, e := range c.Env {
 		t.Errorf("mount pod must carry no environment (the secret is a file), got %s", e.Name)
+	}
+}
+
+// TestTerminatingMountPodStillRuns: a mount pod being deleted, as a drain
+// evicts it, still runs its daemon, which is unmounting and publishing;
+// only a pod whose container ended, or that is gone, does not. The client
+// is the controller-runtime fake: a mount pod needs a kubelet and an
+// image, which run only in the e2e suite, and Running reads nothing but
+// the pod object.
+func TestTerminatingMountPodStillRuns(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewClientBuilder().Build()
+	p := &Pod{Client: c, Namespace: "burstcache-system", Image: "burstcache:v1", KubeletDir: "/var/lib/kubelet", GracePeriod: time.Minute}
+	s := Spec{Namespace: "team-a", Instance: "train", Node: "node-1", Target: "/t", Dir: t.TempDir()}
+	if running, err := p.Running(ctx, s); running || err != nil {
+		t.Fatalf("no pod: running %v, %v", running, err)
+	}
+	pod := p.BuildPod(s)
+	// A finalizer keeps the deleted pod, with its deletion timestamp, as
+	// the kubelet keeps it through its grace period.
+	pod.Finalizers = []string{"test/keep"}
+	pod.Status.Phase = corev1.PodRunning
+	if err := c.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if running, err := p.Running(ctx, s); !running || err != nil {
+		t.Fatalf("pod being deleted, its daemon publishing: running %v, %v; want running", running, err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Phase = corev1.PodSucceeded
+	if err := c.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if running, err := p.Running(ctx, s); running || err != nil {
+		t.Fatalf("pod whose daemon ended: running %v, %v; want not running", running, err)
 	}
 }
