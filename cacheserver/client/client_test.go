@@ -485,19 +485,23 @@ func TestRenameKeepsTheData(t *testing.T) {
 	}
 }
 
+// movesOfF are the calls that write a file back and forget it before they
+// give it a new name: rename and link of "f" to "g".
+var movesOfF = map[string]func(*FS, context.Context) error{
+	"rename": func(f *FS, ctx context.Context) error { return f.Rename(ctx, "f", "g", 0) },
+	"link": func(f *FS, ctx context.Context) error {
+		_, err := f.Link(ctx, "f", "g")
+		return err
+	},
+}
+
 // TestMoveWithAServerDownKeepsSizes renames and links a file whose
 // extents lie on every server while the server of its last extent is
 // down. The move fails; no other server may forget the file, and the size
 // its metadata server recorded with it, before every server wrote the
 // file back: the end of the file stays on the stopped server, dirty.
 func TestMoveWithAServerDownKeepsSizes(t *testing.T) {
-	for name, move := range map[string]func(*FS, context.Context) error{
-		"rename": func(f *FS, ctx context.Context) error { return f.Rename(ctx, "f", "g", 0) },
-		"link": func(f *FS, ctx context.Context) error {
-			_, err := f.Link(ctx, "f", "g")
-			return err
-		},
-	} {
+	for name, move := range movesOfF {
 		t.Run(name, func(t *testing.T) {
 			f, in := setup(t, 3)
 			ctx := context.Background()

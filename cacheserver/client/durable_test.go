@@ -119,13 +119,7 @@ func TestCloseReportsLateWritesLost(t *testing.T) {
 // close would see the loss: the rename or link itself must fail with EIO,
 // and leave the names as they were.
 func TestRenameAfterARestartReportsTheLoss(t *testing.T) {
-	for name, move := range map[string]func(*FS, context.Context) error{
-		"rename": func(f *FS, ctx context.Context) error { return f.Rename(ctx, "f", "g", 0) },
-		"link": func(f *FS, ctx context.Context) error {
-			_, err := f.Link(ctx, "f", "g")
-			return err
-		},
-	} {
+	for name, move := range movesOfF {
 		t.Run(name, func(t *testing.T) {
 			f := writtenThenRestarted(t)
 			ctx := context.Background()
