@@ -88,7 +88,6 @@ func prepareContainer(inst *cachev1alpha1.CacheInstance, o Options) corev1.Conta
 const serverStartup = 15 * time.Minute
 
 func serverContainer(s *scope, i int, o Options) corev1.Container {
-	inst, pool := s.inst, s.pool
 	return corev1.Container{
 		Name: "server", Image: o.ServerImage,
 		Command: []string{"burstcache", "server"},
@@ -119,7 +118,7 @@ func serverContainer(s *scope, i int, o Options) corev1.Container {
 			PeriodSeconds: 20, FailureThreshold: 3,
 		},
 		Resources:    corev1.ResourceRequirements{Requests: o.ServerRequests},
-		VolumeMounts: volumeMounts(inst, pool),
+		VolumeMounts: volumeMounts(s),
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptrTo(false),
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},

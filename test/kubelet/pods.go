@@ -170,7 +170,7 @@ func (k *Kubelet) mapPaths(pod *corev1.Pod, c corev1.Container, args []string) [
 }
 
 // hostPath maps a path in the container to the host path or secret volume
-// behind it.
+// behind it, below the mount's sub-path.
 func (k *Kubelet) hostPath(pod *corev1.Pod, c corev1.Container, p string) string {
 	GinkgoHelper()
 	for _, m := range c.VolumeMounts {
@@ -180,10 +180,10 @@ func (k *Kubelet) hostPath(pod *corev1.Pod, c corev1.Container, p string) string
 		}
 		for _, v := range pod.Spec.Volumes {
 			if v.Name == m.Name && v.HostPath != nil {
-				return v.HostPath.Path + rest
+				return filepath.Join(v.HostPath.Path, m.SubPath) + rest
 			}
 			if v.Name == m.Name && v.PersistentVolumeClaim != nil {
-				return k.ClaimDir(pod.Namespace, v.PersistentVolumeClaim.ClaimName) + rest
+				return filepath.Join(k.ClaimDir(pod.Namespace, v.PersistentVolumeClaim.ClaimName), m.SubPath) + rest
 			}
 			if v.Name == m.Name && v.Secret != nil {
 				return k.secretDir(pod, v.Name) + rest
