@@ -11,6 +11,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
@@ -51,6 +53,29 @@ var _ = Describe("Data-path secret", func() {
 		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
 		Expect(os.ReadFile(filepath.Join(w.hostPath(w.backing), "s", "ok.txt"))).To(Equal(data))
 		Expect(gone(sec)()).To(BeTrue(), "the data secret outlived its instance")
+	})
+
+	It("neither trusts nor deletes a Secret of the data secret's name that it did not make", func() {
+		w := newWorld()
+		inst := w.instance("64Mi")
+		inst.Name, inst.GenerateName = "app", ""
+		theirs := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: cachev1alpha1.DataSecretName(inst.Name)},
+			Data:       map[string][]byte{"password": []byte("an application's own secret")},
+		}
+		Expect(k8sClient.Create(ctx, theirs)).To(Succeed())
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		Eventually(func(g Gomega) string {
+			c := meta.FindStatusCondition(get(inst)(g).Status.Conditions, cachev1alpha1.ConditionReady)
+			g.Expect(c).NotTo(BeNil())
+			return c.Message
+		}, 20*time.Second, 200*time.Millisecond).Should(ContainSubstring("is not the instance's data secret"))
+		Expect(serverPods(inst)).To(BeEmpty())
+
+		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
+		Eventually(gone(inst), 30*time.Second, 200*time.Millisecond).Should(BeTrue())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(theirs), theirs)).To(Succeed(), "the teardown deleted a Secret it did not make")
+		Expect(theirs.Data).To(HaveKeyWithValue("password", []byte("an application's own secret")))
 	})
 })
 

@@ -106,11 +106,21 @@ func newDataSecret(inst *cachev1alpha1.CacheInstance) (*corev1.Secret, error) {
 }
 
 // deleteSecret deletes the data secret once the servers are gone; nothing
-// can use it any more.
+// can use it any more. A Secret of its name that the operator did not make
+// (checkSecret refused it, and no server started) is someone else's, and
+// is left alone.
 func (r *Reconciler) deleteSecret(ctx context.Context, s *scope) (ctrl.Result, error) {
 	sec := &corev1.Secret{}
-	sec.Namespace, sec.Name = s.inst.Namespace, cachev1alpha1.DataSecretName(s.inst.Name)
-	if err := r.Client.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
+	key := client.ObjectKey{Namespace: s.inst.Namespace, Name: cachev1alpha1.DataSecretName(s.inst.Name)}
+	err := r.APIReader.Get(ctx, key, sec)
+	switch {
+	case apierrors.IsNotFound(err) || (err == nil && checkSecret(s.inst, sec) != nil):
+		r.secrets.forget(s.inst.UID)
+		return ctrl.Result{}, nil
+	case err != nil:
+		return ctrl.Result{}, fmt.Errorf("reading the data secret: %w", err)
+	}
+	if err := r.Client.Delete(ctx, sec, client.Preconditions{UID: &sec.UID}); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("deleting the data secret: %w", err)
 	}
 	r.secrets.forget(s.inst.UID)
