@@ -102,7 +102,7 @@ func (n *nodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	if err := checkCapability(req.GetVolumeCapability()); err != nil {
 		return nil, err
 	}
-	pub, err := newPublication(req)
+	pub, err := newPublication(req, ns)
 	if err != nil {
 		return nil, err
 	}

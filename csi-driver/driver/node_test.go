@@ -17,6 +17,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -135,6 +136,29 @@ var _ = Describe("Node service", func() {
 		Expect(codeOf(p.node.NodeStageVolume(ctx, req))).To(Equal(codes.InvalidArgument))
 		Expect(isMounted(w.staging)).To(BeFalse())
 		Expect(w.lease()).To(BeNil())
+	})
+
+	It("publishes an instance only into pods of its own namespace", func() {
+		p := startPlugin(w, &mounter.Process{Binary: bin}, time.Hour)
+		_, err := p.node.NodeStageVolume(ctx, stageReq(w))
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() {
+			_, _ = p.node.NodeUnpublishVolume(ctx, unpublishReq(w, "intruder"))
+			_, _ = p.node.NodeUnpublishVolume(ctx, unpublishReq(w, "pod-a"))
+			_, _ = p.node.NodeUnstageVolume(ctx, unstageReq(w))
+		})
+
+		By("refusing a pod of another namespace, whose claim bound a volume of this instance")
+		err = errOf(p.node.NodePublishVolume(ctx, publishReq(w, "intruder", "csi.storage.k8s.io/pod.namespace", "team-b")))
+		Expect(status.Code(err)).To(Equal(codes.InvalidArgument), "published into another namespace: %v", err)
+		Expect(err.Error()).To(ContainSubstring("team-b"))
+		Expect(isMounted(w.target("intruder"))).To(BeFalse())
+		Expect(w.leasePods()).To(BeEmpty())
+
+		By("publishing into a pod of the instance's namespace")
+		_, err = p.node.NodePublishVolume(ctx, publishReq(w, "pod-a", "csi.storage.k8s.io/pod.namespace", namespace))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(isMounted(w.target("pod-a"))).To(BeTrue())
 	})
 
 	It("admits no mount of an instance being deleted, though its phase still says Ready", func() {
@@ -477,3 +501,6 @@ var _ = Describe("Unstage of a mount that cannot publish", func() {
 		Expect(isMounted(w.staging)).To(BeFalse())
 	})
 })
+
+// errOf returns the error of a call.
+func errOf(_ any, err error) error { return err }

@@ -16,13 +16,24 @@ import (
 	"github.com/burstcache/burstcache/csi-driver/volume"
 )
 
-// podNameKey is the volume context key under which kubelet passes the name
-// of the pod a volume is published for (podInfoOnMount).
-const podNameKey = "csi.storage.k8s.io/pod.name"
+// The volume context keys under which kubelet passes the name and the
+// namespace of the pod a volume is published for (podInfoOnMount).
+const (
+	podNameKey      = "csi.storage.k8s.io/pod.name"
+	podNamespaceKey = "csi.storage.k8s.io/pod.namespace"
+)
 
-// newPublication reads what a publish asks for: the sub-path, whether it is
-// read-only, and the pod it is for.
-func newPublication(req *csi.NodePublishVolumeRequest) (publication, error) {
+// newPublication reads what a publish of an instance of namespace ns asks
+// for: the sub-path, whether it is read-only, and the pod it is for. A pod
+// of another namespace is refused: the provisioner makes volumes of the
+// claim's namespace's instances only, but a static PV that an admin made
+// without a claimRef may be bound by a claim of any namespace, whose pods
+// would then act on the instance's data as its runAs identity.
+func newPublication(req *csi.NodePublishVolumeRequest, ns string) (publication, error) {
+	if podNS, ok := req.GetVolumeContext()[podNamespaceKey]; ok && podNS != ns {
+		return publication{}, fmt.Errorf("%w: volume %s is an instance of namespace %s, and the pod is in namespace %s",
+			ErrInvalid, req.GetVolumeId(), ns, podNS)
+	}
 	sub, err := cleanSubPath(req.GetVolumeContext()[volume.ContextSubPath])
 	if err != nil {
 		return publication{}, err
