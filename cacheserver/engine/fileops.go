@@ -89,6 +89,9 @@ func (e *Engine) ExtendSize(ctx context.Context, path string, size int64) error 
 	if !validPath(path) || size < 0 {
 		return fmt.Errorf("extend %q to %d: %w", path, size, ErrInvalid)
 	}
+	if err := e.AdmitSize(path, size); err != nil {
+		return err
+	}
 	if shared, err := e.sharedUncached(ctx, path); err != nil || shared {
 		return err
 	}

@@ -282,6 +282,9 @@ func (s *Server) extendSize(ctx context.Context, req *wire.Request, _ *wire.Resp
 	if s.draining.Load() {
 		return errDraining
 	}
+	if err := s.cfg.Cache.AdmitSize(p, size); err != nil {
+		return err
+	}
 	if !durable {
 		s.sizes.note(p, size)
 		return nil

@@ -103,6 +103,11 @@ func (s *Server) setAttr(ctx context.Context, req *wire.Request, resp *wire.Resp
 	if err := req.Args.Err(); err != nil {
 		return err
 	}
+	if in.Size != nil {
+		if err := s.cfg.Cache.AdmitSize(p, *in.Size); err != nil {
+			return err
+		}
+	}
 	a, err := s.cfg.NS.SetAttr(ctx, p, in)
 	if err != nil {
 		return err
@@ -178,7 +183,11 @@ func (s *Server) truncateOpen(ctx context.Context, req *wire.Request, resp *wire
 	if err != nil {
 		return err
 	}
-	a, err := s.cutBacking(ctx, p, req.Args.Int64(), true)
+	size := req.Args.Int64()
+	if err := s.cfg.Cache.AdmitSize(p, size); err != nil {
+		return err
+	}
+	a, err := s.cutBacking(ctx, p, size, true)
 	if err != nil {
 		return err
 	}
