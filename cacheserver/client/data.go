@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"io"
 	"syscall"
 	"time"
@@ -158,8 +159,14 @@ func (f *FS) readPiece(ctx context.Context, path string, pc placement.Piece, dst
 
 // eachPiece runs fn for each of pcs, in parallel when there are several.
 func eachPiece(pcs []placement.Piece, fn func(placement.Piece) error) error {
+	return firstErrno(eachPieceErr(pcs, fn))
+}
+
+// eachPieceErr runs fn for each of pcs, in parallel when there are
+// several, and returns the error of each.
+func eachPieceErr(pcs []placement.Piece, fn func(placement.Piece) error) []error {
 	if len(pcs) == 1 {
-		return fn(pcs[0])
+		return []error{fn(pcs[0])}
 	}
 	errs := make([]error, len(pcs))
 	done := make(chan struct{}, len(pcs))
@@ -172,7 +179,7 @@ func eachPiece(pcs []placement.Piece, fn func(placement.Piece) error) error {
 	for range pcs {
 		<-done
 	}
-	return firstErrno(errs)
+	return errs
 }
 
 // WriteAt writes the extent pieces of p to their servers in parallel and
@@ -203,7 +210,7 @@ func (f *FS) WriteAt(ctx context.Context, path string, p []byte, off int64) (int
 		}()
 	}
 	var took incarnations
-	err := eachPiece(pcs, func(pc placement.Piece) error {
+	errs := eachPieceErr(pcs, func(pc placement.Piece) error {
 		data := p[pc.Start:pc.End]
 		var rep wire.Reply
 		err := f.persist(ctx, pc.Server, path, func() (err error) {
@@ -219,17 +226,46 @@ func (f *FS) WriteAt(ctx context.Context, path string, p []byte, off int64) (int
 		}
 		return err
 	})
+	err := firstErrno(errs)
 	if announce != nil {
 		err = firstErrno([]error{err, <-announce})
 	}
 	// Pieces that were written are recorded even when others failed: the
 	// next close makes them durable, or says that they were lost.
 	f.markUnsynced(path, took.m)
+	if n := shortOfLimit(pcs, errs); n > 0 && !namespace.IsFromPageCache(ctx) {
+		f.grew(path, off+int64(n))
+		return n, nil
+	}
 	if err != nil {
 		return 0, err
 	}
 	f.grew(path, end)
 	return len(p), nil
+}
+
+// shortOfLimit returns the length of the pieces that were written, in
+// order, before those that the limit on file size refused, when only that
+// limit refused any: the write then ends short of the limit, as write(2)
+// does on a local file system, rather than fail with EFBIG over bytes it
+// wrote. The kernel takes a short write of its page cache for a whole one,
+// so pages are not answered so.
+func shortOfLimit(pcs []placement.Piece, errs []error) int {
+	n, refused := 0, false
+	for i, err := range errs {
+		switch {
+		case err == nil && !refused:
+			n = pcs[i].End
+		case err == nil || !errors.Is(err, syscall.EFBIG):
+			return 0
+		default:
+			refused = true
+		}
+	}
+	if !refused {
+		return 0
+	}
+	return n
 }
 
 // writePiece sends one piece to its server.
