@@ -65,6 +65,10 @@ func PrintStatus(w io.Writer, st *State, mountAlive bool, ss []ServerStatus) {
 		default:
 			_, _ = fmt.Fprintf(w, "server %d: write-back keeps failing (%s); the dirty data stays cached and is retried\n", s.Index, s.Stats.LastWriteBackError)
 		}
+		if s.Err == nil && s.Stats.ReadOnly {
+			_, _ = fmt.Fprintf(w, "server %d: read-only: %s written within the write window, which allows %s; writes fail with EROFS until the window moves on\n",
+				s.Index, control.FormatBytes(s.Stats.WindowBytesWritten), control.FormatBytes(s.Stats.WindowLimitBytes))
+		}
 		if s.Err == nil && s.Stats.IndexError != "" {
 			_, _ = fmt.Fprintf(w, "server %d: its index cannot be committed (%s): fsync fails, and so do writes that need freed space, until the cache directory's disk has room\n", s.Index, s.Stats.IndexError)
 		}

@@ -108,3 +108,23 @@ func TestStatusNamesServersWhoseWriteBackFails(t *testing.T) {
 		t.Errorf("status names a server whose write-back works:\n%s", out)
 	}
 }
+
+// TestStatusNamesAReadOnlyServer: a server whose write window is used up
+// gets a line of its own under the table, saying why writes fail and until
+// when.
+func TestStatusNamesAReadOnlyServer(t *testing.T) {
+	st := &State{Mount: "/mnt/x", Backing: "/pfs", CacheDir: "/cache"}
+	ss := []ServerStatus{
+		{ServerState: ServerState{Index: 0, Data: "s0", PID: 10}, Alive: true, Stats: control.Stats{WindowBytesWritten: 1 << 20, WindowLimitBytes: 3 << 20}},
+		{ServerState: ServerState{Index: 1, Data: "s1", PID: 11}, Alive: true, Stats: control.Stats{WindowBytesWritten: 3 << 20, WindowLimitBytes: 3 << 20, ReadOnly: true}},
+	}
+	var b strings.Builder
+	PrintStatus(&b, st, true, ss)
+	out := b.String()
+	if want := "server 1: read-only: 3 MiB written within the write window, which allows 3 MiB; writes fail with EROFS"; !strings.Contains(out, want) {
+		t.Errorf("status does not say %q:\n%s", want, out)
+	}
+	if strings.Contains(out, "server 0:") {
+		t.Errorf("status names a server that takes writes:\n%s", out)
+	}
+}
