@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -193,11 +194,36 @@ func (f *FS) Rename(ctx context.Context, oldPath, newPath string, flags uint32) 
 	if _, err := f.meta(ctx, oldPath, wire.OpRename, pathArgs(oldPath).String(newPath).Uint32(flags)); err != nil {
 		return err
 	}
+	f.dropRenamed(ctx, oldPath, newPath)
 	f.keepMtime(ctx, newPath, before)
 	if flags&unix.RENAME_EXCHANGE != 0 {
 		f.keepMtime(ctx, oldPath, other)
 	}
 	return nil
+}
+
+// dropRenamed has every server forget what it copied up of the paths of a
+// rename while the rename ran: a read from another mount, or a preload,
+// that came between the drop before the rename and the rename itself
+// copied up the file that the path named then, which the path no longer
+// names. Served after the rename, it would show the replaced file's bytes
+// under the new name, to every mount, until evicted. Copy-ups still under
+// way are waited for and dropped too; those that begin later read the
+// renamed files. The paths go at once, since the rename has made every
+// size durable on the backing store. The rename is done whatever this
+// finds: a server that fails here is logged, not answered.
+func (f *FS) dropRenamed(ctx context.Context, paths ...string) {
+	ctx = context.WithoutCancel(ctx)
+	var wg sync.WaitGroup
+	for _, p := range paths {
+		wg.Go(func() {
+			err := f.settleOn(ctx, wire.OpFlushAndDrop, pathArgs(p), p, f.every(), nil)
+			if err != nil && !errors.Is(err, syscall.ENOENT) {
+				f.log.Warn("Dropping what was copied up during a rename", "path", p, "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // keepMtime gives the regular file p the modification time it had in

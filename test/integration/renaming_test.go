@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -115,4 +116,50 @@ func listTree(dir string) string {
 		return nil
 	})
 	return strings.Join(files, " ")
+}
+
+// TestRenameOverAFileBeingPreloadedShowsTheNewFile renames new files over
+// a file that preloads copy up again and again, from a process of their
+// own as a job's preload or a hint does: right after each rename, the
+// mount must read the renamed file, not bytes of the file it replaced that
+// a preload copied up while the rename ran.
+func TestRenameOverAFileBeingPreloadedShowsTheNewFile(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 1)
+	target := filepath.Join(in.mount, "x")
+	var stop atomic.Bool
+	preloads := make(chan struct{})
+	go func() {
+		defer close(preloads)
+		for !stop.Load() {
+			// It fails while the file is renamed away; it keeps going.
+			_ = exec.Command(bin, "local", "preload", "--mount", in.mount, target).Run()
+		}
+	}()
+	defer func() { stop.Store(true); <-preloads }()
+	for v := range 60 {
+		want := bytes.Repeat([]byte{byte(v + 1)}, 3<<20-v*4096)
+		tmp := filepath.Join(in.mount, fmt.Sprintf("tmp%d", v%2))
+		writeWhole(t, tmp, want)
+		if err := os.Rename(tmp, target); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			i := firstDifference(got, want)
+			t.Fatalf("after rename %d, %d bytes read, %d written; byte %d is %d, want %d", v, len(got), len(want), i, valueAt(got, i), v+1)
+		}
+	}
+}
+
+// valueAt returns b[i], or -1 past the end of b.
+func valueAt(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	return int(b[i])
 }
