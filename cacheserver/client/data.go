@@ -227,45 +227,77 @@ func (f *FS) WriteAt(ctx context.Context, path string, p []byte, off int64) (int
 		return err
 	})
 	err := firstErrno(errs)
+	announced := false
 	if announce != nil {
-		err = firstErrno([]error{err, <-announce})
+		aerr := <-announce
+		announced = aerr == nil
+		err = firstErrno([]error{err, aerr})
 	}
 	// Pieces that were written are recorded even when others failed: the
 	// next close makes them durable, or says that they were lost.
 	f.markUnsynced(path, took.m)
-	if n := shortOfLimit(pcs, errs); n > 0 && !namespace.IsFromPageCache(ctx) {
+	if err == nil {
+		f.grew(path, end)
+		return len(p), nil
+	}
+	if announced {
+		// Every client would see the announced size, and read zeros up
+		// to it, though the write did not get there.
+		f.withdrawSize(ctx, path, end)
+	}
+	if n := shortOfRefusal(pcs, errs); n > 0 && !namespace.IsFromPageCache(ctx) {
 		f.grew(path, off+int64(n))
 		return n, nil
 	}
-	if err != nil {
-		return 0, err
-	}
-	f.grew(path, end)
-	return len(p), nil
+	return 0, err
 }
 
-// shortOfLimit returns the length of the pieces that were written, in
-// order, before those that the limit on file size refused, when only that
-// limit refused any: the write then ends short of the limit, as write(2)
-// does on a local file system, rather than fail with EFBIG over bytes it
-// wrote. The kernel takes a short write of its page cache for a whole one,
-// so pages are not answered so.
-func shortOfLimit(pcs []placement.Piece, errs []error) int {
-	n, refused := 0, false
+// withdrawSize takes back the size end of path that a write which failed
+// announced to the metadata server. A server that does not answer keeps
+// it until the file is truncated, renamed or removed, or the server
+// restarts; the write fails anyway.
+func (f *FS) withdrawSize(ctx context.Context, path string, end int64) {
+	_, err := f.meta(ctx, path, wire.OpExtendSize, pathArgs(path).Int64(end).Bool(false).Bool(true))
+	if err != nil {
+		f.log.Warn("Taking back the size a failed write announced", "path", path, "size", end, "err", err)
+	}
+}
+
+// shortOfRefusal returns the length of the pieces that were written, in
+// order, before the first that a server refused (refused), when every piece
+// after that was refused too: the write then ends short, as write(2) does
+// on a local file system at a limit or when the disk fills, rather than
+// fail over bytes it wrote. A limit on file size always refuses the end of
+// a write; a server past its limit on files or its write window, or out of
+// space, refuses its pieces wherever they are. The kernel takes a short
+// write of its page cache for a whole one, so pages are not answered so.
+func shortOfRefusal(pcs []placement.Piece, errs []error) int {
+	n, refusing := 0, false
 	for i, err := range errs {
 		switch {
-		case err == nil && !refused:
+		case err == nil && !refusing:
 			n = pcs[i].End
-		case err == nil || !errors.Is(err, syscall.EFBIG):
+		case err == nil || !refused(err):
 			return 0
 		default:
-			refused = true
+			refusing = true
 		}
 	}
-	if !refused {
+	if !refusing {
 		return 0
 	}
 	return n
+}
+
+// refused reports whether err is a server's refusal to take a write, which
+// it then did not carry out.
+func refused(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EFBIG, syscall.EDQUOT, syscall.EROFS, syscall.ENOSPC} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // writePiece sends one piece to its server.

@@ -279,6 +279,14 @@ func (s *Server) extendSize(ctx context.Context, req *wire.Request, _ *wire.Resp
 		return err
 	}
 	size, durable := req.Args.Int64(), req.Args.Bool()
+	withdrawn, err := optionalBool(req.Args)
+	if err != nil {
+		return err
+	}
+	if withdrawn {
+		s.sizes.withdraw(p, size)
+		return nil
+	}
 	if s.draining.Load() {
 		return errDraining
 	}

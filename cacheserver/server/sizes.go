@@ -43,6 +43,16 @@ func (h *sizeHints) get(path string) int64 {
 	return h.sizes[path]
 }
 
+// withdraw drops the hint for path if it is size: the write that
+// announced it failed. A larger hint came from a later write, and stays.
+func (h *sizeHints) withdraw(path string, size int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.sizes[path] == size {
+		delete(h.sizes, path)
+	}
+}
+
 // forget drops the hint for path: it was truncated, removed or renamed.
 func (h *sizeHints) forget(path string) {
 	h.mu.Lock()

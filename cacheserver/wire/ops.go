@@ -41,9 +41,13 @@ const (
 	// durable. Servers older than the incarnation answer none (clients
 	// read zero).
 	OpSync
-	// OpExtendSize (path, size i64, durable bool) records that the file is
-	// at least size bytes long: in memory at once, so that the next GetAttr
-	// shows it, and, when durable, in the cache's index before the answer.
+	// OpExtendSize (path, size i64, durable bool[, withdrawn bool]) records
+	// that the file is at least size bytes long: in memory at once, so that
+	// the next GetAttr shows it, and, when durable, in the cache's index
+	// before the answer. Withdrawn takes back the size that a write which
+	// then failed announced, unless a larger one came since; a server of an
+	// earlier release ignores it and records the size again, which changes
+	// nothing.
 	OpExtendSize
 	// OpStatFS () answers a StatFS of the server's cache.
 	OpStatFS

@@ -3,12 +3,15 @@ package integration
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/burstcache/burstcache/cacheserver/placement"
 )
 
 // TestMaxFileSizeChangesNothingItRefuses checks, on a file striped over
@@ -78,4 +81,72 @@ func sameSizedFile(t *testing.T, path string, want []byte) {
 		return
 	}
 	sameFile(t, path, want)
+}
+
+// TestMaxFilesChangesNothingItRefuses checks, on three servers that each
+// hold at most two files, writes that a server refuses with EDQUOT: a
+// write whose first extent's server takes it and whose second extent's
+// server is full ends short at the extent boundary, as write(2) does at a
+// limit, rather than fail over bytes that landed; and a write that failed
+// leaves no size behind, which the metadata server had shown every client
+// until then, with zeros up to it.
+func TestMaxFilesChangesNothingItRefuses(t *testing.T) {
+	requireFUSE(t)
+	const extent = 1 << 20
+	l := placement.Layout{Servers: 3, ExtentSize: extent}
+	in := dirs(t)
+	straddled := nameOn(l, "straddled", 0)
+	// The second extent of straddled, and the sixth of far, are on server 1.
+	far := nameOn(l, "far", 2)
+	for _, n := range []string{straddled, far} {
+		writeWhole(t, filepath.Join(in.backing, n), make([]byte, 2*extent))
+	}
+	up(t, in, 3, "--server-arg=--max-files=2")
+	for i := range 2 {
+		writeWhole(t, filepath.Join(in.mount, nameOn(l, fmt.Sprintf("small%d", i), 1)), []byte("fills server 1"))
+	}
+	f, err := os.OpenFile(filepath.Join(in.mount, straddled), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if n, err := unix.Pwrite(int(f.Fd()), bytes.Repeat([]byte("w"), extent/2), extent*3/4); n != extent/4 || err != nil {
+		t.Errorf("write over the extent boundary into a full server: %d, %v; want %d, nil", n, err, extent/4)
+	}
+	g, err := os.OpenFile(filepath.Join(in.mount, far), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if _, err := g.WriteAt([]byte("far"), 5*extent); !errors.Is(err, syscall.EDQUOT) {
+		t.Errorf("write past the end into a full server: %v, want EDQUOT", err)
+	}
+	if st, err := os.Stat(filepath.Join(in.mount, far)); err != nil || st.Size() != 2*extent {
+		t.Errorf("size after a refused write: %v, %v; want %d", sizeOf(st), err, 2*extent)
+	}
+	f.Close()
+	g.Close()
+	must(t, "local", "down", "--mount", in.mount)
+	want := make([]byte, 2*extent)
+	copy(want[extent*3/4:extent], bytes.Repeat([]byte("w"), extent/4))
+	sameSizedFile(t, filepath.Join(in.backing, straddled), want)
+	sameSizedFile(t, filepath.Join(in.backing, far), make([]byte, 2*extent))
+}
+
+// nameOn returns the first name made of prefix and a number whose
+// metadata server, which holds its first extent, is server.
+func nameOn(l placement.Layout, prefix string, server int) string {
+	for i := 0; ; i++ {
+		if n := fmt.Sprintf("%s%d", prefix, i); l.MetaServer(n) == server {
+			return n
+		}
+	}
+}
+
+// sizeOf returns the size in st, or -1 without one.
+func sizeOf(st os.FileInfo) int64 {
+	if st == nil {
+		return -1
+	}
+	return st.Size()
 }
