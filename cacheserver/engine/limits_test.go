@@ -47,6 +47,20 @@ func TestLimits(t *testing.T) {
 			op:      func(r *rig) error { return r.e.Truncate(context.Background(), "f", 10001) },
 			wantErr: ErrFileTooLarge,
 		},
+		"extend past MaxFileSize": {
+			tun:     Tunables{MaxFileSize: 10000},
+			op:      func(r *rig) error { return r.e.ExtendSize(context.Background(), "f", 10001) },
+			wantErr: ErrFileTooLarge,
+		},
+		"size past MaxFileSize": {
+			tun:     Tunables{MaxFileSize: 10000},
+			op:      func(r *rig) error { return r.e.AdmitSize("f", 10001) },
+			wantErr: ErrFileTooLarge,
+		},
+		"size up to MaxFileSize": {
+			tun: Tunables{MaxFileSize: 10000},
+			op:  func(r *rig) error { return r.e.AdmitSize("f", 10000) },
+		},
 		"file beyond MaxFiles": {
 			tun: Tunables{MaxFiles: 2},
 			op: func(r *rig) error {
