@@ -273,6 +273,23 @@ func (f *FS) flushAndDrop(ctx context.Context, paths ...string) error {
 	return nil
 }
 
+// WriteBack writes back what every server holds dirty of p, whoever wrote
+// it, and forgets its clean data there, keeping the sizes, as the first
+// round of flushAndDrop does: a time set on the backing file next is then
+// not moved by a later write-back of data written before it
+// (fusefs.WriteBacker). A path the servers do not know is not an error.
+func (f *FS) WriteBack(ctx context.Context, p string) error {
+	if err := f.pushSize(ctx, p); err != nil {
+		return err
+	}
+	ctx = context.WithoutCancel(ctx)
+	err := f.settleOn(ctx, wire.OpFlushAndDrop, pathArgs(p).Bool(true), p, f.every(), f.takeUnsynced(p))
+	if err != nil && !errors.Is(err, syscall.ENOENT) {
+		return err
+	}
+	return nil
+}
+
 // Link writes back the data of oldPath before the new name appears, since
 // the cache keys extents by path and the new name must show the same data.
 func (f *FS) Link(ctx context.Context, oldPath, newPath string) (namespace.Attr, error) {

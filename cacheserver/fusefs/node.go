@@ -176,6 +176,14 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		// truncation sets them on the backing file system anyway.
 		sa.Atime, sa.Mtime = nil, nil
 	}
+	if wb, ok := n.m.fsys.(WriteBacker); ok && sa.Mtime != nil && sa.Size == nil && !n.kernelTimes(f, in) {
+		// Not under usePath: the write-back may take long, and a rename
+		// that waited for it would hold up every data call of the mount.
+		// A rename meanwhile writes the file back itself.
+		if err := wb.WriteBack(ctx, n.path()); err != nil {
+			return errno(err)
+		}
+	}
 	p, done := n.usePath()
 	defer done()
 	a, err := n.m.fsys.SetAttr(ctx, p, sa)
@@ -250,6 +258,18 @@ func (n *node) kernelTimes(f fs.FileHandle, in *fuse.SetAttrIn) bool {
 	h, ok := f.(*handle)
 	const times = fuse.FATTR_ATIME | fuse.FATTR_MTIME | fuse.FATTR_CTIME
 	return ok && n.m.opts.ClientCache && h.writable() && in.Valid&^(times|fuse.FATTR_FH|fuse.FATTR_LOCKOWNER) == 0 && in.Valid&times != 0
+}
+
+// WriteBacker is implemented by a namespace.FS that holds written data for
+// a while before it reaches the backing file system, whose write then sets
+// the file's modification time to its own. The mount has it write path
+// back before it sets an explicit modification time (utimensat(2), as
+// cp -p and tar do after writing), so that the time the job gave the file
+// is the one it keeps. The times the kernel's write-back cache sends for
+// its own writes are the exception (kernelTimes): writing back at every
+// close would undo that cache.
+type WriteBacker interface {
+	WriteBack(ctx context.Context, path string) error
 }
 
 // OpenTruncater is implemented by a namespace.FS that can truncate a file

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestRenameKeepsModificationTime renames files whose data is still dirty
@@ -52,6 +54,66 @@ func TestRenameKeepsModificationTime(t *testing.T) {
 		if got := mtimeOf(t, filepath.Join(in.backing, name)); !got.Equal(w) {
 			t.Errorf("backing %s has mtime %v after down, want %v", name, got, w)
 		}
+	}
+}
+
+// TestExplicitTimesSurviveWriteBack sets explicit modification times on
+// files whose data is still dirty in the cache, as cp -p and tar do after
+// writing, by path and through the open descriptor. A write-back later must
+// not move them: the backing files must end with those times, as if the job
+// had used the backing file system directly.
+func TestExplicitTimesSurviveWriteBack(t *testing.T) {
+	requireFUSE(t)
+	for name, extra := range map[string][]string{"no client cache": nil, "client cache": {"--client-cache"}} {
+		t.Run(name, func(t *testing.T) {
+			in := dirs(t)
+			up(t, in, 3, extra...)
+			data := randomBytes(3<<20+5, 11)
+			byPath := time.Date(2001, 2, 3, 4, 5, 6, 789, time.UTC)
+			if err := os.WriteFile(filepath.Join(in.mount, "by-path"), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(filepath.Join(in.mount, "by-path"), byPath, byPath); err != nil {
+				t.Fatal(err)
+			}
+			byFd := time.Date(2002, 3, 4, 5, 6, 7, 8000, time.UTC)
+			writeThenFutimes(t, filepath.Join(in.mount, "by-fd"), data, byFd)
+			time.Sleep(2 * time.Second) // a write-back now would carry a later time
+			want := map[string]time.Time{"by-path": byPath, "by-fd": byFd}
+			for name, w := range want {
+				if got := mtimeOf(t, filepath.Join(in.mount, name)); !got.Equal(w) {
+					t.Errorf("%s through the mount has mtime %v, want %v", name, got, w)
+				}
+			}
+			must(t, "local", "down", "--mount", in.mount)
+			for name, w := range want {
+				sameFile(t, filepath.Join(in.backing, name), data)
+				if got := mtimeOf(t, filepath.Join(in.backing, name)); !got.Equal(w) {
+					t.Errorf("backing %s has mtime %v after down, want %v", name, got, w)
+				}
+			}
+		})
+	}
+}
+
+// writeThenFutimes writes data to a new file at path and sets its times to
+// at through the descriptor, before closing it.
+func writeThenFutimes(t *testing.T, path string, data []byte, at time.Time) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	tv := unix.NsecToTimeval(at.UnixNano())
+	if err := unix.Futimes(int(f.Fd()), []unix.Timeval{tv, tv}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 
