@@ -512,6 +512,45 @@ func TestDirectWritesAreSeenOnTheNode(t *testing.T) {
 	}
 }
 
+// TestGrowthElsewhereIsReadThroughAnOpenFile appends to a file behind the
+// mount's back, as another mount does, while a reader holds it open with the
+// page at its old end cached. Once the reader sees the new size, it must
+// read the appended bytes, not the zeros the kernel filled that page with
+// past the old end.
+func TestGrowthElsewhereIsReadThroughAnOpenFile(t *testing.T) {
+	mnt, backing, _ := mount(t, Options{AttrTimeout: time.Millisecond})
+	const first, more = "first bytes", "then more"
+	if err := os.WriteFile(filepath.Join(backing, "f"), []byte(first), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.Open(filepath.Join(mnt, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	buf := make([]byte, 64)
+	if n, err := r.ReadAt(buf, 0); string(buf[:n]) != first {
+		t.Fatalf("first read %q, %v", buf[:n], err)
+	}
+	w, err := os.OpenFile(filepath.Join(backing, "f"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteString(more); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if fi, err := r.Stat(); err != nil || fi.Size() != int64(len(first+more)) {
+		t.Fatalf("stat of the open file: %v, %v; want size %d", fi, err, len(first+more))
+	}
+	if n, err := r.ReadAt(buf, 0); string(buf[:n]) != first+more {
+		t.Errorf("read %q, %v after the file grew elsewhere, want %q", buf[:n], err, first+more)
+	}
+}
+
 // attrCounter is a namespace that counts GetAttr calls by path.
 type attrCounter struct {
 	*posixns.FS

@@ -224,8 +224,13 @@ func (s *Server) fsOptions() *fs.Options {
 			// Without the client cache every open looks the file up again
 			// and drops its cached pages (close-to-open), so the kernel need
 			// not ask for attributes before every read, which doubled the
-			// round trips of small reads.
+			// round trips of small reads. It must still drop them when it
+			// learns that the file changed size, which the kernel does
+			// unless it is in fully explicit mode: another mount that grew
+			// the file would leave a reader that holds it open the zeros of
+			// the cached page at the old end of file.
 			ExplicitDataCacheControl: !o.ClientCache,
+			DisabledCapabilities:     fuse.CAP_EXPLICIT_INVAL_DATA,
 			Debug:                    o.Debug,
 		},
 		EntryTimeout:    entry,
