@@ -120,7 +120,8 @@ func timespec(t *time.Time, now bool) unix.Timespec {
 	case t == nil:
 		return unix.Timespec{Nsec: unix.UTIME_OMIT}
 	}
-	return unix.NsecToTimespec(t.UnixNano())
+	// Not t.UnixNano, which wraps around for times past 2262.
+	return unix.Timespec{Sec: t.Unix(), Nsec: int64(t.Nanosecond())}
 }
 
 // Access checks the caller's permission with faccessat2(AT_EACCESS), which

@@ -237,6 +237,24 @@ func TestSetAttr(t *testing.T) {
 	}
 }
 
+// TestSetAttrTimesPast2262 sets a time that nanoseconds since the epoch in
+// an int64 cannot hold, which the backing file system can.
+func TestSetAttrTimesPast2262(t *testing.T) {
+	fsys, _ := newFS(t)
+	ctx := context.Background()
+	if _, err := fsys.Create(ctx, "f", os.O_RDWR, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mtime := time.Date(2400, 1, 2, 3, 4, 5, 6, time.UTC)
+	a, err := fsys.SetAttr(ctx, "f", namespace.SetAttr{Mtime: &mtime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Mtime.Equal(mtime) {
+		t.Fatalf("SetAttr gave mtime %v, want %v", a.Mtime, mtime)
+	}
+}
+
 func TestData(t *testing.T) {
 	fsys, _ := newFS(t)
 	ctx := context.Background()

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"math"
 	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/namespace"
@@ -226,8 +227,27 @@ func (e *Encoder) Attr(a namespace.Attr) *Encoder {
 	return e.Time(a.Atime).Time(a.Mtime).Time(a.Ctime)
 }
 
-// Time appends t as nanoseconds since the epoch.
-func (e *Encoder) Time(t time.Time) *Encoder { return e.Int64(t.UnixNano()) }
+// Time appends t as nanoseconds since the epoch. A time outside what that
+// holds (before 1678 or after 2262) is sent as the nearest one it holds, as
+// a file system clamps a time outside its range; its nanoseconds would
+// otherwise wrap around, and a time set in 2500 would reach the backing
+// file system as one in 1915.
+func (e *Encoder) Time(t time.Time) *Encoder {
+	switch {
+	case t.Before(minTime):
+		t = minTime
+	case t.After(maxTime):
+		t = maxTime
+	}
+	return e.Int64(t.UnixNano())
+}
+
+// minTime and maxTime are the first and last times that Encoder.Time sends
+// as they are.
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
 
 // Attr reads an Attr.
 func (d *Decoder) Attr() namespace.Attr {

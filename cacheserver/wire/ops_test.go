@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -23,6 +24,13 @@ func TestMessagesRoundTrip(t *testing.T) {
 			},
 			decode: func(d *Decoder) any { return d.Attr() },
 			want:   namespace.Attr{Ino: 7, Mode: 0o100644, Nlink: 2, UID: 1, GID: 2, Size: 3, Blocks: 8, Rdev: 9, Atime: now, Mtime: now, Ctime: now},
+		},
+		"attr with times past what nanoseconds hold": {
+			encode: func(e *Encoder) {
+				e.Attr(namespace.Attr{Atime: time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC), Mtime: time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC), Ctime: now})
+			},
+			decode: func(d *Decoder) any { return d.Attr() },
+			want:   namespace.Attr{Atime: time.Unix(0, math.MinInt64), Mtime: time.Unix(0, math.MaxInt64), Ctime: now},
 		},
 		"setattr with some fields": {
 			encode: func(e *Encoder) {
