@@ -551,6 +551,33 @@ func TestGrowthElsewhereIsReadThroughAnOpenFile(t *testing.T) {
 	}
 }
 
+// TestNoPermissionsShowAsNone checks that a file and a directory without
+// any permission bits show none through the mount, as on the backing file
+// system: a copy made through the mount (cp -a, rsync, tar) must not give
+// them permissions they never had.
+func TestNoPermissionsShowAsNone(t *testing.T) {
+	mnt, _, _ := mount(t, Options{})
+	if err := os.WriteFile(filepath.Join(mnt, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(mnt, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"f", "d"} {
+		p := filepath.Join(mnt, name)
+		if err := os.Chmod(p, 0); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := fi.Mode().Perm(); perm != 0 {
+			t.Errorf("%s shows permissions %v after chmod 0, want none", name, perm)
+		}
+	}
+}
+
 // attrCounter is a namespace that counts GetAttr calls by path.
 type attrCounter struct {
 	*posixns.FS

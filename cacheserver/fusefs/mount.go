@@ -236,6 +236,11 @@ func (s *Server) fsOptions() *fs.Options {
 		EntryTimeout:    entry,
 		AttrTimeout:     &o.AttrTimeout,
 		NegativeTimeout: &neg,
+		// go-fuse would show a file without permission bits as 0644 and a
+		// directory as 0755, so that a mount with default_permissions can
+		// enter it; this one asks the servers (Access), and must show the
+		// mode the backing file has.
+		NullPermissions: true,
 	}
 }
 
