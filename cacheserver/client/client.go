@@ -131,6 +131,8 @@ type fileState struct {
 	// wrote is the time of this client's last write, which the backing
 	// file does not show until write-back; zero after an explicit utimens.
 	wrote time.Time
+	// mtime is the modification time learned from the servers.
+	mtime time.Time
 }
 
 var _ namespace.FS = (*FS)(nil)

@@ -39,6 +39,7 @@ func (f *FS) learn(path string, a namespace.Attr, since uint64) {
 	}
 	st.sized = true
 	st.mode, st.gid = a.Mode, a.GID
+	st.mtime = a.Mtime
 }
 
 // withWrites folds the time of this client's last write to path into its

@@ -8,8 +8,10 @@ import (
 	"slices"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/wire"
 )
 
@@ -85,11 +87,43 @@ func optionalUint64(d *wire.Decoder) uint64 {
 // descriptors of it are open (each open learns it afresh); Released
 // forgets it.
 func (f *FS) Flush(ctx context.Context, path string) error {
-	if wrote := f.takeUnsynced(path); len(wrote) > 0 {
-		return f.syncOn(ctx, path, slices.Sorted(maps.Keys(wrote)), wrote)
+	wrote := f.takeUnsynced(path)
+	if len(wrote) == 0 {
+		return nil
 	}
-	return nil
+	err := f.syncOn(ctx, path, slices.Sorted(maps.Keys(wrote)), wrote)
+	f.showWrites(ctx, path)
+	return err
 }
+
+// showWrites moves the modification time of the backing file of path to
+// now when this client's last write to it came well after the time the
+// servers showed: the file would show that older time from the close
+// until its write-back, which may be hours away, and rsync or make would
+// take a file changed in place for the old one. A file created by the
+// open shows its creation time, close enough, and costs nothing more here.
+// "Now" needs only write permission; a caller who lost it since the open
+// leaves the time to the write-back.
+func (f *FS) showWrites(ctx context.Context, path string) {
+	f.mu.Lock()
+	st := f.files[path]
+	behind := st != nil && st.wrote.Sub(st.mtime) > mtimeSlack
+	f.mu.Unlock()
+	if !behind {
+		return
+	}
+	since := f.asked()
+	a, err := f.attrCall(ctx, path, wire.OpSetAttr, pathArgs(path).SetAttr(namespace.SetAttr{MtimeNow: true}))
+	if err != nil {
+		f.log.Debug("Leaving the modification time to write-back", "path", path, "err", err)
+		return
+	}
+	f.learn(path, a, since)
+}
+
+// mtimeSlack is how far the backing file's modification time may lag
+// behind this client's last write to it at close.
+const mtimeSlack = time.Second
 
 // Fsync publishes the size and makes the data durable on every server, as
 // their durability setting says.

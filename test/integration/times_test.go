@@ -96,6 +96,43 @@ func TestExplicitTimesSurviveWriteBack(t *testing.T) {
 	}
 }
 
+// TestChangeInPlaceMovesModificationTime changes an old file in place,
+// without truncating it, through the mount. After the close, and long
+// before the data is written back, the file must show a modification time
+// of about the change, not its old one: rsync and make compare it, and a
+// file of the same size with its old time reads as unchanged to them.
+func TestChangeInPlaceMovesModificationTime(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 3)
+	p := filepath.Join(in.mount, "f")
+	if err := os.WriteFile(p, randomBytes(2<<20, 3), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("changed"), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	wrote := time.Now()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := mtimeOf(t, p); got.Sub(wrote).Abs() > 2*time.Second {
+		t.Errorf("mtime after the change and close is %v, the change was at %v", got, wrote)
+	}
+	must(t, "local", "down", "--mount", in.mount)
+	if got := mtimeOf(t, filepath.Join(in.backing, "f")); got.Before(wrote.Add(-time.Second)) {
+		t.Errorf("backing file has mtime %v after down, before the change at %v", got, wrote)
+	}
+}
+
 // writeThenFutimes writes data to a new file at path and sets its times to
 // at through the descriptor, before closing it.
 func writeThenFutimes(t *testing.T, path string, data []byte, at time.Time) {
