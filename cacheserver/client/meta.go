@@ -209,15 +209,19 @@ func (f *FS) Rename(ctx context.Context, oldPath, newPath string, flags uint32) 
 // names. Served after the rename, it would show the replaced file's bytes
 // under the new name, to every mount, until evicted. Copy-ups still under
 // way are waited for and dropped too; those that begin later read the
-// renamed files. The paths go at once, since the rename has made every
-// size durable on the backing store. The rename is done whatever this
+// renamed files. Another mount may have written a path since the rename,
+// so each path goes in the two rounds of flushAndDrop, the second only
+// once every server wrote it back. The rename is done whatever this
 // finds: a server that fails here is logged, not answered.
 func (f *FS) dropRenamed(ctx context.Context, paths ...string) {
 	ctx = context.WithoutCancel(ctx)
 	var wg sync.WaitGroup
 	for _, p := range paths {
 		wg.Go(func() {
-			err := f.settleOn(ctx, wire.OpFlushAndDrop, pathArgs(p), p, f.every(), nil)
+			err := f.settleOn(ctx, wire.OpFlushAndDrop, pathArgs(p).Bool(true), p, f.every(), nil)
+			if err == nil || errors.Is(err, syscall.ENOENT) {
+				err = f.settleOn(ctx, wire.OpFlushAndDrop, pathArgs(p), p, f.every(), nil)
+			}
 			if err != nil && !errors.Is(err, syscall.ENOENT) {
 				f.log.Warn("Dropping what was copied up during a rename", "path", p, "err", err)
 			}
