@@ -35,6 +35,9 @@ type holdProxy struct {
 	// set, it closes new ones at once (cut).
 	conns    []net.Conn
 	refusing bool
+	// cuts counts the calls of cut: a request held on a connection
+	// accepted before the last one is dead.
+	cuts int
 }
 
 // cut closes every connection through the proxy, with the requests held on
@@ -43,10 +46,18 @@ func (p *holdProxy) cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.refusing = true
+	p.cuts++
 	for _, c := range p.conns {
 		_ = c.Close()
 	}
 	p.conns = nil
+}
+
+// live reports whether h was held on a connection that no cut closed.
+func (p *holdProxy) live(h heldRequest) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return h.cuts == p.cuts
 }
 
 // heal lets connections through again.
@@ -63,6 +74,7 @@ type heldRequest struct {
 	args  *wire.Decoder
 	frame []byte
 	to    *lockedWriter
+	cuts  int // the proxy's cuts when its connection was accepted
 }
 
 // lockedWriter serializes frames written to one server connection.
@@ -140,18 +152,19 @@ func startProxy(t *testing.T, server string, hold func(wire.Op, *wire.Decoder) b
 			}
 			p.mu.Lock()
 			p.conns = append(p.conns, c, s)
+			cuts := p.cuts
 			p.mu.Unlock()
 			// The requests of this connection whose answers are held, by id.
 			var answers sync.Map
 			wg.Go(func() { p.responses(s, &lockedWriter{w: c}, &answers); _ = c.Close() })
-			wg.Go(func() { p.requests(c, &lockedWriter{w: s}, &answers); _ = s.Close() })
+			wg.Go(func() { p.requests(c, &lockedWriter{w: s}, &answers, cuts); _ = s.Close() })
 		}
 	})
 	return p
 }
 
 // requests forwards the handshake answer as it is, then frame by frame.
-func (p *holdProxy) requests(from io.Reader, to *lockedWriter, answers *sync.Map) {
+func (p *holdProxy) requests(from io.Reader, to *lockedWriter, answers *sync.Map, cuts int) {
 	hs := make([]byte, handshakeAnswer)
 	if _, err := io.ReadFull(from, hs); err != nil || to.write(hs) != nil {
 		return
@@ -167,18 +180,20 @@ func (p *holdProxy) requests(from io.Reader, to *lockedWriter, answers *sync.Map
 			p.mu.Lock()
 			p.heldID[id] = true
 			p.mu.Unlock()
-			p.held <- heldRequest{id: id, op: op, args: argsOf(wire.NewDecoder(meta)), frame: frame, to: to}
+			p.held <- heldRequest{id: id, op: op, args: argsOf(wire.NewDecoder(meta)), frame: frame, to: to, cuts: cuts}
 			continue
 		}
 		if p.holdAnswer != nil && p.holdAnswer(op) {
 			answers.Store(id, op)
 		}
-		if to.write(frame) != nil {
-			return
-		}
+		// Told before it is passed on, so that a test that saw the answer
+		// finds the request here.
 		select {
 		case p.forwarded <- op:
 		default: // nobody watches this many requests
+		}
+		if to.write(frame) != nil {
+			return
 		}
 	}
 }

@@ -63,15 +63,21 @@ func writeWithPushesHeld(t *testing.T, p string, n int) (*FS, *servertest.Instan
 	return f, in, px
 }
 
-// waitHeld returns the next request the proxy held back.
+// waitHeld returns the next request the proxy held back on a connection
+// that is still open: those held on connections it cut are gone.
 func waitHeld(t *testing.T, px *holdProxy) heldRequest {
 	t.Helper()
-	select {
-	case h := <-px.held:
-		return h
-	case <-time.After(10 * pushDelay):
-		t.Fatal("no size was published in the background")
-		return heldRequest{}
+	timeout := time.After(10 * pushDelay)
+	for {
+		select {
+		case h := <-px.held:
+			if px.live(h) {
+				return h
+			}
+		case <-timeout:
+			t.Fatal("no size was published in the background")
+			return heldRequest{}
+		}
 	}
 }
 
