@@ -9,7 +9,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -50,7 +49,6 @@ func newManagerCmd() *cobra.Command {
 	fl.DurationVar(&f.flushAttemptTimeout, "flush-attempt-timeout", time.Minute, "bound of one blocking flush call at teardown; it is then called again")
 	f.cert.register(fl)
 	cmd.AddCommand(newPrepareCacheDirCmd())
-	cmd.AddCommand(newCheckBackingCmd())
 	return cmd
 }
 
@@ -133,43 +131,4 @@ func newPrepareCacheDirCmd() *cobra.Command {
 	cmd.Flags().IntVar(&uid, "uid", -1, "owner")
 	cmd.Flags().IntVar(&gid, "gid", -1, "group")
 	return cmd
-}
-
-// newCheckBackingCmd is run by an init container of each cache server pod,
-// as the instance's runAs identity, with the whole backing file system
-// mounted read-only. The server container mounts only the directory the
-// pool granted (a sub-path), and so never walks the directories above it,
-// whose permissions must hold as they would for the job on the file system
-// itself; and kubelet would make a missing sub-path as root. This checks,
-// before the server starts, that the identity reaches the directory.
-func newCheckBackingCmd() *cobra.Command {
-	var dir string
-	cmd := &cobra.Command{
-		Use:    "check-backing --path DIR",
-		Short:  "Check that this identity reaches a directory of the backing file system",
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return checkReaches(dir)
-		},
-	}
-	cmd.Flags().StringVar(&dir, "path", "", "the directory the server mounts")
-	return cmd
-}
-
-// checkReaches opens dir by its path, which needs search permission on
-// every directory above it and none on dir itself, as the job's own walk
-// to it on the file system would.
-func checkReaches(dir string) error {
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("uid %d (gid %d, groups %v) cannot reach the granted directory %s of the backing file system: %w",
-			os.Getuid(), os.Getgid(), groups(), dir, err)
-	}
-	return unix.Close(fd)
-}
-
-func groups() []int {
-	g, _ := os.Getgroups()
-	return g
 }

@@ -33,7 +33,7 @@ func buildServerPod(s *scope, i int, o Options) *corev1.Pod {
 		Hostname:           pod.Name,
 		Subdomain:          ServiceName(inst),
 		SecurityContext:    podSecurityContext(inst.Spec.RunAs),
-		InitContainers:     initContainers(s, o),
+		InitContainers:     []corev1.Container{prepareContainer(inst, o)},
 		Containers:         []corev1.Container{serverContainer(s, i, o)},
 		Volumes:            volumes(inst, pool, i),
 		RestartPolicy:      corev1.RestartPolicyAlways,
@@ -83,52 +83,12 @@ func prepareContainer(inst *cachev1alpha1.CacheInstance, o Options) corev1.Conta
 	}
 }
 
-// initContainers prepare the cache directory and, when the server mounts
-// only part of the backing file system, check that runAs reaches that part.
-func initContainers(s *scope, o Options) []corev1.Container {
-	c := []corev1.Container{prepareContainer(s.inst, o)}
-	if check, ok := checkBackingContainer(s, o); ok {
-		c = append(c, check)
-	}
-	return c
-}
-
-// checkBackingContainer checks, as runAs, that the directory the server
-// container mounts of the backing file system (backingMount) is there and
-// that runAs may search every directory above it: the server, which sees
-// that directory only, cannot, and kubelet would make a missing one as
-// root. It holds the whole file system, read-only, for as long as the
-// check takes.
-func checkBackingContainer(s *scope, o Options) (corev1.Container, bool) {
-	if s.inst.Spec.Backing == nil {
-		return corev1.Container{}, false
-	}
-	fs := policy.FindFilesystem(s.pool, s.inst.Spec.Backing.Filesystem)
-	if fs == nil {
-		return corev1.Container{}, false
-	}
-	part := backingMount(fs, policy.BackingBeneath(s.inst, s.pool, s.nsLabels))
-	if part.SubPath == "" {
-		return corev1.Container{}, false
-	}
-	whole := corev1.VolumeMount{Name: "backing", MountPath: path.Clean(string(fs.MountPath)), ReadOnly: true}
-	return corev1.Container{
-		Name: "check-backing", Image: o.ServerImage,
-		Command:                  []string{"burstcache", "manager", "check-backing", "--path=" + part.MountPath},
-		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptrTo(false),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
-		VolumeMounts: []corev1.VolumeMount{whole},
-	}, true
-}
-
 // serverStartup is how long a server may take to start, recovery of its
 // index included, before the kubelet restarts it.
 const serverStartup = 15 * time.Minute
 
 func serverContainer(s *scope, i int, o Options) corev1.Container {
+	inst, pool := s.inst, s.pool
 	return corev1.Container{
 		Name: "server", Image: o.ServerImage,
 		Command: []string{"burstcache", "server"},
@@ -159,7 +119,7 @@ func serverContainer(s *scope, i int, o Options) corev1.Container {
 			PeriodSeconds: 20, FailureThreshold: 3,
 		},
 		Resources:    corev1.ResourceRequirements{Requests: o.ServerRequests},
-		VolumeMounts: volumeMounts(s),
+		VolumeMounts: volumeMounts(inst, pool),
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptrTo(false),
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},

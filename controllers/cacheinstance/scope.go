@@ -110,33 +110,19 @@ func (s *scope) notReadyMessage() string {
 	return msg + s.serverFailure()
 }
 
-// serverFailure says why the first server that is not ready and one of
-// whose containers, init containers first, last exited with a message (its
-// termination message, or the end of its log) is not, or returns "".
+// serverFailure returns ": <server> exited: <reason>" for the first server
+// that is not ready and whose container last exited with a message (its
+// termination message, or the end of its log), or "".
 func (s *scope) serverFailure() string {
 	for i, srv := range s.inst.Status.Servers {
 		if srv.Ready || s.pods[i] == nil {
 			continue
 		}
-		st := s.pods[i].Status
-		for _, c := range st.InitContainerStatuses {
-			if msg := lastExit(c); msg != "" {
-				return fmt.Sprintf(": %s could not start (%s): %s", srv.Name, c.Name, msg)
+		for _, c := range s.pods[i].Status.ContainerStatuses {
+			if t := c.LastTerminationState.Terminated; t != nil && strings.TrimSpace(t.Message) != "" {
+				return fmt.Sprintf(": %s exited: %s", srv.Name, strings.TrimSpace(t.Message))
 			}
 		}
-		for _, c := range st.ContainerStatuses {
-			if msg := lastExit(c); msg != "" {
-				return fmt.Sprintf(": %s exited: %s", srv.Name, msg)
-			}
-		}
-	}
-	return ""
-}
-
-// lastExit returns the message a container left when it last exited.
-func lastExit(c corev1.ContainerStatus) string {
-	if t := c.LastTerminationState.Terminated; t != nil {
-		return strings.TrimSpace(t.Message)
 	}
 	return ""
 }

@@ -3,7 +3,6 @@ package cacheinstance
 import (
 	"path"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -57,8 +56,7 @@ func backingSource(fs *cachev1alpha1.BackingFilesystem) corev1.VolumeSource {
 	}
 }
 
-func volumeMounts(s *scope) []corev1.VolumeMount {
-	inst, pool := s.inst, s.pool
+func volumeMounts(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool) []corev1.VolumeMount {
 	mounts := []corev1.VolumeMount{
 		{Name: "cache", MountPath: cacheMountPath},
 		{Name: "data-secret", MountPath: secretMountPath, ReadOnly: true},
@@ -70,24 +68,5 @@ func volumeMounts(s *scope) []corev1.VolumeMount {
 	if fs == nil {
 		return mounts
 	}
-	return append(mounts, backingMount(fs, policy.BackingBeneath(inst, pool, s.nsLabels)))
-}
-
-// backingMount mounts, of the backing file system, only the directory that
-// the server's backing directory must stay beneath (the prefix the pool
-// granted), at the path jobs see it. The rest of the file system stays out
-// of the container: namespace editors may run commands in the server's pod
-// (pods/exec) or give its container another image, and must reach no more
-// of the file system, as runAs, than the pool granted their namespace.
-// Kubelet refuses a sub-path that leads out of its volume, through a
-// symbolic link or otherwise, so a link in the prefix cannot widen it.
-func backingMount(fs *cachev1alpha1.BackingFilesystem, beneath string) corev1.VolumeMount {
-	mount := path.Clean(string(fs.MountPath))
-	m := corev1.VolumeMount{Name: "backing", MountPath: mount}
-	rel, ok := strings.CutPrefix(beneath, strings.TrimSuffix(mount, "/")+"/")
-	if !ok || rel == "" {
-		return m
-	}
-	m.MountPath, m.SubPath = beneath, rel
-	return m
+	return append(mounts, corev1.VolumeMount{Name: "backing", MountPath: string(fs.MountPath)})
 }

@@ -30,15 +30,6 @@ type ready struct {
 
 func (k *Kubelet) runInit(ctx context.Context, pod *corev1.Pod) {
 	GinkgoHelper()
-	name, out, err := k.runInitContainers(ctx, pod)
-	Expect(err).NotTo(HaveOccurred(), "init container %s: %s", name, out)
-}
-
-// runInitContainers prepares the pod's volumes and runs its init
-// containers in order, each as its identity, until one fails: it returns
-// that one's name, output and error.
-func (k *Kubelet) runInitContainers(ctx context.Context, pod *corev1.Pod) (string, string, error) {
-	GinkgoHelper()
 	for _, v := range pod.Spec.Volumes {
 		if v.HostPath != nil && v.HostPath.Type != nil && *v.HostPath.Type == corev1.HostPathDirectoryOrCreate {
 			Expect(os.MkdirAll(v.HostPath.Path, 0o755)).To(Succeed())
@@ -50,39 +41,9 @@ func (k *Kubelet) runInitContainers(ctx context.Context, pod *corev1.Pod) (strin
 	for _, c := range pod.Spec.InitContainers {
 		Expect(c.Command[0]).To(Equal("burstcache"))
 		args := k.mapPaths(pod, c, append(c.Command[1:], c.Args...))
-		cmd := exec.Command(k.Bin, args...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: containerCredential(pod, c)}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return c.Name, string(out), err
-		}
+		out, err := exec.Command(k.Bin, args...).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "init container %s: %s", c.Name, out)
 	}
-	return "", "", nil
-}
-
-// RunInitFailing runs the pod's init containers as Start does, for one
-// expected to fail, and reports its failure in the pod's status as kubelet
-// does once it restarted it; it returns its output. Init containers that
-// all succeed fail the spec.
-func (k *Kubelet) RunInitFailing(ctx context.Context, pod *corev1.Pod) string {
-	GinkgoHelper()
-	name, out, err := k.runInitContainers(ctx, pod)
-	Expect(err).To(HaveOccurred(), "every init container succeeded")
-	Eventually(func() error {
-		cur := &corev1.Pod{}
-		if err := k.Client.Get(ctx, client.ObjectKeyFromObject(pod), cur); err != nil {
-			return err
-		}
-		cur.Status.Phase = corev1.PodPending
-		cur.Status.InitContainerStatuses = []corev1.ContainerStatus{{
-			Name: name, RestartCount: 1,
-			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
-			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: 1, Reason: "Error", Message: out,
-			}},
-		}}
-		return k.Client.Status().Update(ctx, cur)
-	}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
-	return out
 }
 
 func (k *Kubelet) runServer(pod *corev1.Pod) *serverProc {
@@ -209,7 +170,7 @@ func (k *Kubelet) mapPaths(pod *corev1.Pod, c corev1.Container, args []string) [
 }
 
 // hostPath maps a path in the container to the host path or secret volume
-// behind it, below the mount's sub-path.
+// behind it.
 func (k *Kubelet) hostPath(pod *corev1.Pod, c corev1.Container, p string) string {
 	GinkgoHelper()
 	for _, m := range c.VolumeMounts {
@@ -219,10 +180,10 @@ func (k *Kubelet) hostPath(pod *corev1.Pod, c corev1.Container, p string) string
 		}
 		for _, v := range pod.Spec.Volumes {
 			if v.Name == m.Name && v.HostPath != nil {
-				return filepath.Join(v.HostPath.Path, m.SubPath) + rest
+				return v.HostPath.Path + rest
 			}
 			if v.Name == m.Name && v.PersistentVolumeClaim != nil {
-				return filepath.Join(k.ClaimDir(pod.Namespace, v.PersistentVolumeClaim.ClaimName), m.SubPath) + rest
+				return k.ClaimDir(pod.Namespace, v.PersistentVolumeClaim.ClaimName) + rest
 			}
 			if v.Name == m.Name && v.Secret != nil {
 				return k.secretDir(pod, v.Name) + rest
@@ -283,21 +244,6 @@ func credential(sc *corev1.PodSecurityContext) *syscall.Credential {
 	cred := &syscall.Credential{Uid: uint32(*sc.RunAsUser), Gid: uint32(*sc.RunAsGroup)}
 	for _, g := range sc.SupplementalGroups {
 		cred.Groups = append(cred.Groups, uint32(g))
-	}
-	return cred
-}
-
-// containerCredential is the identity of container c of pod: the pod's,
-// with the user and group that the container's own security context sets.
-func containerCredential(pod *corev1.Pod, c corev1.Container) *syscall.Credential {
-	cred := credential(pod.Spec.SecurityContext)
-	if sc := c.SecurityContext; sc != nil {
-		if sc.RunAsUser != nil {
-			cred.Uid = uint32(*sc.RunAsUser)
-		}
-		if sc.RunAsGroup != nil {
-			cred.Gid = uint32(*sc.RunAsGroup)
-		}
 	}
 	return cred
 }
