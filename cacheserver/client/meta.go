@@ -218,11 +218,11 @@ func (f *FS) dropRenamed(ctx context.Context, paths ...string) {
 	var wg sync.WaitGroup
 	for _, p := range paths {
 		wg.Go(func() {
-			err := f.settleOn(ctx, wire.OpFlushAndDrop, pathArgs(p).Bool(true), p, f.every(), nil)
-			if err == nil || errors.Is(err, syscall.ENOENT) {
-				err = f.settleOn(ctx, wire.OpFlushAndDrop, pathArgs(p), p, f.every(), nil)
+			err := f.writeBackKeepingSizes(ctx, p, nil)
+			if err == nil {
+				err = f.forgetEverywhere(ctx, p)
 			}
-			if err != nil && !errors.Is(err, syscall.ENOENT) {
+			if err != nil {
 				f.log.Warn("Dropping what was copied up during a rename", "path", p, "err", err)
 			}
 		})
@@ -263,18 +263,40 @@ func (f *FS) keepMtime(ctx context.Context, p string, before namespace.Attr) boo
 func (f *FS) flushAndDrop(ctx context.Context, paths ...string) error {
 	ctx = context.WithoutCancel(ctx)
 	for _, p := range paths {
-		err := f.settleOn(ctx, wire.OpFlushAndDrop, pathArgs(p).Bool(true), p, f.every(), f.takeUnsynced(p))
-		if err != nil && !errors.Is(err, syscall.ENOENT) {
+		if err := f.writeBackKeepingSizes(ctx, p, f.takeUnsynced(p)); err != nil {
 			return err
 		}
 	}
 	for _, p := range paths {
-		err := f.settleOn(ctx, wire.OpFlushAndDrop, pathArgs(p), p, f.every(), nil)
-		if err != nil && !errors.Is(err, syscall.ENOENT) {
+		if err := f.forgetEverywhere(ctx, p); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeBackKeepingSizes is the first round of flushAndDrop for p: every
+// server writes p back and forgets its clean data, keeping the sizes it
+// recorded. wrote is what this client wrote to p and has not made durable,
+// checked as flushAndDrop says. A path the servers do not know is not an
+// error.
+func (f *FS) writeBackKeepingSizes(ctx context.Context, p string, wrote map[int]uint64) error {
+	return knownOrNil(f.settleOn(ctx, wire.OpFlushAndDrop, pathArgs(p).Bool(true), p, f.every(), wrote))
+}
+
+// forgetEverywhere is the second round of flushAndDrop for p: every server
+// writes back what came since the first and forgets p, sizes included.
+func (f *FS) forgetEverywhere(ctx context.Context, p string) error {
+	return knownOrNil(f.settleOn(ctx, wire.OpFlushAndDrop, pathArgs(p), p, f.every(), nil))
+}
+
+// knownOrNil returns err, or nil when it says that the servers do not know
+// the path: they hold nothing of it to write back.
+func knownOrNil(err error) error {
+	if errors.Is(err, syscall.ENOENT) {
+		return nil
+	}
+	return err
 }
 
 // WriteBack writes back what every server holds dirty of p, whoever wrote
@@ -286,12 +308,7 @@ func (f *FS) WriteBack(ctx context.Context, p string) error {
 	if err := f.pushSize(ctx, p); err != nil {
 		return err
 	}
-	ctx = context.WithoutCancel(ctx)
-	err := f.settleOn(ctx, wire.OpFlushAndDrop, pathArgs(p).Bool(true), p, f.every(), f.takeUnsynced(p))
-	if err != nil && !errors.Is(err, syscall.ENOENT) {
-		return err
-	}
-	return nil
+	return f.writeBackKeepingSizes(context.WithoutCancel(ctx), p, f.takeUnsynced(p))
 }
 
 // Link writes back the data of oldPath before the new name appears, since
