@@ -156,7 +156,14 @@
 //     client's, while the index already called the extent clean: nothing
 //     would have written it back again, and eviction could have dropped
 //     the only copy. The fsyncs are grouped: the extents written back to a
-//     file while one fsync of it runs wait for the next.
+//     file while one fsync of it runs wait for the next. WriteOut, which a
+//     client asks for before it sets an explicit modification time on a
+//     backing file, waits for the writes of a file's dirty extents to the
+//     backing file but not for their fsync, and the extents stay dirty
+//     until the syncer's: only a write moves the time, an fsync does not
+//     (TestFsyncKeepsExplicitTimes), and a crash before the fsync leaves
+//     the index as the call found it: what it named dirty is written back
+//     again.
 //  7. An extent is written back only while the committed index names no
 //     other version of it dirty (durableDirty): one written back before and
 //     rewritten since into another slot, or one of a file dropped since.

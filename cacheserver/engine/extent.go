@@ -46,12 +46,20 @@ type extent struct {
 	prefetched bool // copied up ahead of a sequential reader, not read yet
 	failures   int
 	retryAt    time.Time
+	// out says that the dirty range at generation outGen is in the backing
+	// file, which waits for the syncer's fsync (see WriteOut); wb is set.
+	out    bool
+	outGen uint64
 
 	list       *xlist
 	prev, next *extent
 }
 
 func (x *extent) dirty() bool { return x.hi > x.lo }
+
+// notOut reports whether x holds bytes that the backing file lacks: it is
+// dirty, and not written back as it is now.
+func (x *extent) notOut() bool { return x.dirty() && (!x.out || x.outGen != x.gen) }
 
 func (x *extent) key() index.Key { return index.Key{Path: x.f.path, Index: x.idx} }
 

@@ -178,6 +178,29 @@ func (e *Engine) EvictPath(ctx context.Context, pathOrDir string) error {
 	return e.waitCommit(ctx)
 }
 
+// WriteOut writes the dirty data of a path, or of every file under a
+// directory, to the backing files, and returns once every byte that was
+// dirty when it was called is in them: those that a worker was writing
+// back are waited for, those that wait only for the syncer's fsync are
+// not. It drops nothing, and commits nothing: the extents stay dirty
+// until the syncer fsyncs their files, as every write-back's (rule 6 of
+// the package doc), so a crash before that leaves the index as the call
+// found it, and what it names dirty is written back again. A caller that
+// sets an explicit modification time on a backing file next sees it kept:
+// a write to the file moves the time, while its fsync does not. Local file
+// systems set the time at the write, not when its pages reach the disk
+// (TestFsyncKeepsExplicitTimes checks the test's); the Linux NFS client
+// sends a file's dirty pages before it sets a time on it (nfs_setattr).
+// A backing file system whose client sent them only at the fsync, with
+// the server's time, would move the time.
+func (e *Engine) WriteOut(ctx context.Context, pathOrDir string) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	return e.writeTree(ctx, pathOrDir, (*extent).notOut, false)
+}
+
 // ForgetRemoved forgets what the cache saw of the backing file p, which an
 // unlink just removed: its clean extents and its size there. Dirty data
 // stays: it is the doomed file's, which the unlink's EndDoom ends, or that
@@ -260,6 +283,15 @@ func (e *Engine) flushTree(ctx context.Context, dir string) error {
 // flushTreeYielding is flushTree; with yield set, the write-back yields to
 // jobs' I/O (see yieldToJobs), for flushes nobody blocks on.
 func (e *Engine) flushTreeYielding(ctx context.Context, dir string, yield bool) error {
+	return e.writeTree(ctx, dir, (*extent).dirty, yield)
+}
+
+// writeTree writes back the extents under dir that are pending, until none
+// is left, as flushTreeYielding says. An extent that stops being pending
+// only when the syncer counts it clean (dirty) makes it wait for the
+// fsyncs; one that stops once its bytes are in the backing file (notOut)
+// does not.
+func (e *Engine) writeTree(ctx context.Context, dir string, pending func(*extent) bool, yield bool) error {
 	e.mu.Lock()
 	errs := e.st.wbErrors
 	if !yield {
@@ -272,7 +304,7 @@ func (e *Engine) flushTreeYielding(ctx context.Context, dir string, yield bool) 
 	}
 	e.mu.Unlock()
 	for {
-		xs, busy, failed := e.dirtyUnder(dir, errs)
+		xs, busy, failed := e.dirtyUnder(dir, errs, pending)
 		if failed != nil {
 			return fmt.Errorf("flushing %s: %w", dir, e.dirtyLeft(failed))
 		}
@@ -302,17 +334,17 @@ func (e *Engine) flushTreeYielding(ctx context.Context, dir string, yield bool) 
 	}
 }
 
-// dirtyUnder lists the dirty extents under dir that nobody writes back and
-// whose backoff is over, and reports whether others are left. failed is
-// the last write-back error when an extent under dir failed flushGiveUp
+// dirtyUnder lists the pending extents under dir that nobody writes back
+// and whose backoff is over, and reports whether others are left. failed
+// is the last write-back error when an extent under dir failed flushGiveUp
 // times in a row, and as many write-backs failed since the count was errs.
-func (e *Engine) dirtyUnder(dir string, errs int64) (xs []*extent, busy bool, failed error) {
+func (e *Engine) dirtyUnder(dir string, errs int64, pending func(*extent) bool) (xs []*extent, busy bool, failed error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := time.Now()
 	for _, f := range e.filesUnderLocked(dir) {
 		for _, x := range f.extents {
-			if x.state != ready || !x.dirty() {
+			if x.state != ready || !pending(x) {
 				continue
 			}
 			if x.failures >= flushGiveUp && e.st.wbErrors-errs >= flushGiveUp {

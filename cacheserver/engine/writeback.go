@@ -228,6 +228,7 @@ func (e *Engine) wroteBackLocked(x *extent, gen uint64, lo, hi int32) {
 	f.backingSize = max(f.backingSize, x.idx*e.es+int64(hi))
 	f.exists = true
 	f.sizeGen++
+	x.out, x.outGen = true, gen
 	e.unsynced[f] = append(e.unsynced[f], wroteBack{x: x, gen: gen, lo: lo, hi: hi})
 	e.kickSyncerLocked()
 }
@@ -347,7 +348,7 @@ func (e *Engine) syncBacking(f *file, ws []wroteBack) {
 		x := w.x
 		x.mu.RLock()
 		e.mu.Lock()
-		x.wb = false
+		x.wb, x.out = false, false
 		switch {
 		case skip || x.state != ready:
 			// A doomed file's extents wait for its doom to end; a dead
