@@ -249,7 +249,9 @@ func settling(fn func(Cache, context.Context, string) error) handlerFunc {
 // answers as settling does. With keepSizes (see wire.OpFlushAndDrop) it
 // writes back and drops only clean data, as an eviction does: the sizes
 // that the cache and the size hints hold stay until the client's second
-// call, once every server wrote the path back.
+// call, once every server wrote the path back. With keepData as well it
+// only writes the dirty data to the backing file, and does not wait for
+// the write-back to be made durable there.
 func (s *Server) flushAndDrop(ctx context.Context, req *wire.Request, resp *wire.Response) error {
 	p, err := readPath(req.Args)
 	if err != nil {
@@ -259,9 +261,16 @@ func (s *Server) flushAndDrop(ctx context.Context, req *wire.Request, resp *wire
 	if err != nil {
 		return err
 	}
-	if keepSizes {
+	keepData, err := optionalBool(req.Args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case keepSizes && keepData:
+		err = s.cfg.Cache.WriteOut(ctx, p)
+	case keepSizes:
 		err = s.cfg.Cache.EvictPath(ctx, p)
-	} else {
+	default:
 		s.sizes.forget(p)
 		err = s.cfg.Cache.FlushAndDrop(ctx, p)
 	}

@@ -59,6 +59,10 @@ type Cache interface {
 	// EvictPath writes back the data of path, a file or a tree, and drops
 	// what is clean; the sizes the cache recorded stay.
 	EvictPath(ctx context.Context, path string) error
+	// WriteOut writes the dirty data of path, a file or a tree, to the
+	// backing store, and returns once all of it is there, without waiting
+	// for it to be made durable there; nothing is dropped.
+	WriteOut(ctx context.Context, path string) error
 	InvalidatePath(ctx context.Context, path string) error
 	// AdmitWriter returns the error a write to path would meet now, for an
 	// open of it for writing: a write window used up (EROFS) or, if

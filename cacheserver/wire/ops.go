@@ -24,15 +24,21 @@ const (
 	OpTrim
 	// OpDrop (path) forgets cached data of path, dirty or not.
 	OpDrop
-	// OpFlushAndDrop (path[, keepSizes bool]) writes back then forgets
-	// cached data of path, and answers the server's incarnation (u64; see
-	// OpSync). With keepSizes the server forgets only clean data, and keeps
-	// the sizes it recorded: a client writes a path back this way on every
-	// server before it has any forget the sizes. A metadata server may know
-	// the size of a file whose end another server holds only from its
-	// record; forgotten while that end stays dirty there (its server
-	// failed), the file would read short. Servers of an earlier release
-	// ignore keepSizes and forget the sizes at once.
+	// OpFlushAndDrop (path[, keepSizes bool[, keepData bool]]) writes back
+	// then forgets cached data of path, and answers the server's
+	// incarnation (u64; see OpSync). With keepSizes the server forgets only
+	// clean data, and keeps the sizes it recorded: a client writes a path
+	// back this way on every server before it has any forget the sizes. A
+	// metadata server may know the size of a file whose end another server
+	// holds only from its record; forgotten while that end stays dirty
+	// there (its server failed), the file would read short. Servers of an
+	// earlier release ignore keepSizes and forget the sizes at once.
+	// With keepSizes and keepData the server forgets nothing, and answers
+	// once the dirty data is in the backing file, before the write-back's
+	// fsync: what a client needs before it sets an explicit modification
+	// time there, which a later write would move and a later fsync does
+	// not. The data is no more durable than before the call. Servers of an
+	// earlier release ignore keepData and evict, which serves too.
 	OpFlushAndDrop
 	// OpSync (path) makes the cached data of path durable per the server's
 	// durability setting, and answers the server's incarnation (u64): a

@@ -333,6 +333,14 @@ func (m *MemCache) EvictPath(_ context.Context, path string) error {
 	return m.flushLocked(path)
 }
 
+// WriteOut records the call and writes path back.
+func (m *MemCache) WriteOut(_ context.Context, path string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.record("writeout", path)
+	return m.flushLocked(path)
+}
+
 // InvalidatePath writes path back and forgets it.
 func (m *MemCache) InvalidatePath(ctx context.Context, path string) error {
 	return m.FlushAndDrop(ctx, path)
