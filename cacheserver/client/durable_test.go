@@ -135,3 +135,44 @@ func TestRenameAfterARestartReportsTheLoss(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteBackLeavesTheSyncToTheClose writes a file back before a time is
+// set on it: every server writes it out without evicting it, and the
+// close that follows must still make it durable on the servers the writes
+// went to, since the write-out made nothing durable.
+func TestWriteBackLeavesTheSyncToTheClose(t *testing.T) {
+	f, in := setup(t, 2)
+	ctx := context.Background()
+	create(t, f, "f")
+	if _, err := f.WriteAt(ctx, "f", randomData(2*testExtent), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.WriteBack(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range in.Caches {
+		if !slices.Contains(c.Calls, "writeout f") || slices.Contains(c.Calls, "evict f") {
+			t.Errorf("server %d calls after WriteBack: %q, want a write-out and no eviction", i, c.Calls)
+		}
+	}
+	if err := f.Flush(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	if got := syncedOn(in, "f"); !slices.Equal(got, []int{0, 1}) {
+		t.Fatalf("servers synced by the close after WriteBack: %v, want both the writes went to", got)
+	}
+}
+
+// TestCloseAfterWriteBackReportsTheLoss restarts a server that took writes
+// of a file before they were made durable, then writes the file back, as
+// before a time is set on it: the close that follows must fail with EIO.
+func TestCloseAfterWriteBackReportsTheLoss(t *testing.T) {
+	f := writtenThenRestarted(t)
+	ctx := context.Background()
+	if err := f.WriteBack(ctx, "f"); err != nil {
+		t.Fatalf("WriteBack after a restart: %v", err)
+	}
+	if err := f.Flush(ctx, "f"); !errors.Is(err, ErrServerRestarted) {
+		t.Fatalf("close after a restart lost writes and a write-back: %v, want ErrServerRestarted", err)
+	}
+}

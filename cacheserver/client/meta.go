@@ -299,16 +299,21 @@ func knownOrNil(err error) error {
 	return err
 }
 
-// WriteBack writes back what every server holds dirty of p, whoever wrote
-// it, and forgets its clean data there, keeping the sizes, as the first
-// round of flushAndDrop does: a time set on the backing file next is then
-// not moved by a later write-back of data written before it
-// (fusefs.WriteBacker). A path the servers do not know is not an error.
+// WriteBack writes what every server holds dirty of p, whoever wrote it,
+// to the backing file: a time set on the backing file next is then not
+// moved by a later write-back of data written before it
+// (fusefs.WriteBacker). The servers answer once the data is in the backing
+// file, without waiting for its fsync, which does not move the time, and
+// keep what they hold. Nothing becomes durable that was not: what this
+// client wrote stays to be made durable at the next close or fsync, which
+// checks, as ever, that the servers did not restart since they took the
+// writes. A path the servers do not know is not an error.
 func (f *FS) WriteBack(ctx context.Context, p string) error {
 	if err := f.pushSize(ctx, p); err != nil {
 		return err
 	}
-	return f.writeBackKeepingSizes(context.WithoutCancel(ctx), p, f.takeUnsynced(p))
+	args := pathArgs(p).Bool(true).Bool(true)
+	return knownOrNil(f.settleOn(context.WithoutCancel(ctx), wire.OpFlushAndDrop, args, p, f.every(), nil))
 }
 
 // Link writes back the data of oldPath before the new name appears, since

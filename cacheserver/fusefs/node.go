@@ -267,7 +267,9 @@ func (n *node) kernelTimes(f fs.FileHandle, in *fuse.SetAttrIn) bool {
 // cp -p and tar do after writing), so that the time the job gave the file
 // is the one it keeps. The times the kernel's write-back cache sends for
 // its own writes are the exception (kernelTimes): writing back at every
-// close would undo that cache.
+// close would undo that cache. Implementations must return once the data
+// is in the backing file; they need not wait for it to be made durable
+// there, since an fsync does not move the modification time.
 type WriteBacker interface {
 	WriteBack(ctx context.Context, path string) error
 }
