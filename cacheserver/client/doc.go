@@ -88,5 +88,10 @@
 // again, and this client's next close still makes them durable and
 // checks that the servers did not restart meanwhile. Waiting for the fsync
 // and evicting, as a rename's write-back does, cost a PFS fsync and an
-// index commit per server for every file of a tar extraction.
+// index commit per server for every file of a tar extraction: 1,000 files
+// of 20 KB through two servers took a median of 6.1 s that way (4.7 to
+// 8.9 s), 4.8 s this way (2.7 to 6.2 s) and 4.3 s with no write-back
+// before the times (2.6 to 7.1 s), in 11 alternating rounds on the
+// development VM at a load of 5 to 9; this way was the faster of the two
+// in every round. The syncer still fsyncs each file, off the job's path.
 package client
