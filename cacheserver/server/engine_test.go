@@ -283,3 +283,27 @@ func TestFlushAndDropKeepingSizes(t *testing.T) {
 		t.Errorf("KnownSize after a flush and drop = %d; want the file forgotten", got)
 	}
 }
+
+// TestFlushAndDropKeepingData asks a server to write a file out, as a
+// client does before it sets a time on it: the data must be in the
+// backing file when the server answers, and the server must keep it.
+func TestFlushAndDropKeepingData(t *testing.T) {
+	backingDir := t.TempDir()
+	data, _, engines := startOn(t, "tcp", backingDir, 1, func(_ int, c server.Cache) server.Cache { return c })
+	ctx := context.Background()
+	if _, err := engines[0].WriteAt(ctx, "f", []byte("dirty"), 0); err != nil {
+		t.Fatal(err)
+	}
+	c := wire.NewClient(data[0], wire.ClientOptions{})
+	defer c.Close()
+	args := (&wire.Encoder{}).String("f").Bool(true).Bool(true)
+	if _, err := c.Do(ctx, &wire.Call{Op: wire.OpFlushAndDrop, Cred: ident.Process(), Args: args.Bytes()}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(backingDir, "f")); err != nil || string(got) != "dirty" {
+		t.Errorf("backing file after a write-out: %q (%v), want the write", got, err)
+	}
+	if got := engines[0].Stats().CachedBytes; got == 0 {
+		t.Error("the server holds nothing of the file after a write-out; want it kept")
+	}
+}
