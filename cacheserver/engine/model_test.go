@@ -105,9 +105,13 @@ func (m *modelRun) step() {
 	case k < 79:
 		m.do("flush", m.r.e.Flush(ctx))
 		m.checkBacking("")
-	case k < 82:
+	case k < 81:
 		p := m.path()
 		m.do("flushpath "+p, m.r.e.FlushPath(ctx, p))
+		m.checkBacking(p)
+	case k < 82:
+		p := m.path()
+		m.do("writeout "+p, m.r.e.WriteOut(ctx, p))
 		m.checkBacking(p)
 	case k < 86:
 		p := m.path()
