@@ -64,13 +64,29 @@ func mac(secret, text []byte) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// sign returns the Authorization header of a call at now.
-func sign(secret []byte, method, uri string, body []byte, now time.Time) string {
+// callID is what makes a signed call one of a kind: its time and nonce.
+// The signature of its answer covers it, so that an answer to one call is
+// no answer to another.
+type callID struct {
+	ts    int64
+	nonce string
+}
+
+// newCallID returns the time and a fresh nonce of a call made at now.
+func newCallID(now time.Time) callID {
 	var n [16]byte
 	_, _ = rand.Read(n[:])
-	nonce := hex.EncodeToString(n[:])
-	ts := now.Unix()
-	return fmt.Sprintf("%s ts=%d, nonce=%s, mac=%s", authScheme, ts, nonce, mac(secret, signedText(method, uri, ts, nonce, body)))
+	return callID{ts: now.Unix(), nonce: hex.EncodeToString(n[:])}
+}
+
+// header returns the Authorization header of the call.
+func (id callID) header(secret []byte, method, uri string, body []byte) string {
+	return fmt.Sprintf("%s ts=%d, nonce=%s, mac=%s", authScheme, id.ts, id.nonce, mac(secret, signedText(method, uri, id.ts, id.nonce, body)))
+}
+
+// sign returns the Authorization header of a call at now.
+func sign(secret []byte, method, uri string, body []byte, now time.Time) string {
+	return newCallID(now).header(secret, method, uri, body)
 }
 
 // legacyLabel is what the bearer token of servers of the first release is
@@ -80,8 +96,9 @@ const legacyLabel = "burstcache control API v1"
 
 // legacyAuth returns the Authorization header that servers of the first
 // release take: the same for every call, so anyone who sees it go by can
-// make calls to them. A client sends it only to a server whose refusal
-// does not ask for authScheme (see Client).
+// make calls to them. A client sends it only when it was made for a server
+// of ProtocolBearer, which the caller knows from a source it trusts (see
+// Protocol), never on the word of an answer.
 func legacyAuth(secret []byte) string {
 	return "Bearer " + mac(secret, []byte(legacyLabel))
 }
@@ -107,44 +124,72 @@ func newAuthenticator(secret []byte, log *slog.Logger) *authenticator {
 }
 
 // wrap serves next only to calls signed with the secret (see authScheme),
-// but for openPaths.
+// but for openPaths, and signs its answers to them (see answerHeader). A
+// refusal is signed too when the call's signature was right (a call too
+// old, or served before), so that its caller can trust the reason; a call
+// signed with another secret gets an unsigned refusal, which its caller
+// could not check anyway.
 func (a *authenticator) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if openPaths[r.URL.Path] {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if err := a.check(r); err != nil {
-			a.refused.Add(1)
-			a.log.Warn("Refusing control call", "remote", r.RemoteAddr, "call", r.Method+" "+r.URL.Path, "err", err)
-			w.Header().Set("WWW-Authenticate", authScheme)
-			writeJSON(w, http.StatusUnauthorized, ErrorBody{
-				Error: "the control API needs a call signed with the instance's shared secret: " + err.Error(),
-				Errno: int(syscall.EACCES)})
-			return
+		id, err := a.verify(r)
+		if err == nil {
+			err = a.fresh(id)
 		}
-		next.ServeHTTP(w, r)
+		aw := newAnswerWriter()
+		switch {
+		case err == nil:
+			next.ServeHTTP(aw, r)
+		case id == callID{}:
+			a.refuse(w, r, err)
+			return
+		default:
+			a.refuse(aw, r, err)
+		}
+		aw.sendSigned(w, a.secret, r, id)
 	})
 }
 
-// check verifies the signature of r, and gives r its body back to read.
-func (a *authenticator) check(r *http.Request) error {
+// refuse answers a call that was not signed as it must be.
+func (a *authenticator) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	a.refused.Add(1)
+	a.log.Warn("Refusing control call", "remote", r.RemoteAddr, "call", r.Method+" "+r.URL.Path, "err", err)
+	w.Header().Set("WWW-Authenticate", authScheme)
+	writeJSON(w, http.StatusUnauthorized, ErrorBody{
+		Error: "the control API needs a call signed with the instance's shared secret: " + err.Error(),
+		Errno: int(syscall.EACCES)})
+}
+
+// verify checks the signature of r, gives r its body back to read, and
+// returns the call's time and nonce; a zero callID with an error when the
+// signature is missing or wrong.
+func (a *authenticator) verify(r *http.Request) (callID, error) {
 	ts, nonce, got, err := parseAuth(r.Header.Get("Authorization"))
 	if err != nil {
-		return err
+		return callID{}, err
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil {
-		return fmt.Errorf("reading the body: %w", err)
+		return callID{}, fmt.Errorf("reading the body: %w", err)
 	}
 	if len(body) > maxBody {
-		return fmt.Errorf("a body of more than %d bytes", maxBody)
+		return callID{}, fmt.Errorf("a body of more than %d bytes", maxBody)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	want := mac(a.secret, signedText(r.Method, r.URL.RequestURI(), ts, nonce, body))
 	if !hmac.Equal([]byte(got), []byte(want)) {
-		return fmt.Errorf("the signature does not match")
+		return callID{}, fmt.Errorf("the signature does not match")
 	}
+	return callID{ts: ts, nonce: nonce}, nil
+}
+
+// fresh checks that a call whose signature is right may be served now: it
+// is recent, signed after the server started, and not served before.
+func (a *authenticator) fresh(id callID) error {
+	ts, nonce := id.ts, id.nonce
 	now := time.Now()
 	at := time.Unix(ts, 0)
 	if skew := now.Sub(at); skew > maxSkew || skew < -maxSkew {

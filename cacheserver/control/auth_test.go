@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestSignedCallsCannotBeReused checks that what crosses the network in a
@@ -69,51 +71,67 @@ func TestSignedCallsCannotBeReused(t *testing.T) {
 	if err := cl.Discard(context.Background()); err != nil {
 		t.Fatalf("Discard of a client with the secret: %v", err)
 	}
-	if _, err := NewClient(srv.URL, []byte("guess"), nil).Stats(context.Background()); !errors.Is(err, syscall.EACCES) {
-		t.Errorf("Stats with another secret: %v, want EACCES", err)
+	// The refusal cannot be signed for a caller of another secret, so the
+	// caller cannot trust it either.
+	if _, err := NewClient(srv.URL, []byte("guess"), nil).Stats(context.Background()); !errors.Is(err, ErrUnsignedAnswer) {
+		t.Errorf("Stats with another secret: %v, want ErrUnsignedAnswer", err)
 	}
 }
 
-// TestClientsTalkToFirstReleaseServers checks that a client of this release
-// controls servers of the first release, which take only their fixed
-// bearer token: after a manager upgrade, the instances whose servers still
-// run must still be flushed and torn down.
-func TestClientsTalkToFirstReleaseServers(t *testing.T) {
+// TestClientsTalkToServersOfEarlierReleases checks that a client made for
+// the protocol of an earlier release controls its servers: after a manager
+// upgrade, the instances whose servers still run must still be flushed and
+// torn down.
+func TestClientsTalkToServersOfEarlierReleases(t *testing.T) {
 	const secret = "s3cret"
 	// The header first-release servers take for this secret, as they
 	// computed it.
 	const token = "Bearer b9542bfa5880bc93c6a84df9ce189b27e23c26fe681e85f804e3898169f431c3"
 	svc := &fakeService{ready: true}
 	inner := NewHandler(svc, nil, nil)
-	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	first := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != token {
 			writeJSON(w, http.StatusUnauthorized, ErrorBody{Error: "the control API needs the instance's shared secret", Errno: int(syscall.EACCES)})
 			return
 		}
 		inner.ServeHTTP(w, r)
 	}))
-	defer old.Close()
-	cl := NewClient(old.URL, []byte(secret), nil)
+	defer first.Close()
+	// A server of the release after signs nothing it answers.
+	signed := NewHandler(svc, []byte(secret), nil)
+	second := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		signed.ServeHTTP(stripSignature{w}, r)
+	}))
+	defer second.Close()
+
 	ctx := context.Background()
-	for range 2 {
-		if _, err := cl.Stats(ctx); err != nil {
-			t.Fatalf("Stats of a first-release server: %v", err)
+	for name, cl := range map[string]*Client{
+		"first release":    NewClientOf(first.URL, []byte(secret), ProtocolBearer, nil),
+		"release after it": NewClientOf(second.URL, []byte(secret), ProtocolSignedCalls, nil),
+	} {
+		svc.calls = nil
+		for range 2 {
+			if _, err := cl.Stats(ctx); err != nil {
+				t.Fatalf("Stats of a server of the %s: %v", name, err)
+			}
+		}
+		if _, err := cl.Drain(ctx); err != nil {
+			t.Fatalf("Drain of a server of the %s: %v", name, err)
+		}
+		if diff := cmp.Diff([]string{"stats", "stats", "drain"}, svc.calls); diff != "" {
+			t.Errorf("calls served by the server of the %s (-want +got):\n%s", name, diff)
 		}
 	}
-	if _, err := cl.Drain(ctx); err != nil {
-		t.Fatalf("Drain of a first-release server: %v", err)
-	}
-	if got := svc.calls; len(got) != 3 || got[2] != "drain" {
-		t.Errorf("calls served: %q, want two stats and the drain, once each", got)
-	}
-	if _, err := NewClient(old.URL, []byte("guess"), nil).Stats(ctx); !errors.Is(err, syscall.EACCES) {
+	if _, err := NewClientOf(first.URL, []byte("guess"), ProtocolBearer, nil).Stats(ctx); !errors.Is(err, syscall.EACCES) {
 		t.Errorf("Stats of a first-release server with another secret: %v, want EACCES", err)
 	}
-	// The same client goes back to signing once the server is upgraded.
-	upgraded := httptest.NewServer(NewHandler(svc, []byte(secret), nil))
-	defer upgraded.Close()
-	cl.base = upgraded.URL
-	if _, err := cl.Stats(ctx); err != nil {
-		t.Fatalf("Stats of the upgraded server: %v", err)
-	}
+}
+
+// stripSignature passes an answer on without its signature, as servers of
+// releases that signed no answers sent it.
+type stripSignature struct{ http.ResponseWriter }
+
+func (w stripSignature) WriteHeader(status int) {
+	w.Header().Del(answerHeader)
+	w.ResponseWriter.WriteHeader(status)
 }

@@ -8,10 +8,47 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 )
+
+// Protocol is how a server's control API authenticates calls and answers.
+// A client speaks the protocol it is made for and never changes it on the
+// word of an answer, which anyone at the server's address could send: the
+// caller learns a server's protocol from a source it trusts, such as the
+// pod spec that the manager wrote (see NewClientOf).
+type Protocol int
+
+// Protocols, oldest first.
+const (
+	// ProtocolBearer is that of servers of the first release: each call
+	// carries the same bearer token, which anyone who sees it go by can
+	// send to those servers, and answers are not signed.
+	ProtocolBearer Protocol = 1
+	// ProtocolSignedCalls is that of servers of the release after: each
+	// call is signed once (see authScheme), but answers are not, so
+	// whoever answers at the server's address is believed.
+	ProtocolSignedCalls Protocol = 2
+	// ProtocolSigned is that of servers of this release: calls are signed,
+	// and so are the answers to them (see answerHeader).
+	ProtocolSigned Protocol = 3
+)
+
+// CurrentProtocol is the protocol servers of this release speak.
+const CurrentProtocol = ProtocolSigned
+
+// ParseProtocol reads a protocol as String writes it.
+func ParseProtocol(s string) (Protocol, error) {
+	n, err := strconv.Atoi(s)
+	if p := Protocol(n); err == nil && p >= ProtocolBearer && p <= CurrentProtocol {
+		return p, nil
+	}
+	return 0, fmt.Errorf("unknown control protocol %q: this release knows %d to %d", s, ProtocolBearer, CurrentProtocol)
+}
+
+// String returns the protocol's number.
+func (p Protocol) String() string { return strconv.Itoa(int(p)) }
 
 // Client calls the control API of one server.
 type Client struct {
@@ -19,24 +56,31 @@ type Client struct {
 	http *http.Client
 	// secret signs every call; nil for a server that has none.
 	secret []byte
-	// legacy is set once the server turned out to be of the first
-	// release, which takes only legacyAuth.
-	legacy atomic.Bool
+	proto  Protocol
 }
 
 // NewClient returns a client of the control API at addr ("host:port" or a
 // URL) that proves it holds secret, the instance's shared secret (nil for
-// a server that has none). A nil hc means http.DefaultClient; give one with
-// a timeout for calls other than Flush and Drain, which block until the
+// a server that has none), and takes only answers signed with it
+// (CurrentProtocol). A nil hc means http.DefaultClient; give one with a
+// timeout for calls other than Flush and Drain, which block until the
 // flush ends.
 func NewClient(addr string, secret []byte, hc *http.Client) *Client {
+	return NewClientOf(addr, secret, CurrentProtocol, hc)
+}
+
+// NewClientOf returns a client as NewClient does, of a server that speaks
+// p. The caller must know p from a source it trusts: a client of an older
+// protocol believes unsigned answers, and one of ProtocolBearer sends
+// a token that anyone who sees it can use against servers of that protocol.
+func NewClientOf(addr string, secret []byte, p Protocol, hc *http.Client) *Client {
 	if !strings.Contains(addr, "://") {
 		addr = "http://" + addr
 	}
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	return &Client{base: strings.TrimSuffix(addr, "/"), http: hc, secret: secret}
+	return &Client{base: strings.TrimSuffix(addr, "/"), http: hc, secret: secret, proto: p}
 }
 
 // Flush writes back every dirty byte of the server. It blocks until the
@@ -118,23 +162,31 @@ func (c *Client) SetTunables(ctx context.Context, t Tunables) error {
 	return c.call(ctx, "set tunables", http.MethodPut, "/v1/tunables", t, nil)
 }
 
-// send makes one call, signed as the server takes it.
-func (c *Client) send(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case len(c.secret) == 0:
-	case c.legacy.Load():
-		req.Header.Set("Authorization", legacyAuth(c.secret))
-	default:
-		req.Header.Set("Authorization", sign(c.secret, method, req.URL.RequestURI(), body, time.Now()))
-	}
-	return c.http.Do(req)
+// trustsOnlySignedAnswers says whether the client takes only signed
+// answers: always but for the protocols of earlier releases, which sign
+// none, and for a server without a secret, which has none to sign with.
+func (c *Client) trustsOnlySignedAnswers() bool {
+	return len(c.secret) > 0 && c.proto != ProtocolBearer && c.proto != ProtocolSignedCalls
 }
 
-// Ready returns nil if the server serves its data path.
+// authorize signs req, whose body is body, as the server takes it, and
+// returns the time and nonce of the call (zero when it is not signed).
+func (c *Client) authorize(req *http.Request, body []byte) callID {
+	switch {
+	case len(c.secret) == 0:
+		return callID{}
+	case c.proto == ProtocolBearer:
+		req.Header.Set("Authorization", legacyAuth(c.secret))
+		return callID{}
+	}
+	id := newCallID(time.Now())
+	req.Header.Set("Authorization", id.header(c.secret, req.Method, req.URL.RequestURI(), body))
+	return id
+}
+
+// Ready returns nil if the server serves its data path. The readiness
+// probe is open to all and its answer is not signed: do not base anything
+// that could lose data on it.
 func (c *Client) Ready(ctx context.Context) error {
 	return c.call(ctx, "ready", http.MethodGet, "/readyz", nil, nil)
 }
@@ -148,30 +200,35 @@ func (c *Client) call(ctx context.Context, op, method, path string, in, out any)
 		}
 		body = b
 	}
-	resp, err := c.send(ctx, method, path, body)
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("control %s: %w", op, err)
 	}
-	// A refusal that does not ask for a signature comes from a server of
-	// the first release; one that does, from a server upgraded since.
-	if resp.StatusCode == http.StatusUnauthorized && len(c.secret) > 0 {
-		if legacy := resp.Header.Get("WWW-Authenticate") != authScheme; legacy != c.legacy.Load() {
-			_ = resp.Body.Close()
-			c.legacy.Store(legacy)
-			if resp, err = c.send(ctx, method, path, body); err != nil {
-				return fmt.Errorf("control %s: %w", op, err)
-			}
-		}
+	id := c.authorize(req, body)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("control %s: %w", op, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	data, err := io.ReadAll(resp.Body)
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	if err != nil {
 		return fmt.Errorf("control %s: reading the answer: %w", op, err)
+	}
+	if len(data) > maxAnswer {
+		return fmt.Errorf("control %s: an answer of more than %d bytes", op, maxAnswer)
+	}
+	if c.trustsOnlySignedAnswers() && !openPaths[path] {
+		if err := checkAnswer(c.secret, method, req.URL.RequestURI(), id, resp, data); err != nil {
+			return fmt.Errorf("control %s: %w", op, err)
+		}
 	}
 	if resp.StatusCode/100 != 2 {
 		e := &Error{Op: op, Status: resp.StatusCode}
 		if json.Unmarshal(data, &e.Body) != nil || e.Body.Error == "" {
 			e.Body.Error = strings.TrimSpace(string(data))
+		}
+		if resp.StatusCode == http.StatusUnauthorized && c.proto == ProtocolSignedCalls && resp.Header.Get("WWW-Authenticate") != authScheme {
+			e.Body.Error += "; the refusal asks for no signed call, as servers of the first release do: only a caller that knows from a source it trusts that the server is one may call it with their fixed token (ProtocolBearer)"
 		}
 		return e
 	}

@@ -34,6 +34,29 @@
 // check, anyone who reaches the control port could drain an instance,
 // mark its dirty data for discarding, or change its knobs.
 //
+// The server signs its answer to each signed call in turn (see
+// answerHeader): an HMAC under the secret of the call's method, path, time
+// and nonce, the answer's status and a digest of its body; its refusal of
+// a call whose signature was right but that came too late or again too.
+// The client takes no answer without that signature: it returns an error
+// matching ErrUnsignedAnswer and takes nothing of the answer, so that
+// whatever answers at a server's address (a pod that got a dead server's
+// IP, anyone on the path) can neither make a drain look done nor a server
+// look clean while its dirty data waits on the server's disk, and cannot
+// pass off the answer to one call as that to another. A refusal to a caller
+// of another secret cannot be signed for it, and so is such an error too.
+// The probes' answers are not signed.
+//
+// Servers of earlier releases sign no answers (ProtocolSignedCalls), and
+// those of the first release take only a fixed bearer token that anyone
+// who sees it go by can send them again (ProtocolBearer). A client speaks
+// the Protocol it is made with (NewClientOf) and never changes it on the
+// word of an answer: a refusal that asks for no signature is an error
+// like any other, not a reason to send the token. The caller must know a
+// server's protocol from a source it trusts; the operator reads it from
+// the server's pod. A client of an earlier protocol believes whatever
+// answers at the server's address, as clients of those releases did.
+//
 // A failed call answers a non-2xx status with an ErrorBody; the client
 // returns it as an *Error that matches its errno with errors.Is.
 package control

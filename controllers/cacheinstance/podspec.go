@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/controllers/policy"
 )
 
@@ -26,6 +27,9 @@ func buildServerPod(s *scope, i int, o Options) *corev1.Pod {
 	inst, pool, srv := s.inst, s.pool, s.inst.Status.Servers[i]
 	pod := &corev1.Pod{ObjectMeta: objectMeta(inst, podName(inst, i))}
 	pod.Labels[cachev1alpha1.LabelServerIndex] = strconv.Itoa(i)
+	// The image is the manager's own release, whose servers sign their
+	// answers; the manager holds them to it (see serverProtocol).
+	pod.Annotations = map[string]string{cachev1alpha1.AnnotationControlProtocol: control.CurrentProtocol.String()}
 	pod.Finalizers = []string{cachev1alpha1.ServerProtectionFinalizer}
 	pod.Spec = corev1.PodSpec{
 		NodeSelector:       nodeSelector(pool, srv.Node),

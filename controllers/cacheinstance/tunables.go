@@ -119,20 +119,3 @@ func (r *Reconciler) pushTunables(ctx context.Context, s *scope) (ctrl.Result, e
 	}
 	return ctrl.Result{}, nil
 }
-
-// client returns a control API client of server i.
-func (r *Reconciler) client(ctx context.Context, s *scope, i int) (*control.Client, error) {
-	pod := s.pods[i]
-	if pod == nil {
-		return nil, fmt.Errorf("server %d has no pod", i)
-	}
-	addr, err := r.Options.Resolver(ctx, pod)
-	if err != nil {
-		return nil, fmt.Errorf("finding server %d: %w", i, err)
-	}
-	secret, err := r.controlSecret(ctx, s.inst)
-	if err != nil {
-		return nil, err
-	}
-	return control.NewClient(addr, secret, nil), nil
-}
