@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 	"github.com/burstcache/burstcache/controllers/cacheinstance"
+	"github.com/burstcache/burstcache/test/kubelet"
 )
 
 var _ = Describe("Teardown", func() {
@@ -210,6 +212,47 @@ var _ = Describe("Teardown", func() {
 
 		By("running the new pod's server over the same cache directory")
 		fixWriteBack(w)
+		kl.RunServers(ctx, inst, 1)
+		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
+		Expect(os.ReadFile(outFile(w))).To(Equal(data))
+	})
+
+	It("does not finish a teardown on an unsigned answer that nothing is left, from whoever took a server's address", func() {
+		w := newWorld()
+		inst, data := ready(w, nil)
+		pod := serverPods(inst)[0]
+		Expect(pod.Annotations).To(HaveKeyWithValue(cachev1alpha1.AnnotationControlProtocol, "3"))
+
+		By("answering at the server's address, without the secret, that the server is clean and drained")
+		stop := kl.Impersonate(kubelet.PodKey(&pod), http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			rw.Header().Set("Content-Type", "application/json")
+			switch r.URL.Path {
+			case "/v1/stats":
+				_, _ = rw.Write([]byte(`{"server":{"index":0,"servers":1},"dirtyBytes":0}`))
+			case "/v1/drain", "/v1/flush":
+				_, _ = rw.Write([]byte(`{"remainingBytes":0}`))
+			default:
+				_, _ = rw.Write([]byte(`{}`))
+			}
+		}))
+		DeferCleanup(stop)
+		Expect(os.ReadFile(outFile(w))).NotTo(Equal(data), "the stopped server wrote its data back")
+		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
+		Eventually(func(g Gomega) string {
+			c := meta.FindStatusCondition(get(inst)(g).Status.Conditions, cachev1alpha1.ConditionFlushed)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(cachev1alpha1.ReasonFlushFailed))
+			return c.Message
+		}, 20*time.Second, 200*time.Millisecond).Should(ContainSubstring("not signed"))
+		Consistently(func(g Gomega) {
+			cur := get(inst)(g)
+			g.Expect(cur.Finalizers).To(ContainElement(cachev1alpha1.Finalizer))
+			g.Expect(cur.Status.Usage.Dirty.Value()).To(BeNumerically(">=", len(data)))
+			g.Expect(serverPods(inst)).To(HaveLen(1))
+		}, 3*time.Second, 500*time.Millisecond).Should(Succeed())
+
+		By("running the pod's server again, which writes the data back")
+		stop()
 		kl.RunServers(ctx, inst, 1)
 		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
 		Expect(os.ReadFile(outFile(w))).To(Equal(data))

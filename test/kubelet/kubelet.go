@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +35,9 @@ type Kubelet struct {
 	lastIP int
 	// extraArgs are added to the server processes, by namespace.
 	extraArgs map[string][]string
+	// impostors are the control addresses, by pod, where something other
+	// than the pod's server answers (Impersonate).
+	impostors map[string]string
 }
 
 type serverProc struct {
@@ -51,7 +56,7 @@ func New(root, bin string, c client.Client) *Kubelet {
 	Expect(os.Chmod(root, 0o755)).To(Succeed())
 	Expect(os.Mkdir(filepath.Join(root, "ready"), 0o777)).To(Succeed())
 	Expect(os.Chmod(filepath.Join(root, "ready"), 0o1777)).To(Succeed())
-	return &Kubelet{Root: root, Bin: bin, Client: c, procs: map[string]*serverProc{}, extraArgs: map[string][]string{}}
+	return &Kubelet{Root: root, Bin: bin, Client: c, procs: map[string]*serverProc{}, extraArgs: map[string][]string{}, impostors: map[string]string{}}
 }
 
 // SetServerArgs adds args to the command line of the server processes
@@ -77,6 +82,9 @@ func PodKey(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
 func (k *Kubelet) Resolve(_ context.Context, pod *corev1.Pod) (string, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if addr, ok := k.impostors[PodKey(pod)]; ok {
+		return addr, nil
+	}
 	p := k.procs[PodKey(pod)]
 	if p == nil {
 		return "", fmt.Errorf("no process runs pod %s", PodKey(pod))
@@ -147,6 +155,32 @@ func (k *Kubelet) Stop(key string) {
 	case <-time.After(15 * time.Second):
 		_ = p.cmd.Process.Kill()
 		<-p.done
+	}
+}
+
+// Impersonate ends the process of the pod named by key and serves h at the
+// control address that process had, as a process that took the address of
+// a dead server would, until the returned function is called. The pod
+// stays Ready, so the operator goes on calling that address.
+func (k *Kubelet) Impersonate(key string, h http.Handler) (stop func()) {
+	GinkgoHelper()
+	k.mu.Lock()
+	p := k.procs[key]
+	k.mu.Unlock()
+	Expect(p).NotTo(BeNil(), "no process runs pod %s", key)
+	k.Stop(key)
+	lis, err := net.Listen("tcp", p.control)
+	Expect(err).NotTo(HaveOccurred())
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(lis) }()
+	k.mu.Lock()
+	k.impostors[key] = p.control
+	k.mu.Unlock()
+	return func() {
+		_ = srv.Close()
+		k.mu.Lock()
+		delete(k.impostors, key)
+		k.mu.Unlock()
 	}
 }
 
