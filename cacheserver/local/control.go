@@ -23,12 +23,17 @@ func (st *State) secret() ([]byte, error) {
 	return bytes.TrimSpace(b), nil
 }
 
-// controlClient returns a client of the control API of server s; a nil hc
-// means http.DefaultClient.
+// controlClient returns a client of the control API of server s, in the
+// protocol that the state says it speaks; a nil hc means
+// http.DefaultClient.
 func (st *State) controlClient(s ServerState, hc *http.Client) (*control.Client, error) {
 	secret, err := st.secret()
 	if err != nil {
 		return nil, err
 	}
-	return control.NewClient(s.Control, secret, hc), nil
+	proto := s.ControlProtocol
+	if proto == 0 {
+		proto = control.ProtocolSignedCalls
+	}
+	return control.NewClientOf(s.Control, secret, proto, hc), nil
 }

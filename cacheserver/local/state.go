@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/burstcache/burstcache/cacheserver/control"
 )
 
 // ErrNotUp is returned for a mount point with no local instance.
@@ -32,6 +34,11 @@ type ServerState struct {
 	Control string   `json:"control"`
 	PID     int      `json:"pid"`
 	Args    []string `json:"args"`
+	// ControlProtocol is the protocol of the server's control API, as the
+	// binary that started it speaks it. A state written by a binary before
+	// this field speaks control.ProtocolSignedCalls: its servers sign no
+	// answers, and a down with a newer binary must still reach them.
+	ControlProtocol control.Protocol `json:"controlProtocol,omitempty"`
 }
 
 // pointer names the cache directory of the instance mounted at a mount point.

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/control"
 )
 
 // ErrCacheDirInUse is returned by Up for a cache directory that holds
@@ -206,6 +208,7 @@ func startServer(ctx context.Context, cfg Config, st *State, s *ServerState) err
 		return err
 	}
 	s.PID, s.Data, s.Control = c.cmd.Process.Pid, info.Data, info.Control
+	s.ControlProtocol = control.CurrentProtocol
 	return nil
 }
 
