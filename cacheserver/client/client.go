@@ -81,6 +81,10 @@ type FS struct {
 	gathers bool
 	// conns is how many connections the client keeps to each server.
 	conns int
+	// addrs are the addresses of every server of the instance, and wopts
+	// how to connect to them, for Watch.
+	addrs []string
+	wopts wire.ClientOptions
 
 	mu    sync.Mutex
 	files map[string]*fileState
@@ -171,6 +175,7 @@ func New(opts Options) (*FS, error) {
 	}
 	f.layout = placement.Layout{Servers: len(f.indexes), ExtentSize: opts.ExtentSize}
 	wopts := wire.ClientOptions{Secret: opts.Secret, Conns: opts.Conns, DialTimeout: opts.DialTimeout}
+	f.addrs, f.wopts = opts.Servers, wopts
 	for _, i := range f.indexes {
 		addr := opts.Servers[i]
 		if opts.LoadBalanced {

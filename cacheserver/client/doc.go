@@ -73,6 +73,14 @@
 // no server forgets a file's size before every server wrote the file
 // back.
 //
+// Invalidation: Watch tells the mount of the paths the servers were asked
+// to invalidate (the control API), over a connection to each server that
+// holds a request (wire.OpWatch) until there is something to tell. A
+// server's invalidation waits until every client that watches it has
+// dropped what its kernel caches of the paths, and the client says so
+// with its next request; a client that was away too long, or a server that
+// restarted meanwhile, drops everything.
+//
 // Modification times: the backing file shows a write only once it is
 // written back, and then with the time of the write-back. The client folds
 // the time of its own last write into the attributes it answers (an

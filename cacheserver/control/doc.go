@@ -16,7 +16,8 @@
 //	                             open that dead mounts left; HiddenResult
 //	POST /v1/paths/flush         write back one path; body PathRequest
 //	POST /v1/paths/evict         drop the clean cached data of a path
-//	POST /v1/paths/invalidate    forget a path's clean data, to see out-of-band changes
+//	POST /v1/paths/invalidate    forget a path's clean data, to see out-of-band
+//	                             changes; returns once the mounts dropped theirs
 //	POST /v1/paths/preload       copy a path up from the backing store
 //	GET  /v1/stats               Stats
 //	PUT  /v1/tunables            change Tunables live

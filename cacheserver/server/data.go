@@ -35,6 +35,7 @@ var dataHandlers = map[wire.Op]handlerFunc{
 	wire.OpSlotGens:     (*Server).slotGens,
 	wire.OpWritePipe:    (*Server).writePipe,
 	wire.OpWritePiped:   (*Server).writePiped,
+	wire.OpWatch:        (*Server).watch,
 }
 
 func (s *Server) info(_ context.Context, _ *wire.Request, resp *wire.Response) error {

@@ -122,6 +122,7 @@ type Server struct {
 	flushes   flushTimes
 	preloads  preloadTally
 	hidden    *hiddenNames
+	notices   *notices
 
 	slabOnce sync.Once
 	slab     SlabID
@@ -143,7 +144,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Log, incarnation: cfg.Incarnation, hidden: hidden}
+	s := &Server{cfg: cfg, log: cfg.Log, incarnation: cfg.Incarnation, hidden: hidden, notices: newNotices()}
 	s.wire = wire.Server{Handler: s, Secret: cfg.Secret, Log: cfg.Log, OnConn: s.onConn, Inline: inlineOps}
 	mux := http.NewServeMux()
 	s.control = control.NewHandler(s, cfg.Secret, cfg.Log)

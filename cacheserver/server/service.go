@@ -56,9 +56,17 @@ func (s *Server) EvictPath(ctx context.Context, p string) error {
 	return s.pathCall(ctx, p, s.cfg.Cache.EvictPath)
 }
 
-// InvalidatePath forgets the clean data of path.
+// InvalidatePath forgets the clean data of path, then tells the clients
+// that watch (wire.OpWatch) and waits until they dropped what their
+// kernels cache of it: the cache's extents first, so that a kernel that
+// reads the file again does not find the old bytes here.
 func (s *Server) InvalidatePath(ctx context.Context, p string) error {
-	return s.pathCall(ctx, p, s.cfg.Cache.InvalidatePath)
+	return s.pathCall(ctx, p, func(ctx context.Context, p string) error {
+		if err := s.cfg.Cache.InvalidatePath(ctx, p); err != nil {
+			return err
+		}
+		return s.notices.tell(ctx, p)
+	})
 }
 
 // Preload copies up, as the server's identity, the extents this server

@@ -213,6 +213,20 @@ const (
 	// as its removal ended (how: Unlink*), once: sent again, or for a doom
 	// that never began or ended meanwhile, it changes nothing.
 	OpEndDoom
+	// OpWatch (epoch u64, seq u64) asks for the paths the server was told
+	// to invalidate (the control API's invalidate) since seq of its epoch,
+	// so that a client drops what its kernel caches of them. It answers
+	// the server's epoch (u64, drawn at each start), its last seq (u64),
+	// whether the client must drop everything (bool: the epoch is not the
+	// server's, or the server no longer remembers every path since seq)
+	// and a count (u32) with that many paths. When nothing came since seq
+	// the server holds the request until something does, or the
+	// connection ends. A first request (epoch 0) is answered at once,
+	// with no paths. The next request, with the seq answered, says that
+	// the client is done with those paths: an invalidation waits for that
+	// from every client watching it. Servers of an earlier release answer
+	// ENOSYS.
+	OpWatch
 )
 
 // How an unlink ended, for OpEndDoom.

@@ -226,6 +226,8 @@ func (s *Server) serveConn(c net.Conn) {
 	s.mu.Unlock()
 	ctx, cancel := context.WithCancel(base)
 	defer cancel()
+	gone := make(chan struct{})
+	ctx = context.WithValue(ctx, goneKey{}, gone)
 	if s.OnConn != nil {
 		var end func()
 		ctx, end = s.OnConn(ctx)
@@ -241,6 +243,7 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 	sc := newServerConn(s, c, inFlight, seal)
 	err = sc.readLoop(ctx, bufio.NewReaderSize(c, 256<<10))
+	close(gone)
 	sc.stop()
 	if errors.Is(err, ErrForged) {
 		s.refused.Add(1)
@@ -248,6 +251,18 @@ func (s *Server) serveConn(c net.Conn) {
 	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		s.log().Warn("Closing connection", "remote", c.RemoteAddr(), "err", err)
 	}
+}
+
+type goneKey struct{}
+
+// ConnGone returns a channel that is closed once the connection whose
+// request ctx serves has stopped reading requests; nil for a context of no
+// connection. A handler that may wait long for something other than its
+// own work (OpWatch) must end its wait then: the connection closes only
+// after its last request returned, and nobody would read the answer.
+func ConnGone(ctx context.Context) <-chan struct{} {
+	c, _ := ctx.Value(goneKey{}).(chan struct{})
+	return c
 }
 
 // Errno returns the errno that err carries, or EIO.
