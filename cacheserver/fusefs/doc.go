@@ -86,4 +86,16 @@
 // held; they are trusted for the attribute timeout after that, which spares
 // the separate GETATTR that would follow each lookup. Only calls on an open
 // file (fstat) see attributes that old, as on NFS.
+//
+// Invalidate makes the kernel drop what it caches of a path and of what
+// the mount knows below it, for changes made behind the mount's back (the
+// servers' invalidate, which the mount process hears of through
+// client.FS.Watch). With the client cache this is the only way the kernel
+// learns them: its write-back cache keeps each file's pages, and its size
+// and modification time as it knows them whatever a lookup answers, for
+// as long as it holds the inode. The kernel writes a file's dirty pages
+// to the namespace before it drops them, then the attributes and names
+// go, so that the next lookup makes a new inode with the size the servers
+// answer. A file open through the mount keeps its inode, and the size the
+// kernel knew, until its last close.
 package fusefs

@@ -97,6 +97,7 @@ func runMount(ctx context.Context, f *mountFlags, mountpoint string) error {
 		_ = c.Close()
 		return withCode(exitMountBusy, err)
 	}
+	c.Watch(srv.Invalidate)
 	if err := raiseReadahead(mp, 1<<20); err != nil {
 		log.Warn("Raising the mount's readahead failed; sequential reads go in 128 KiB requests", "err", err)
 	}

@@ -280,3 +280,68 @@ func TestInvalidateShowsOutOfBandChanges(t *testing.T) {
 	must(t, "local", "invalidate", "--mount", in.mount, filepath.Join(in.mount, "input"))
 	sameFile(t, filepath.Join(in.mount, "input"), changed)
 }
+
+// TestInvalidateReachesTheKernel changes cached files behind the cache's
+// back, shorter and longer, and checks that invalidate makes a mount show
+// them with and without the client cache, whose kernel keeps the pages
+// and the sizes of the files it read: an append after the invalidate must
+// land at the new end, and a file open with unwritten pages in the
+// kernel's cache must keep what was written into it.
+func TestInvalidateReachesTheKernel(t *testing.T) {
+	for name, extra := range map[string][]string{"no client cache": nil, "client cache": {"--client-cache"}} {
+		t.Run(name, func(t *testing.T) {
+			requireFUSE(t)
+			in := dirs(t)
+			up(t, in, 2, extra...)
+			shrunk, grown := filepath.Join(in.mount, "shrunk"), filepath.Join(in.mount, "grown")
+			put(t, shrunk, randomBytes(3<<20+5000, 1))
+			put(t, grown, randomBytes(70000, 2))
+			sameFile(t, shrunk, randomBytes(3<<20+5000, 1))
+			sameFile(t, grown, randomBytes(70000, 2))
+			must(t, "local", "flush", "--mount", in.mount, in.mount)
+			open, err := os.OpenFile(filepath.Join(in.mount, "open"), os.O_CREATE|os.O_WRONLY, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer open.Close()
+			if _, err := open.Write(randomBytes(9000, 3)); err != nil {
+				t.Fatal(err)
+			}
+
+			put(t, filepath.Join(in.backing, "shrunk"), randomBytes(5000, 4))
+			put(t, filepath.Join(in.backing, "grown"), randomBytes(1<<20+3000, 5))
+			must(t, "local", "invalidate", "--mount", in.mount, in.mount)
+			sameFile(t, shrunk, randomBytes(5000, 4))
+			sameFile(t, grown, randomBytes(1<<20+3000, 5))
+			if fi, err := os.Stat(shrunk); err != nil || fi.Size() != 5000 {
+				t.Errorf("stat %s: %v, %v; want 5000 bytes", shrunk, fi, err)
+			}
+
+			f, err := os.OpenFile(grown, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write([]byte("appended")); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := open.Close(); err != nil {
+				t.Fatal(err)
+			}
+			must(t, "local", "flush", "--mount", in.mount, in.mount)
+			want := append(randomBytes(1<<20+3000, 5), "appended"...)
+			sameFile(t, filepath.Join(in.backing, "grown"), want)
+			sameFile(t, grown, want)
+			sameFile(t, filepath.Join(in.backing, "open"), randomBytes(9000, 3))
+		})
+	}
+}
+
+func put(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

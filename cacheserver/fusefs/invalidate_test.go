@@ -1,0 +1,69 @@
+package fusefs
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestInvalidateDropsTheClientCache changes files behind a mount with the
+// client cache, whose kernel keeps their pages and sizes, and checks that
+// Invalidate of their directory makes the mount show the changes, appends
+// land at the new end, and a file open with dirty pages keeps them.
+func TestInvalidateDropsTheClientCache(t *testing.T) {
+	mnt, backing, s := mount(t, Options{ClientCache: true})
+	if err := os.Mkdir(filepath.Join(mnt, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]struct{ before, after []byte }{
+		"d/shrunk": {bytes.Repeat([]byte("a"), 20000), []byte("short")},
+		"d/grown":  {bytes.Repeat([]byte("b"), 3000), bytes.Repeat([]byte("c"), 9000)},
+	}
+	for p, f := range files {
+		if err := os.WriteFile(filepath.Join(mnt, p), f.before, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(filepath.Join(mnt, p)); err != nil || !bytes.Equal(got, f.before) {
+			t.Fatalf("reading %s: %d bytes, %v", p, len(got), err)
+		}
+	}
+	dirty, err := os.OpenFile(filepath.Join(mnt, "d/dirty"), os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dirty.Close()
+	written := bytes.Repeat([]byte("w"), 5000)
+	if _, err := dirty.Write(written); err != nil {
+		t.Fatal(err)
+	}
+	for p, f := range files {
+		if err := os.WriteFile(filepath.Join(backing, p), f.after, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	s.Invalidate([]string{"d"})
+	if got, err := os.ReadFile(filepath.Join(backing, "d/dirty")); err != nil || !bytes.Equal(got, written) {
+		t.Errorf("the backing file of a file open with dirty pages has %d bytes (%v), want the %d written", len(got), err, len(written))
+	}
+	for p, f := range files {
+		if got, err := os.ReadFile(filepath.Join(mnt, p)); err != nil || !bytes.Equal(got, f.after) {
+			t.Errorf("reading %s after Invalidate: %d bytes, %v; want the %d of the backing file", p, len(got), err, len(f.after))
+		}
+	}
+	a, err := os.OpenFile(filepath.Join(mnt, "d/grown"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Write([]byte("end")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := append(bytes.Repeat([]byte("c"), 9000), "end"...)
+	if got, err := os.ReadFile(filepath.Join(backing, "d/grown")); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("after an append the backing file has %d bytes (%v), want %d ending in the append", len(got), err, len(want))
+	}
+}
