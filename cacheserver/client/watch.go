@@ -41,6 +41,9 @@ func (f *FS) Watch(drop func(paths []string)) {
 func (f *FS) watch(ctx context.Context, cl *wire.Client, drop func([]string)) {
 	defer func() { _ = cl.Close() }()
 	var epoch, seq uint64
+	// late says that the first watch failed: the mount may have cached
+	// paths that the server invalidated before the watch began.
+	late := false
 	for {
 		args := (&wire.Encoder{}).Uint64(epoch).Uint64(seq)
 		rep, err := cl.Do(ctx, &wire.Call{Op: wire.OpWatch, Cred: ident.Process(), Args: args.Bytes()})
@@ -51,6 +54,7 @@ func (f *FS) watch(ctx context.Context, cl *wire.Client, drop func([]string)) {
 			f.log.Info("Cache server tells no invalidations: the kernel keeps what it caches of paths invalidated there", "server", cl.Addr())
 			return
 		case err != nil:
+			late = late || epoch == 0
 			f.log.Debug("Watching for invalidations failed; retrying", "server", cl.Addr(), "err", err)
 			select {
 			case <-ctx.Done():
@@ -69,7 +73,7 @@ func (f *FS) watch(ctx context.Context, cl *wire.Client, drop func([]string)) {
 			f.log.Warn("Cache server answered a watch badly", "server", cl.Addr(), "err", err)
 			return
 		}
-		if all {
+		if all || late && epoch == 0 {
 			paths = []string{""}
 		}
 		if len(paths) > 0 {
