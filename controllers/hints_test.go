@@ -130,6 +130,32 @@ var _ = Describe("User hints", func() {
 		Expect(readThroughMount(inst, addrs, "input.dat")).To(Equal(after))
 	})
 
+	It("invalidates a path in the kernel of a mount with the client cache, which stays up", func() {
+		w := newWorld()
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		addrs := kl.RunServers(ctx, inst, 1)
+		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
+		file := filepath.Join(w.hostPath(w.backing), "input.dat")
+		before, after := bytes.Repeat([]byte("a"), 3<<20), bytes.Repeat([]byte("b"), 5000)
+		Expect(os.WriteFile(file, before, 0o644)).To(Succeed())
+		Expect(os.Chown(file, runAsUID, runAsGID)).To(Succeed())
+		mp, mount, log := startMount(inst, addrs, "--client-cache")
+		defer func() {
+			Expect(mount.Process.Signal(syscall.SIGTERM)).To(Succeed())
+			Expect(mount.Wait()).To(Succeed(), "mount log: %s", log)
+		}()
+		Expect(os.ReadFile(filepath.Join(mp, "input.dat"))).To(Equal(before))
+
+		By("shrinking the file behind the cache's back: the node's kernel still has the old one")
+		Expect(os.WriteFile(file, after, 0o644)).To(Succeed())
+		Expect(os.ReadFile(filepath.Join(mp, "input.dat"))).To(Equal(before))
+
+		r := kubectlBurstcache(admin, w.ns, "invalidate", inst.Name, "input.dat", "--poll-interval=200ms", "--timeout=60s")
+		Expect(r.code).To(Equal(0), r.err)
+		Expect(os.ReadFile(filepath.Join(mp, "input.dat"))).To(Equal(after))
+	})
+
 	It("fails a request whose path is missing, with the reason, and takes a new id afterwards", func() {
 		w := newWorld()
 		inst := w.instance("64Mi")

@@ -70,14 +70,15 @@ func writeUnder(mp, rel string, data []byte, log *bytes.Buffer) string {
 
 // startMount starts a real FUSE mount of the instance's servers, proving
 // the instance's data secret, and returns its mount point, its process and
-// its log once it serves.
-func startMount(inst *cachev1alpha1.CacheInstance, addrs []string) (string, *exec.Cmd, *bytes.Buffer) {
+// its log once it serves. extra are more flags of the mount.
+func startMount(inst *cachev1alpha1.CacheInstance, addrs []string, extra ...string) (string, *exec.Cmd, *bytes.Buffer) {
 	GinkgoHelper()
 	mp := filepath.Join(GinkgoT().TempDir(), "mnt")
 	Expect(os.Mkdir(mp, 0o755)).To(Succeed())
 	readyFile := mp + ".ready"
-	cmd := exec.Command(bin, "mount", "--servers", strings.Join(addrs, ","), "--secret-file", dataSecretFile(inst),
-		"--ready-file", readyFile, mp)
+	args := append([]string{"mount", "--servers", strings.Join(addrs, ","), "--secret-file", dataSecretFile(inst),
+		"--ready-file", readyFile}, extra...)
+	cmd := exec.Command(bin, append(args, mp)...)
 	log := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	Expect(cmd.Start()).To(Succeed())
