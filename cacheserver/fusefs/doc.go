@@ -97,5 +97,7 @@
 // to the namespace before it drops them, then the attributes and names
 // go, so that the next lookup makes a new inode with the size the servers
 // answer. A file open through the mount keeps its inode, and the size the
-// kernel knew, until its last close.
+// kernel knew, until its last close: reads stop at that size or read zeros
+// up to it, and appends land there. Invalidate logs a warning naming each
+// such file.
 package fusefs

@@ -59,12 +59,23 @@ func (s *Server) invalidate(p string) {
 	}
 	for _, k := range below {
 		s.notify("content", k.node.Path(nil), k.node.NotifyContent(0, 0))
+		if n, ok := k.node.Operations().(*node); ok && s.opts.ClientCache && !n.IsDir() && n.isOpen() {
+			s.log.Warn("A file open through the mount keeps the size the kernel knew until its last close: reads may stop short or read zeros, and appends land at that size",
+				"path", n.path())
+		}
 	}
 	for i := len(below) - 1; i >= 0; i-- {
 		if k := below[i]; k.parent != nil {
 			s.notify("name", k.node.Path(nil), k.parent.NotifyEntry(k.name))
 		}
 	}
+}
+
+// isOpen reports whether the mount has handles of n open.
+func (n *node) isOpen() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.opens > 0
 }
 
 // notify logs a notification that the kernel refused for another reason

@@ -2,8 +2,11 @@ package fusefs
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -66,4 +69,45 @@ func TestInvalidateDropsTheClientCache(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(backing, "d/grown")); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("after an append the backing file has %d bytes (%v), want %d ending in the append", len(got), err, len(want))
 	}
+}
+
+// TestInvalidateWarnsOfOpenFiles checks that Invalidate names the files
+// open through a mount with the client cache, whose size the kernel keeps,
+// and only those.
+func TestInvalidateWarnsOfOpenFiles(t *testing.T) {
+	var logs syncBuffer
+	mnt, _, s := mount(t, Options{ClientCache: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	for _, name := range []string{"open", "closed"} {
+		if err := os.WriteFile(filepath.Join(mnt, name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Open(filepath.Join(mnt, "open"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s.Invalidate([]string{""})
+	out := logs.String()
+	if !strings.Contains(out, "keeps the size") || !strings.Contains(out, "path=open") || strings.Contains(out, "path=closed") {
+		t.Errorf("logs name the open file only, want:\n%s", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer that the mount's goroutines may log to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
