@@ -220,45 +220,6 @@ func TestKnownSize(t *testing.T) {
 	}
 }
 
-// TestInvalidateForgetsRecordedSizes shrinks a written-back file behind
-// the cache's back: after InvalidatePath the cache answers the backing
-// file's size, also after a restart, not the size its writes recorded. A
-// file with dirty data here keeps its size.
-func TestInvalidateForgetsRecordedSizes(t *testing.T) {
-	r := newRig(t, 4096, 8, func(c *Config) {
-		c.Tunables.DirtyHigh, c.Tunables.DirtyLow = 100, 100
-	})
-	ctx := context.Background()
-	r.write("shrunk", 0, bytes.Repeat([]byte("a"), 10000))
-	r.write("dirty", 0, bytes.Repeat([]byte("d"), 100))
-	for p, size := range map[string]int64{"shrunk": 10000, "dirty": 20000} {
-		if err := r.e.ExtendSize(ctx, p, size); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := r.e.FlushPath(ctx, "shrunk"); err != nil {
-		t.Fatal(err)
-	}
-	r.writeBacking("shrunk", []byte("short"))
-	if err := r.e.InvalidatePath(ctx, ""); err != nil {
-		t.Fatal(err)
-	}
-	check := func(when string) {
-		t.Helper()
-		for p, want := range map[string]int64{"shrunk": 5, "dirty": 20000} {
-			if size, err := r.e.Size(ctx, p); err != nil || size != want {
-				t.Errorf("%s: Size(%s) = %d, %v; want %d", when, p, size, err, want)
-			}
-		}
-		if got := r.readAll("shrunk"); string(got) != "short" {
-			t.Errorf("%s: read %d bytes, want the backing file's %q", when, len(got), "short")
-		}
-	}
-	check("after the invalidation")
-	r.restart()
-	check("after a restart")
-}
-
 // TestReadOfMissingFileKeepsNoRecord reads many files that exist nowhere, as
 // jobs probing for optional inputs do: each read fails with fs.ErrNotExist,
 // and the engine keeps no state for them.

@@ -233,10 +233,7 @@ func (e *Engine) ForgetRemoved(ctx context.Context, p string) error {
 
 // InvalidatePath drops the clean extents of a path or tree, and forgets the
 // backing sizes seen, so that reads see changes made to the backing store
-// behind the cache's back. Dirty extents stay, and so does the size of a
-// file that keeps some here; a file left with none here has the size of
-// its backing file, as after a truncation, not the size the cache
-// recorded, which a file that shrank behind its back no longer has.
+// behind the cache's back. Dirty extents stay.
 func (e *Engine) InvalidatePath(ctx context.Context, pathOrDir string) error {
 	if err := e.enter(); err != nil {
 		return err
@@ -246,18 +243,11 @@ func (e *Engine) InvalidatePath(ctx context.Context, pathOrDir string) error {
 	e.mu.Lock()
 	for _, f := range e.filesUnderLocked(pathOrDir) {
 		f.statted = false
-		if len(f.extents) == 0 && f.doomed == 0 && f.size > 0 {
-			f.size = 0
-			if f.record {
-				e.markFileLocked(f)
-			}
-		}
 	}
 	e.mu.Unlock()
-	// Durable step: the index without the dropped extents, and the files'
-	// records without the sizes forgotten. A crash before it finds them
-	// again and serves the bytes the caller asked to forget, older than
-	// the backing file's; after it, reads copy up again.
+	// Durable step: the index without the dropped extents. A crash before
+	// it finds them again and serves the bytes the caller asked to forget,
+	// older than the backing file's; after it, reads copy up again.
 	return e.waitCommit(ctx)
 }
 
