@@ -281,8 +281,49 @@ func TestInvalidateShowsOutOfBandChanges(t *testing.T) {
 	sameFile(t, filepath.Join(in.mount, "input"), changed)
 }
 
+// TestInvalidateKeepsTheSizeOfDataNotWrittenBack writes a file whose only
+// data is an extent that another server than its metadata server holds
+// dirty, and invalidates it: the file must keep its size. A metadata
+// server that forgot the size its writes announced would show the file as
+// long as its backing file, and an append would land over the dirty data.
+func TestInvalidateKeepsTheSizeOfDataNotWrittenBack(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 2)
+	p := filepath.Join(in.mount, "tail")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail := randomBytes(5000, 9)
+	if _, err := f.WriteAt(tail, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "local", "invalidate", "--mount", in.mount, in.mount)
+	if fi, err := os.Stat(p); err != nil || fi.Size() != 1<<20+5000 {
+		t.Fatalf("stat after invalidate: %v, %v; want %d bytes", fi, err, 1<<20+5000)
+	}
+	f, err = os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("appended")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "local", "down", "--mount", in.mount)
+	want := append(append(make([]byte, 1<<20), tail...), "appended"...)
+	sameFile(t, filepath.Join(in.backing, "tail"), want)
+}
+
 // TestInvalidateReachesTheKernel changes cached files behind the cache's
-// back, shorter and longer, and checks that invalidate makes a mount show
+// back, one read through the cache shorter and one written through it
+// longer, and checks that invalidate makes a mount show
 // them with and without the client cache, whose kernel keeps the pages
 // and the sizes of the files it read: an append after the invalidate must
 // land at the new end, and a file open with unwritten pages in the
@@ -294,7 +335,7 @@ func TestInvalidateReachesTheKernel(t *testing.T) {
 			in := dirs(t)
 			up(t, in, 2, extra...)
 			shrunk, grown := filepath.Join(in.mount, "shrunk"), filepath.Join(in.mount, "grown")
-			put(t, shrunk, randomBytes(3<<20+5000, 1))
+			put(t, filepath.Join(in.backing, "shrunk"), randomBytes(3<<20+5000, 1))
 			put(t, grown, randomBytes(70000, 2))
 			sameFile(t, shrunk, randomBytes(3<<20+5000, 1))
 			sameFile(t, grown, randomBytes(70000, 2))
