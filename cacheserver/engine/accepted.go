@@ -57,17 +57,19 @@ func (e *Engine) AdmitWriter(path string, counted, gathered bool) error {
 	return fmt.Errorf("create %s: %d files: %w", path, e.nfile, ErrTooManyFiles)
 }
 
-// AdmitSize returns ErrFileTooLarge if path may not grow to size bytes: a
-// size past MaxFileSize. A metadata server asks it before it sets the size
-// of the backing file, or announces a size, for a change that the servers
-// holding the data would refuse: the refused change must not be made there
-// either.
-func (e *Engine) AdmitSize(path string, size int64) error {
+// AdmitSize returns ErrFileTooLarge if path may not change from size from
+// to size to: growth past MaxFileSize. A file already past the limit (one
+// written on the backing store) may shrink, to a size past the limit or
+// below it, as the kernel lets a process past RLIMIT_FSIZE shrink a file.
+// A metadata server asks it before it sets the size of the backing file, or
+// announces a size, for a change that the servers holding the data would
+// refuse: the refused change must not be made there either.
+func (e *Engine) AdmitSize(path string, from, to int64) error {
 	e.mu.Lock()
 	maxSize := e.tun.MaxFileSize
 	e.mu.Unlock()
-	if maxSize > 0 && size > maxSize {
-		return fmt.Errorf("size of %s to %d, limit %d: %w", path, size, maxSize, ErrFileTooLarge)
+	if maxSize > 0 && to > maxSize && to > from {
+		return fmt.Errorf("size of %s from %d to %d, limit %d: %w", path, from, to, maxSize, ErrFileTooLarge)
 	}
 	return nil
 }

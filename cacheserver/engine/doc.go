@@ -76,7 +76,8 @@
 //     (into a dirty extent, over a whole extent, or where the backing file
 //     has no data), and holds the extent locked until WriteTx.Commit, which
 //     applies the write as WriteAt would, or cancels it.
-//   - Limits: MaxFileSize (ErrFileTooLarge), MaxFiles (ErrTooManyFiles on
+//   - Limits: MaxFileSize (ErrFileTooLarge, for writes past it and growth
+//     past it; a file already past it may shrink), MaxFiles (ErrTooManyFiles on
 //     the first write to a new file past the limit), and the write window:
 //     bytes written to the SSD (writes and copy-ups, as written to the slab)
 //     within the sliding window past Multiplier x Capacity make the cache

@@ -89,7 +89,10 @@ func (e *Engine) ExtendSize(ctx context.Context, path string, size int64) error 
 	if !validPath(path) || size < 0 {
 		return fmt.Errorf("extend %q to %d: %w", path, size, ErrInvalid)
 	}
-	if err := e.AdmitSize(path, size); err != nil {
+	// A size recorded here is that of a write: one past the limit is
+	// refused wherever it lands, as write(2) at RLIMIT_FSIZE is, even
+	// within a file already past it.
+	if err := e.AdmitSize(path, 0, size); err != nil {
 		return err
 	}
 	if shared, err := e.sharedUncached(ctx, path); err != nil || shared {
@@ -156,14 +159,11 @@ func (e *Engine) Truncate(ctx context.Context, path string, size int64) error {
 		return err
 	}
 	defer e.leave()
-	e.mu.Lock()
-	maxSize := e.tun.MaxFileSize
-	e.mu.Unlock()
 	if size < 0 || !validPath(path) {
 		return fmt.Errorf("truncate %q to %d: %w", path, size, ErrInvalid)
 	}
-	if maxSize > 0 && size > maxSize {
-		return fmt.Errorf("truncate %s to %d, limit %d: %w", path, size, maxSize, ErrFileTooLarge)
+	if err := e.admitTruncate(ctx, path, size); err != nil {
+		return err
 	}
 	if err := e.awaitUnlink(ctx, path); err != nil {
 		return err
@@ -190,6 +190,22 @@ func (e *Engine) Truncate(ctx context.Context, path string, size int64) error {
 		return nil
 	}
 	return e.waitCommit(ctx)
+}
+
+// admitTruncate refuses a truncate of path to size that grows it past
+// MaxFileSize; the size it has now is asked only for a size past the limit.
+func (e *Engine) admitTruncate(ctx context.Context, path string, size int64) error {
+	e.mu.Lock()
+	maxSize := e.tun.MaxFileSize
+	e.mu.Unlock()
+	if maxSize <= 0 || size <= maxSize {
+		return nil
+	}
+	from, err := e.Size(ctx, path)
+	if err != nil {
+		from = 0
+	}
+	return e.AdmitSize(path, from, size)
 }
 
 // Trim drops what the cache holds of path past size: extents past it, dirty

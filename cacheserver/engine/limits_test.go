@@ -47,6 +47,34 @@ func TestLimits(t *testing.T) {
 			op:      func(r *rig) error { return r.e.Truncate(context.Background(), "f", 10001) },
 			wantErr: ErrFileTooLarge,
 		},
+		"truncate of a file past MaxFileSize to a size past it": {
+			tun: Tunables{MaxFileSize: 10000},
+			op: func(r *rig) error {
+				return errors.Join(r.onBacking("f", 20000), r.e.Truncate(context.Background(), "f", 15000))
+			},
+		},
+		"truncate of a file past MaxFileSize to a size below it": {
+			tun: Tunables{MaxFileSize: 10000},
+			op: func(r *rig) error {
+				return errors.Join(r.onBacking("f", 20000), r.e.Truncate(context.Background(), "f", 5000))
+			},
+		},
+		"truncate of a file past MaxFileSize that grows it": {
+			tun: Tunables{MaxFileSize: 10000},
+			op: func(r *rig) error {
+				return errors.Join(r.onBacking("f", 20000), r.e.Truncate(context.Background(), "f", 20001))
+			},
+			wantErr: ErrFileTooLarge,
+		},
+		"shrink past MaxFileSize": {
+			tun: Tunables{MaxFileSize: 10000},
+			op:  func(r *rig) error { return r.e.AdmitSize("f", 20000, 15000) },
+		},
+		"growth past MaxFileSize of a file past it": {
+			tun:     Tunables{MaxFileSize: 10000},
+			op:      func(r *rig) error { return r.e.AdmitSize("f", 20000, 20001) },
+			wantErr: ErrFileTooLarge,
+		},
 		"extend past MaxFileSize": {
 			tun:     Tunables{MaxFileSize: 10000},
 			op:      func(r *rig) error { return r.e.ExtendSize(context.Background(), "f", 10001) },
@@ -54,12 +82,12 @@ func TestLimits(t *testing.T) {
 		},
 		"size past MaxFileSize": {
 			tun:     Tunables{MaxFileSize: 10000},
-			op:      func(r *rig) error { return r.e.AdmitSize("f", 10001) },
+			op:      func(r *rig) error { return r.e.AdmitSize("f", 0, 10001) },
 			wantErr: ErrFileTooLarge,
 		},
 		"size up to MaxFileSize": {
 			tun: Tunables{MaxFileSize: 10000},
-			op:  func(r *rig) error { return r.e.AdmitSize("f", 10000) },
+			op:  func(r *rig) error { return r.e.AdmitSize("f", 0, 10000) },
 		},
 		"file beyond MaxFiles": {
 			tun: Tunables{MaxFiles: 2},
@@ -115,6 +143,12 @@ func TestLimits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// onBacking writes a file of size bytes straight to the backing directory,
+// as a job that bypassed the cache would.
+func (r *rig) onBacking(p string, size int) error {
+	return os.WriteFile(filepath.Join(r.root, p), make([]byte, size), 0o644)
 }
 
 // writeErr writes n bytes in 4 KiB calls and returns the first error.

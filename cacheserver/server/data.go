@@ -300,7 +300,9 @@ func (s *Server) extendSize(ctx context.Context, req *wire.Request, _ *wire.Resp
 	if s.draining.Load() {
 		return errDraining
 	}
-	if err := s.cfg.Cache.AdmitSize(p, size); err != nil {
+	// The size is that of a write, which past the limit is refused even
+	// within a file already past it, as write(2) at RLIMIT_FSIZE is.
+	if err := s.cfg.Cache.AdmitSize(p, 0, size); err != nil {
 		return err
 	}
 	if !durable {

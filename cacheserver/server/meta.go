@@ -104,7 +104,7 @@ func (s *Server) setAttr(ctx context.Context, req *wire.Request, resp *wire.Resp
 		return err
 	}
 	if in.Size != nil {
-		if err := s.cfg.Cache.AdmitSize(p, *in.Size); err != nil {
+		if err := s.admitSize(ctx, p, *in.Size); err != nil {
 			return err
 		}
 	}
@@ -118,6 +118,21 @@ func (s *Server) setAttr(ctx context.Context, req *wire.Request, resp *wire.Resp
 	}
 	resp.Meta.Attr(s.withCacheSize(ctx, p, a))
 	return nil
+}
+
+// admitSize refuses a truncate of p to size that grows the file past the
+// limit on file size: a file already past it (written on the backing store)
+// may shrink, as a process past RLIMIT_FSIZE may shrink a local file.
+// The size the file has is asked only for a size past the limit.
+func (s *Server) admitSize(ctx context.Context, p string, size int64) error {
+	if s.cfg.Cache.AdmitSize(p, 0, size) == nil {
+		return nil
+	}
+	a, err := s.cfg.NS.GetAttr(ctx, p)
+	if err != nil {
+		return s.cfg.Cache.AdmitSize(p, 0, size)
+	}
+	return s.cfg.Cache.AdmitSize(p, s.withCacheSize(ctx, p, a).Size, size)
 }
 
 // truncate sets the size once every server dropped the data past it: the
@@ -184,7 +199,7 @@ func (s *Server) truncateOpen(ctx context.Context, req *wire.Request, resp *wire
 		return err
 	}
 	size := req.Args.Int64()
-	if err := s.cfg.Cache.AdmitSize(p, size); err != nil {
+	if err := s.admitSize(ctx, p, size); err != nil {
 		return err
 	}
 	a, err := s.cutBacking(ctx, p, size, true)

@@ -71,10 +71,11 @@ type Cache interface {
 	// gathered (writes the client's kernel gathers), the backing store's
 	// refusal of the data that fills the cache.
 	AdmitWriter(path string, counted, gathered bool) error
-	// AdmitSize returns the error (EFBIG) that growing path to size would
-	// meet: the size of the backing file is set, and a size announced,
-	// only if the servers holding the data would accept it.
-	AdmitSize(path string, size int64) error
+	// AdmitSize returns the error (EFBIG) that changing the size of path
+	// from from to to would meet: growth past the limit, not a shrink. The
+	// size of the backing file is set, and a size announced, only if the
+	// servers holding the data would accept it.
+	AdmitSize(path string, from, to int64) error
 	Stats() control.Stats
 	SetTunables(t control.Tunables) error
 }

@@ -150,3 +150,47 @@ func sizeOf(st os.FileInfo) int64 {
 	}
 	return st.Size()
 }
+
+// TestMaxFileSizeLetsAFilePastItShrink checks that a file written on the
+// backing directory past the limit on file size may shrink through the
+// mount, to a size still past the limit or below it, as the kernel lets a
+// process past RLIMIT_FSIZE shrink a local file, while growing it stays
+// refused with EFBIG.
+func TestMaxFileSizeLetsAFilePastItShrink(t *testing.T) {
+	requireFUSE(t)
+	const limit = 3 << 20
+	in := dirs(t)
+	big := randomBytes(5<<20, 7)
+	for _, n := range []string{"truncate", "ftruncate"} {
+		writeWhole(t, filepath.Join(in.backing, n), big)
+	}
+	up(t, in, 3, "--server-arg=--max-file-size=3Mi")
+	cut := map[string]func(path string, size int64) error{
+		"truncate": os.Truncate,
+		"ftruncate": func(path string, size int64) error {
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return f.Truncate(size)
+		},
+	}
+	for n, change := range cut {
+		p := filepath.Join(in.mount, n)
+		if err := change(p, 4<<20); err != nil {
+			t.Errorf("%s of a file past the limit to a size past it: %v", n, err)
+		}
+		if err := change(p, 4<<20+1); !errors.Is(err, syscall.EFBIG) {
+			t.Errorf("%s growing a file past the limit: %v, want EFBIG", n, err)
+		}
+		if err := change(p, limit-1); err != nil {
+			t.Errorf("%s of a file past the limit to a size below it: %v", n, err)
+		}
+		sameSizedFile(t, p, big[:limit-1])
+	}
+	must(t, "local", "down", "--mount", in.mount)
+	for n := range cut {
+		sameSizedFile(t, filepath.Join(in.backing, n), big[:limit-1])
+	}
+}

@@ -56,7 +56,7 @@ func (m *MemCache) CallLog() []string {
 func (m *MemCache) AdmitWriter(string, bool, bool) error { return nil }
 
 // AdmitSize admits every size: MemCache has no limits.
-func (m *MemCache) AdmitSize(string, int64) error { return nil }
+func (m *MemCache) AdmitSize(string, int64, int64) error { return nil }
 
 func (m *MemCache) record(op, path string) {
 	m.Calls = append(m.Calls, op+" "+path)
