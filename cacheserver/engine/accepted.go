@@ -25,18 +25,16 @@ func accepted(ctx context.Context) bool {
 }
 
 // AdmitWriter answers, for an open of path for writing, the error that a
-// write would meet now: ErrCacheDevice once the cache device failed,
-// ErrReadOnly while the write window is used up, and,
-// if counted (the open creates path, or its writes will come Accepted),
-// ErrTooManyFiles while the cache holds MaxFiles files and none of them is
-// path. A job whose writes its kernel gathers in the page cache (gathered)
-// learns of the limits there, at open, as it would from write(2)
-// otherwise: its writes reach the cache later, marked Accepted, and pass
-// them. Such writes also wait for space, which, while every slot holds
+// write would meet now: ErrCacheDevice once the cache device failed, and
+// ErrReadOnly while the write window is used up. (The limit on files holds
+// at open through ReserveFile.) A job whose writes its kernel gathers in
+// the page cache (gathered) learns of the limits there, at open, as it
+// would from write(2) otherwise: its writes reach the cache later, marked
+// Accepted, and pass them. Such writes also wait for space, which, while every slot holds
 // data the backing store refuses (see allocSlot), only someone acting on
 // the backing store can free; a gathered open then gets the backing
 // store's error, rather than a job that hangs at close.
-func (e *Engine) AdmitWriter(path string, counted, gathered bool) error {
+func (e *Engine) AdmitWriter(path string, gathered bool) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.deviceErr != nil {
@@ -48,13 +46,7 @@ func (e *Engine) AdmitWriter(path string, counted, gathered bool) error {
 	if gathered && e.refusingLocked() {
 		return fmt.Errorf("open %s for writing: every slot of the cache holds data the backing store refuses: %w", path, e.st.lastWBErr)
 	}
-	if !counted || e.tun.MaxFiles <= 0 || e.nfile < e.tun.MaxFiles {
-		return nil
-	}
-	if f := e.files[path]; f != nil && f.record {
-		return nil
-	}
-	return fmt.Errorf("create %s: %d files: %w", path, e.nfile, ErrTooManyFiles)
+	return nil
 }
 
 // AdmitSize returns ErrFileTooLarge if path may not change from size from

@@ -15,10 +15,10 @@ import (
 var (
 	// ErrFileTooLarge (EFBIG): a write or truncate past Tunables.MaxFileSize.
 	ErrFileTooLarge = errors.New("file too large")
-	// ErrTooManyFiles (EDQUOT): the first write to a new file when the cache
-	// already holds Tunables.MaxFiles files (but one marked Accepted), and
-	// AdmitWriter then for an open it counts (a create, or one whose writes
-	// will come Accepted) of a file it does not hold.
+	// ErrTooManyFiles (EDQUOT): ReserveFile, ExtendSize or the first write
+	// (but one marked Accepted) of a file the engine counts (Share) and
+	// holds no record of, when the records and reservations it counts
+	// reached its share of Tunables.MaxFiles.
 	ErrTooManyFiles = errors.New("too many files")
 	// ErrReadOnly (EROFS): bytes written to the cache device within the
 	// write window passed Multiplier x Capacity; the cache refuses writes
@@ -98,8 +98,10 @@ type Tunables struct {
 	EvictHigh, EvictLow int
 	// MaxFileSize limits the size of a file in bytes; 0 means no limit.
 	MaxFileSize int64
-	// MaxFiles limits the number of files written through the cache that
-	// it still holds; 0 means no limit.
+	// MaxFiles limits the number of files created or written through the
+	// cache that it still holds a record of, over every engine of an
+	// instance: each engine counts the files of its Config.Share, up to
+	// its part of MaxFiles (Share.Of); 0 means no limit.
 	MaxFiles int64
 	// WriteWindow limits the bytes written to the cache device.
 	WriteWindow WriteWindow
@@ -121,6 +123,9 @@ type Config struct {
 	Tunables Tunables
 	// Durability says what Sync guarantees (default Cache).
 	Durability Durability
+	// Share says which files this engine counts against Tunables.MaxFiles
+	// and which part of it it may use (default: every file, all of it).
+	Share Share
 	// Stride is the distance between the extents of a file that this engine
 	// serves: N in a cache striped over N servers, where extent e of a file
 	// is on one server and e+1 on the next (default 1). Read-ahead copies

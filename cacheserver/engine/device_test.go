@@ -70,7 +70,7 @@ func TestFailedSlabFsyncStopsWritesNotWriteBack(t *testing.T) {
 	if _, err := r.e.WriteAt(ctx, "g", []byte("new"), 0); !errors.Is(err, ErrCacheDevice) {
 		t.Fatalf("a new write after the failure = %v, want ErrCacheDevice", err)
 	}
-	if err := r.e.AdmitWriter("g", false, false); !errors.Is(err, ErrCacheDevice) {
+	if err := r.e.AdmitWriter("g", false); !errors.Is(err, ErrCacheDevice) {
 		t.Fatalf("an open for writing after the failure = %v, want ErrCacheDevice", err)
 	}
 	if _, err := r.e.WriteAt(Accepted(ctx), "f", []byte("b"), 0); err != nil {

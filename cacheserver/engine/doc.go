@@ -77,8 +77,12 @@
 //     has no data), and holds the extent locked until WriteTx.Commit, which
 //     applies the write as WriteAt would, or cancels it.
 //   - Limits: MaxFileSize (ErrFileTooLarge, for writes past it and growth
-//     past it; a file already past it may shrink), MaxFiles (ErrTooManyFiles on
-//     the first write to a new file past the limit), and the write window:
+//     past it; a file already past it may shrink), MaxFiles (ErrTooManyFiles
+//     for a file the engine counts and holds no record of: at ReserveFile,
+//     which a server calls before it creates a file or opens it for
+//     writing, and at ExtendSize or the first write of one that was not
+//     reserved; an engine of several counts only the files of its Share,
+//     against its part of MaxFiles), and the write window:
 //     bytes written to the SSD (writes and copy-ups, as written to the slab)
 //     within the sliding window past Multiplier x Capacity make the cache
 //     read-only (ErrReadOnly), visible in Stats. Writes marked Accepted

@@ -39,7 +39,8 @@ type Engine struct {
 	cond      *sync.Cond // broadcast on any change waiters may wait for
 	tun       Tunables
 	files     map[string]*file
-	nfile     int64              // files with a record
+	nfile     int64              // files with a record that count against MaxFiles (Share)
+	reserved  int64              // files reserved under MaxFiles (ReserveFile)
 	dooms     map[*file]struct{} // doomed files
 	resolving bool               // resolveDooms runs
 	// overtaken keeps, for DoomTimeout, the unlinks whose end (NotRemoved)

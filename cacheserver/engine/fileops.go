@@ -105,11 +105,13 @@ func (e *Engine) ExtendSize(ctx context.Context, path string, size int64) error 
 	f := e.fileLocked(path)
 	grew := size > f.size
 	if grew {
-		f.size = size
-		if !f.record {
-			f.record = true
-			e.nfile++
+		// A size recorded for a file the engine holds no record of makes
+		// one, which counts against MaxFiles as a write's does.
+		if err := e.recordLocked(f, true); err != nil {
+			e.mu.Unlock()
+			return fmt.Errorf("extend: %w", err)
 		}
+		f.size = size
 		e.markFileLocked(f)
 	}
 	e.mu.Unlock()

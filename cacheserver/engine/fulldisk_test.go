@@ -163,10 +163,10 @@ func TestWriterGetsTheBackingStoresRefusal(t *testing.T) {
 	}
 	// A job whose kernel gathers its writes learns of it at open: its
 	// writes would come Accepted, and wait.
-	if err := r.e.AdmitWriter("out/gathered", true, true); !errors.Is(err, syscall.ENOSPC) {
+	if err := r.e.AdmitWriter("out/gathered", true); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("AdmitWriter of a gathered open = %v, want the backing store's ENOSPC", err)
 	}
-	if err := r.e.AdmitWriter("out/plain", true, false); err != nil {
+	if err := r.e.AdmitWriter("out/plain", false); err != nil {
 		t.Fatalf("AdmitWriter of an open whose writes are not gathered = %v, want none (its writes get the error)", err)
 	}
 	actx, cancel := context.WithTimeout(Accepted(ctx), 300*time.Millisecond)
@@ -188,7 +188,7 @@ func TestWriterGetsTheBackingStoresRefusal(t *testing.T) {
 	if err := r.e.Flush(ctx); err != nil {
 		t.Fatalf("Flush once the backing store has room: %v", err)
 	}
-	if err := r.e.AdmitWriter("out/gathered", true, true); err != nil {
+	if err := r.e.AdmitWriter("out/gathered", true); err != nil {
 		t.Fatalf("AdmitWriter of a gathered open once the backing store has room: %v", err)
 	}
 	if s := r.e.Stats(); s.WriteBackFailing || s.WriteBackRefused {

@@ -96,6 +96,39 @@ func TestLimits(t *testing.T) {
 			},
 			wantErr: ErrTooManyFiles,
 		},
+		"extend of a new file beyond MaxFiles": {
+			tun: Tunables{MaxFiles: 1},
+			op: func(r *rig) error {
+				return errors.Join(writeErr(r, "a", 0, 1), r.e.ExtendSize(context.Background(), "b", 10))
+			},
+			wantErr: ErrTooManyFiles,
+		},
+		"reservation beyond MaxFiles": {
+			tun: Tunables{MaxFiles: 1},
+			op: func(r *rig) error {
+				_, err := r.e.ReserveFile("a")
+				_, err2 := r.e.ReserveFile("b")
+				return errors.Join(err, err2)
+			},
+			wantErr: ErrTooManyFiles,
+		},
+		"reservation given back": {
+			tun: Tunables{MaxFiles: 1},
+			op: func(r *rig) error {
+				_, err := r.e.ReserveFile("a")
+				err2 := r.e.EndReserve(context.Background(), "a", false)
+				_, err3 := r.e.ReserveFile("b")
+				return errors.Join(err, err2, err3, r.e.EndReserve(context.Background(), "b", true), writeErr(r, "b", 0, 1))
+			},
+		},
+		"reservation kept": {
+			tun: Tunables{MaxFiles: 1},
+			op: func(r *rig) error {
+				_, err := r.e.ReserveFile("a")
+				return errors.Join(err, r.e.EndReserve(context.Background(), "a", true), writeErr(r, "b", 0, 1))
+			},
+			wantErr: ErrTooManyFiles,
+		},
 		"unlink makes room under MaxFiles": {
 			tun: Tunables{MaxFiles: 1},
 			op: func(r *rig) error {
@@ -110,27 +143,35 @@ func TestLimits(t *testing.T) {
 		"open for writing with the window used up": {
 			tun: Tunables{WriteWindow: WriteWindow{Multiplier: 2, Length: time.Hour}},
 			op: func(r *rig) error {
-				return errors.Join(writeErr(r, "f", 0, 2*8*4096), r.e.AdmitWriter("f", false, false))
+				return errors.Join(writeErr(r, "f", 0, 2*8*4096), r.e.AdmitWriter("f", false))
 			},
 			wantErr: ErrReadOnly,
 		},
 		"open for writing with room in the window": {
 			tun: Tunables{WriteWindow: WriteWindow{Multiplier: 2, Length: time.Hour}},
 			op: func(r *rig) error {
-				return errors.Join(writeErr(r, "f", 0, 2*8*4096-1), r.e.AdmitWriter("g", true, false))
+				return errors.Join(writeErr(r, "f", 0, 2*8*4096-1), r.e.AdmitWriter("g", false))
 			},
 		},
 		"create beyond MaxFiles": {
 			tun: Tunables{MaxFiles: 1},
 			op: func(r *rig) error {
-				return errors.Join(writeErr(r, "a", 0, 1), r.e.AdmitWriter("b", true, false))
+				_, err := r.e.ReserveFile("b")
+				return errors.Join(writeErr(r, "a", 0, 1), err)
 			},
 			wantErr: ErrTooManyFiles,
 		},
 		"open at MaxFiles": {
 			tun: Tunables{MaxFiles: 1},
 			op: func(r *rig) error {
-				return errors.Join(writeErr(r, "a", 0, 1), r.e.AdmitWriter("a", true, false), r.e.AdmitWriter("b", false, false))
+				if err := writeErr(r, "a", 0, 1); err != nil {
+					return err
+				}
+				reserved, err := r.e.ReserveFile("a")
+				if reserved {
+					err = errors.New("reserved a file the cache holds")
+				}
+				return err
 			},
 		},
 	}
@@ -142,6 +183,37 @@ func TestLimits(t *testing.T) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestMaxFilesShare checks that an engine of several counts only the files
+// its Share counts, against its part of MaxFiles, across a restart too,
+// and that the parts of MaxFiles add up to it.
+func TestMaxFilesShare(t *testing.T) {
+	counts := func(p string) bool { return p[0] == 'm' }
+	r := newRig(t, 4096, 8, func(c *Config) {
+		c.Tunables = Tunables{MaxFiles: 5}
+		c.Share = Share{Index: 2, Servers: 3, Counts: counts}
+	})
+	// Part 1 of 5 over 3: mine takes it, others' files are not counted.
+	if err := errors.Join(writeErr(r, "mine", 0, 1), writeErr(r, "other1", 0, 1), writeErr(r, "other2", 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	r.restart()
+	if err := writeErr(r, "more", 0, 1); !errors.Is(err, ErrTooManyFiles) {
+		t.Errorf("second file of a part of 1 after a restart: %v, want ErrTooManyFiles", err)
+	}
+	if err := writeErr(r, "other3", 0, 1); err != nil {
+		t.Errorf("file another engine counts: %v", err)
+	}
+	for _, tc := range []struct{ maxFiles, servers, want int64 }{{5, 3, 5}, {2, 3, 2}, {7, 1, 7}, {9, 4, 9}} {
+		var sum int64
+		for i := range tc.servers {
+			sum += Share{Index: int(i), Servers: int(tc.servers)}.Of(tc.maxFiles)
+		}
+		if sum != tc.want {
+			t.Errorf("parts of %d over %d servers add up to %d, want %d", tc.maxFiles, tc.servers, sum, tc.want)
+		}
 	}
 }
 

@@ -20,7 +20,9 @@ func (e *Engine) recover() error {
 		func(p string, r index.File) error {
 			f := e.fileLocked(p)
 			f.size, f.cred, f.record = r.Size, r.Cred, true
-			e.nfile++
+			if e.cfg.Share.counts(p) {
+				e.nfile++
+			}
 			if r.Dooms > 0 {
 				// Unlinks were under way: the clients that began them may
 				// still end them, each with EndDoom and its id, so the doom

@@ -99,7 +99,9 @@ func (e *Engine) forgetFileLocked(f *file) {
 	}
 	if f.record {
 		f.record = false
-		e.nfile--
+		if e.cfg.Share.counts(f.path) {
+			e.nfile--
+		}
 		e.markFileLocked(f)
 	}
 }

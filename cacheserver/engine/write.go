@@ -84,18 +84,13 @@ func (e *Engine) fileForWrite(ctx context.Context, path string, off, n int64) (*
 	return f, e.claimFile(ctx, f)
 }
 
-// claimFile gives f a file record, counted against MaxFiles, and remembers
-// the writer's identity for write-back.
+// claimFile gives f a file record, counted against MaxFiles if it counts
+// here (Share), and remembers the writer's identity for write-back.
 func (e *Engine) claimFile(ctx context.Context, f *file) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !f.record {
-		if e.tun.MaxFiles > 0 && e.nfile >= e.tun.MaxFiles && !accepted(ctx) {
-			return fmt.Errorf("write %s: %d files: %w", f.path, e.nfile, ErrTooManyFiles)
-		}
-		f.record = true
-		e.nfile++
-		e.markFileLocked(f)
+	if err := e.recordLocked(f, !accepted(ctx)); err != nil {
+		return fmt.Errorf("write: %w", err)
 	}
 	if c, ok := ident.FromContext(ctx); ok && (f.cred == nil || c.String() != f.cred.String()) {
 		f.cred = &c

@@ -7,6 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/burstcache/burstcache/cacheserver/engine"
+	"github.com/burstcache/burstcache/cacheserver/placement"
 )
 
 // ErrForeignCacheDir is returned for a cache directory that belongs to
@@ -68,4 +71,16 @@ func writeIdentity(p string, id Identity) error {
 		return fmt.Errorf("writing cache directory identity: %w", err)
 	}
 	return nil
+}
+
+// FileShare is the part of an instance's limit on files that server id
+// counts: the files whose metadata server it is, each counted by one
+// server only, as creates and opens for writing reach that server. A
+// cache directory keeps its identity across restarts, so the files that
+// recovery counts again are the ones counted before.
+func FileShare(id Identity) engine.Share {
+	l := placement.Layout{Servers: id.Servers, ExtentSize: id.ExtentSize}
+	return engine.Share{Index: id.Index, Servers: id.Servers, Counts: func(p string) bool {
+		return l.MetaServer(p) == id.Index
+	}}
 }

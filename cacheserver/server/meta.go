@@ -267,8 +267,47 @@ func (s *Server) mknod(ctx context.Context, req *wire.Request, resp *wire.Respon
 	if err != nil {
 		return err
 	}
+	if mode&syscall.S_IFMT != syscall.S_IFREG {
+		a, err := s.cfg.NS.Mknod(ctx, p, mode, dev)
+		return s.answerAttr(ctx, p, resp, a, err)
+	}
+	// A regular file made by mknod(2) is a create, under the same limits.
+	reserved, err := s.admitWriter(p, false)
+	if err != nil {
+		return err
+	}
 	a, err := s.cfg.NS.Mknod(ctx, p, mode, dev)
-	return s.answerAttr(ctx, p, resp, a, err)
+	return s.answerAttr(ctx, p, resp, a, s.endReserve(ctx, p, reserved, a, err))
+}
+
+// admitWriter admits a create of p, or an open of it for writing: it
+// returns the error a write would meet now (see Cache.AdmitWriter), or
+// EDQUOT if the file would pass the limit on files, and otherwise whether
+// it reserved a place for p under that limit, which endReserve ends.
+// The place is reserved before the backing file is made, so that two
+// creates do not both take the last one.
+func (s *Server) admitWriter(p string, gathered bool) (reserved bool, err error) {
+	if err := s.cfg.Cache.AdmitWriter(p, gathered); err != nil {
+		return false, err
+	}
+	return s.cfg.Cache.ReserveFile(p)
+}
+
+// endReserve ends the reservation of admitWriter once the call it was made
+// for ended with a and err: a regular file of one name that the call
+// made or opened is recorded in the reserved place, and counts; otherwise
+// the place is given back. A file of several names is not counted: the
+// cache passes its writes through and holds nothing of it. It returns err,
+// or the error of recording the file.
+func (s *Server) endReserve(ctx context.Context, p string, reserved bool, a namespace.Attr, err error) error {
+	if !reserved {
+		return err
+	}
+	keep := err == nil && a.IsRegular() && a.Nlink <= 1
+	if rerr := s.cfg.Cache.EndReserve(ctx, p, keep); err == nil {
+		err = rerr
+	}
+	return err
 }
 
 // unlink removes the name on the backing store, then forgets what this
@@ -363,17 +402,19 @@ func (s *Server) create(ctx context.Context, req *wire.Request, resp *wire.Respo
 		return err
 	}
 	for {
-		if err := s.cfg.Cache.AdmitWriter(p, true, gathered); err != nil {
+		reserved, err := s.admitWriter(p, gathered)
+		if err != nil {
 			return s.openRefusedCreate(ctx, p, flags, gathered, err, resp)
 		}
 		a, err := s.cfg.NS.Create(ctx, p, flags|syscall.O_EXCL, mode)
 		if !errors.Is(err, syscall.EEXIST) || flags&syscall.O_EXCL != 0 {
-			if err != nil {
+			if err := s.endReserve(ctx, p, reserved, a, err); err != nil {
 				return err
 			}
 			resp.Meta.Attr(s.withCacheSize(ctx, p, a)).Bool(false)
 			return nil
 		}
+		_ = s.endReserve(ctx, p, reserved, a, err)
 		a, err = s.openFile(ctx, p, flags, gathered)
 		if errors.Is(err, syscall.ENOENT) {
 			// Removed between the two calls: create it again.
@@ -433,9 +474,11 @@ func (s *Server) open(ctx context.Context, req *wire.Request, resp *wire.Respons
 // openFile checks the caller may open p with flags, and answers its
 // attributes: those of the backing file just cut for O_TRUNC, which the
 // client trims the servers to, and otherwise with the size the cache knows.
-// The writes of a client whose kernel gathers them (gathered) reach the
-// cache as page write-back, which passes its limit on files: the limit
-// then holds at open, for a file the cache does not hold, as for a create.
+// An open for writing counts the file under the limit on files, as a
+// create does: the limit holds at open, for every client, since the
+// servers that take a file's writes do not count it (only its metadata
+// server does), and the writes of a client whose kernel gathers them
+// (gathered) reach the cache as page write-back, which passes the limit.
 func (s *Server) openFile(ctx context.Context, p string, flags int, gathered bool) (namespace.Attr, error) {
 	writing := flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0
 	if writing && s.cfg.LoadBalanced {
@@ -444,12 +487,15 @@ func (s *Server) openFile(ctx context.Context, p string, flags int, gathered boo
 	if writing && s.draining.Load() {
 		return namespace.Attr{}, errDraining
 	}
+	reserved := false
 	if writing {
-		if err := s.cfg.Cache.AdmitWriter(p, gathered, gathered); err != nil {
+		var err error
+		if reserved, err = s.admitWriter(p, gathered); err != nil {
 			return namespace.Attr{}, err
 		}
 	}
 	a, err := s.cfg.NS.Open(ctx, p, flags)
+	err = s.endReserve(ctx, p, reserved, a, err)
 	if err != nil || flags&syscall.O_TRUNC != 0 {
 		return a, err
 	}

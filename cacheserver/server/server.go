@@ -66,11 +66,16 @@ type Cache interface {
 	InvalidatePath(ctx context.Context, path string) error
 	// AdmitWriter returns the error a write to path would meet now, for an
 	// open of it for writing: a write window used up (EROFS) or, if
-	// counted (a create, or writes the client's kernel gathers), the limit
-	// on files for a file the cache does not hold (EDQUOT), or, if
 	// gathered (writes the client's kernel gathers), the backing store's
 	// refusal of the data that fills the cache.
-	AdmitWriter(path string, counted, gathered bool) error
+	AdmitWriter(path string, gathered bool) error
+	// ReserveFile reserves a place under the limit on files for path,
+	// about to be created or opened for writing, if the server counts it
+	// and holds no record of it (reserved), or returns EDQUOT when there is
+	// none. EndReserve ends a reservation: with keep the file is recorded
+	// in its place, durably, else the place is given back.
+	ReserveFile(path string) (reserved bool, err error)
+	EndReserve(ctx context.Context, path string, keep bool) error
 	// AdmitSize returns the error (EFBIG) that changing the size of path
 	// from from to to would meet: growth past the limit, not a shrink. The
 	// size of the backing file is set, and a size announced, only if the

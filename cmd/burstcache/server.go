@@ -83,7 +83,7 @@ run as --uid/--gid/--groups (default: the server process), or, with
 	fl.IntVar(&f.evictLow, "evict-low", 0, "eviction stops at this percentage (default 85)")
 	fl.IntVar(&f.threads, "writeback-threads", 0, "write-back workers (default 4)")
 	fl.Var(&f.maxFileSize, "max-file-size", "largest file size; writes past it fail with EFBIG (0: no limit)")
-	fl.Int64Var(&f.maxFiles, "max-files", 0, "most files the cache holds; more fail with EDQUOT (0: no limit)")
+	fl.Int64Var(&f.maxFiles, "max-files", 0, "most files the instance holds, over all its servers; more fail with EDQUOT (0: no limit)")
 	fl.Float64Var(&f.windowMultiplier, "write-window-multiplier", 0, "at most this times the capacity may be written per write window; past it writes fail with EROFS (default 10, negative: no limit)")
 	fl.DurationVar(&f.windowLength, "write-window-length", 0, "length of the sliding write window (default 24h)")
 	fl.DurationVar(&f.commitInterval, "commit-interval", 0, "longest wait of index changes for a commit: what a crash of the server can lose of writes to files still open that no fsync covered (default 1s)")
@@ -340,7 +340,7 @@ func (f *serverFlags) openEngine(log *slog.Logger, store backing.Store) (server.
 	e, err := engine.Open(engine.Config{
 		Dir: dir, Backing: store, ExtentSize: int64(f.extentSize),
 		Capacity: int64(f.capacity), Tunables: tun, Durability: engine.Durability(f.durability), Logger: log,
-		Stride: f.stride(), CommitInterval: f.commitInterval,
+		Stride: f.stride(), CommitInterval: f.commitInterval, Share: server.FileShare(id),
 	})
 	if errors.Is(err, engine.ErrGeometry) || errors.Is(err, engine.ErrInUse) {
 		return nil, nil, withCode(exitForeignCacheDir, err)

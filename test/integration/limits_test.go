@@ -83,54 +83,57 @@ func sameSizedFile(t *testing.T, path string, want []byte) {
 	sameFile(t, path, want)
 }
 
-// TestMaxFilesChangesNothingItRefuses checks, on three servers that each
-// hold at most two files, writes that a server refuses with EDQUOT: a
-// write whose first extent's server takes it and whose second extent's
-// server is full ends short at the extent boundary, as write(2) does at a
-// limit, rather than fail over bytes that landed; and a write that failed
-// leaves no size behind, which the metadata server had shown every client
-// until then, with zeros up to it.
-func TestMaxFilesChangesNothingItRefuses(t *testing.T) {
+// TestMaxFilesHoldsOverTheInstance checks that maxFiles bounds the files of
+// the whole instance, not those of each server: three servers with
+// --max-files=4 admit 2, 1 and 1 files of the names whose metadata server
+// each is, their parts of the limit, whether creat(2) or mknod(2) makes
+// them, and a refused create leaves nothing behind. The count survives a
+// crash of a server, and removing a file makes room for another.
+func TestMaxFilesHoldsOverTheInstance(t *testing.T) {
 	requireFUSE(t)
-	const extent = 1 << 20
-	l := placement.Layout{Servers: 3, ExtentSize: extent}
+	l := placement.Layout{Servers: 3, ExtentSize: 1 << 20}
 	in := dirs(t)
-	straddled := nameOn(l, "straddled", 0)
-	// The second extent of straddled, and the sixth of far, are on server 1.
-	far := nameOn(l, "far", 2)
-	for _, n := range []string{straddled, far} {
-		writeWhole(t, filepath.Join(in.backing, n), make([]byte, 2*extent))
+	up(t, in, 3, "--server-arg=--max-files=4", "--server-arg=--commit-interval=1h")
+	create := func(n string, i int) error {
+		if i%2 == 1 {
+			return unix.Mknod(filepath.Join(in.mount, n), unix.S_IFREG|0o644, 0)
+		}
+		return os.WriteFile(filepath.Join(in.mount, n), []byte(n), 0o644)
 	}
-	up(t, in, 3, "--server-arg=--max-files=2")
-	for i := range 2 {
-		writeWhole(t, filepath.Join(in.mount, nameOn(l, fmt.Sprintf("small%d", i), 1)), []byte("fills server 1"))
+	made := map[int][]string{}
+	for server, want := range []int{2, 1, 1} {
+		for i := range 3 {
+			n := nameOn(l, fmt.Sprintf("s%d-%d-", server, i), server)
+			err := create(n, i)
+			switch {
+			case err == nil:
+				made[server] = append(made[server], n)
+			case errors.Is(err, syscall.EDQUOT):
+				if _, err := os.Lstat(filepath.Join(in.backing, n)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("refused create of %s left it on the backing directory: %v", n, err)
+				}
+			default:
+				t.Errorf("create of %s: %v", n, err)
+			}
+		}
+		if len(made[server]) != want {
+			t.Errorf("server %d admitted %v, want %d files", server, made[server], want)
+		}
 	}
-	f, err := os.OpenFile(filepath.Join(in.mount, straddled), os.O_WRONLY, 0)
-	if err != nil {
+	killServer(t, in, 0)
+	if err := create(nameOn(l, "after-crash-", 0), 0); !errors.Is(err, syscall.EDQUOT) {
+		t.Errorf("create past the limit after a crash of its server: %v, want EDQUOT", err)
+	}
+	if err := os.Remove(filepath.Join(in.mount, made[0][0])); err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if n, err := unix.Pwrite(int(f.Fd()), bytes.Repeat([]byte("w"), extent/2), extent*3/4); n != extent/4 || err != nil {
-		t.Errorf("write over the extent boundary into a full server: %d, %v; want %d, nil", n, err, extent/4)
+	if err := create(nameOn(l, "after-remove-", 0), 1); err != nil {
+		t.Errorf("create after a remove made room: %v", err)
 	}
-	g, err := os.OpenFile(filepath.Join(in.mount, far), os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	if _, err := g.WriteAt([]byte("far"), 5*extent); !errors.Is(err, syscall.EDQUOT) {
-		t.Errorf("write past the end into a full server: %v, want EDQUOT", err)
-	}
-	if st, err := os.Stat(filepath.Join(in.mount, far)); err != nil || st.Size() != 2*extent {
-		t.Errorf("size after a refused write: %v, %v; want %d", sizeOf(st), err, 2*extent)
-	}
-	f.Close()
-	g.Close()
 	must(t, "local", "down", "--mount", in.mount)
-	want := make([]byte, 2*extent)
-	copy(want[extent*3/4:extent], bytes.Repeat([]byte("w"), extent/4))
-	sameSizedFile(t, filepath.Join(in.backing, straddled), want)
-	sameSizedFile(t, filepath.Join(in.backing, far), make([]byte, 2*extent))
+	if es, err := os.ReadDir(in.backing); err != nil || len(es) != 4 {
+		t.Errorf("backing directory holds %d files (%v), want 4", len(es), err)
+	}
 }
 
 // nameOn returns the first name made of prefix and a number whose
@@ -140,57 +143,5 @@ func nameOn(l placement.Layout, prefix string, server int) string {
 		if n := fmt.Sprintf("%s%d", prefix, i); l.MetaServer(n) == server {
 			return n
 		}
-	}
-}
-
-// sizeOf returns the size in st, or -1 without one.
-func sizeOf(st os.FileInfo) int64 {
-	if st == nil {
-		return -1
-	}
-	return st.Size()
-}
-
-// TestMaxFileSizeLetsAFilePastItShrink checks that a file written on the
-// backing directory past the limit on file size may shrink through the
-// mount, to a size still past the limit or below it, as the kernel lets a
-// process past RLIMIT_FSIZE shrink a local file, while growing it stays
-// refused with EFBIG.
-func TestMaxFileSizeLetsAFilePastItShrink(t *testing.T) {
-	requireFUSE(t)
-	const limit = 3 << 20
-	in := dirs(t)
-	big := randomBytes(5<<20, 7)
-	for _, n := range []string{"truncate", "ftruncate"} {
-		writeWhole(t, filepath.Join(in.backing, n), big)
-	}
-	up(t, in, 3, "--server-arg=--max-file-size=3Mi")
-	cut := map[string]func(path string, size int64) error{
-		"truncate": os.Truncate,
-		"ftruncate": func(path string, size int64) error {
-			f, err := os.OpenFile(path, os.O_RDWR, 0)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			return f.Truncate(size)
-		},
-	}
-	for n, change := range cut {
-		p := filepath.Join(in.mount, n)
-		if err := change(p, 4<<20); err != nil {
-			t.Errorf("%s of a file past the limit to a size past it: %v", n, err)
-		}
-		if err := change(p, 4<<20+1); !errors.Is(err, syscall.EFBIG) {
-			t.Errorf("%s growing a file past the limit: %v, want EFBIG", n, err)
-		}
-		if err := change(p, limit-1); err != nil {
-			t.Errorf("%s of a file past the limit to a size below it: %v", n, err)
-		}
-		sameSizedFile(t, p, big[:limit-1])
-	}
-	must(t, "local", "down", "--mount", in.mount)
-	for n := range cut {
-		sameSizedFile(t, filepath.Join(in.backing, n), big[:limit-1])
 	}
 }

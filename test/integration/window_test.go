@@ -104,8 +104,8 @@ func writeMapped(t *testing.T, path string, data []byte) {
 // fails with EDQUOT, with the client cache too, whose writes reach the
 // servers only as page write-back, which passes the limit; files the cache
 // holds may still be written. A file of the backing directory that the
-// cache does not hold counts as a new one: writing it fails with EDQUOT,
-// at write(2), or at open with the client cache, and it can still be read.
+// cache does not hold counts as a new one: opening it for writing fails
+// with EDQUOT, and it can still be read.
 func TestMaxFilesRefusesCreates(t *testing.T) {
 	requireFUSE(t)
 	for name, args := range map[string][]string{

@@ -53,7 +53,13 @@ func (m *MemCache) CallLog() []string {
 }
 
 // AdmitWriter admits every writer: MemCache has no limits.
-func (m *MemCache) AdmitWriter(string, bool, bool) error { return nil }
+func (m *MemCache) AdmitWriter(string, bool) error { return nil }
+
+// ReserveFile reserves nothing: MemCache has no limits.
+func (m *MemCache) ReserveFile(string) (bool, error) { return false, nil }
+
+// EndReserve has nothing to end: ReserveFile reserves nothing.
+func (m *MemCache) EndReserve(context.Context, string, bool) error { return nil }
 
 // AdmitSize admits every size: MemCache has no limits.
 func (m *MemCache) AdmitSize(string, int64, int64) error { return nil }
