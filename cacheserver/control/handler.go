@@ -32,7 +32,9 @@ type Service interface {
 	EvictPath(ctx context.Context, path string) error
 	InvalidatePath(ctx context.Context, path string) error
 	// Preload copies up the server's share of the extents under path and
-	// returns how many bytes that share holds.
+	// returns how many bytes that share holds. What it cannot read under
+	// path it passes over, and names in the error it returns once it
+	// copied up the rest.
 	Preload(ctx context.Context, path string) (bytes int64, err error)
 	Stats(ctx context.Context) (Stats, error)
 	SetTunables(ctx context.Context, t Tunables) error

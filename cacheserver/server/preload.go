@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"path"
 	"sync"
@@ -20,12 +21,12 @@ type preloadFile struct {
 // every file under the directory p: its share of the extents when striped,
 // every extent when load-balanced. It walks the tree first, so that Stats
 // can say how many bytes the preload copies up in all, then copies them,
-// counting the bytes done. It returns the total.
+// counting the bytes done. It returns the total. As cp -r does, it
+// preloads all it can read: a directory it cannot list or a file it cannot
+// read is passed over and named in the error it returns at the end.
 func (s *Server) preload(ctx context.Context, p string) (int64, error) {
-	files, err := s.preloadWalk(ctx, p, nil)
-	if err != nil {
-		return 0, err
-	}
+	var failed preloadErrors
+	files := s.preloadWalk(ctx, p, nil, &failed)
 	l := s.layout()
 	var total int64
 	for _, f := range files {
@@ -36,35 +37,72 @@ func (s *Server) preload(ctx context.Context, p string) (int64, error) {
 	// A preload that ended, however it ended, no longer counts.
 	defer func() { s.preloads.add(-done, -total) }()
 	for _, f := range files {
-		if err := s.preloadExtents(ctx, l, f, &done); err != nil {
+		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
+		if err := s.preloadExtents(ctx, l, f, &done); err != nil {
+			failed.add(fmt.Errorf("preloading %s: %w", f.path, err))
+		}
+	}
+	if err := failed.err(); err != nil {
+		return 0, err
 	}
 	return total, nil
 }
 
-// preloadWalk appends the regular files at or under p to files.
-func (s *Server) preloadWalk(ctx context.Context, p string, files []preloadFile) ([]preloadFile, error) {
+// preloadWalk appends the regular files at or under p to files, and what
+// it could not look at to failed.
+func (s *Server) preloadWalk(ctx context.Context, p string, files []preloadFile, failed *preloadErrors) []preloadFile {
+	if ctx.Err() != nil {
+		failed.add(ctx.Err())
+		return files
+	}
 	a, err := s.cfg.NS.GetAttr(ctx, p)
 	if err != nil {
-		return nil, err
+		failed.add(err)
+		return files
 	}
 	if a.IsRegular() {
-		return append(files, preloadFile{path: p, size: a.Size}), nil
+		return append(files, preloadFile{path: p, size: a.Size})
 	}
 	if !a.IsDir() {
-		return files, nil
+		return files
 	}
 	es, err := s.cfg.NS.ReadDir(ctx, p)
 	if err != nil {
-		return nil, err
+		failed.add(err)
+		return files
 	}
 	for _, e := range es {
-		if files, err = s.preloadWalk(ctx, path.Join(p, e.Name), files); err != nil {
-			return nil, err
-		}
+		files = s.preloadWalk(ctx, path.Join(p, e.Name), files, failed)
 	}
-	return files, nil
+	return files
+}
+
+// preloadErrors gathers what a preload passed over. It keeps the first
+// maxPreloadErrors, and counts the others, so that a tree of many
+// unreadable directories does not make an answer of unbounded size.
+type preloadErrors struct {
+	errs []error
+	more int
+}
+
+const maxPreloadErrors = 20
+
+func (p *preloadErrors) add(err error) {
+	if len(p.errs) < maxPreloadErrors {
+		p.errs = append(p.errs, err)
+		return
+	}
+	p.more++
+}
+
+// err joins the errors gathered, nil if none.
+func (p *preloadErrors) err() error {
+	if p.more > 0 {
+		return errors.Join(append(p.errs, fmt.Errorf("and %d more paths not preloaded", p.more))...)
+	}
+	return errors.Join(p.errs...)
 }
 
 func (s *Server) layout() placement.Layout {
