@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"syscall"
 	"time"
 
@@ -227,6 +228,7 @@ func (f *FS) WriteAt(ctx context.Context, path string, p []byte, off int64) (int
 		}
 		return err
 	})
+	f.completeRefused(ctx, path, p, pcs, errs, &took)
 	err := firstErrno(errs)
 	announced := false
 	if announce != nil {
@@ -251,6 +253,53 @@ func (f *FS) WriteAt(ctx context.Context, path string, p []byte, off int64) (int
 		return n, nil
 	}
 	return 0, err
+}
+
+// completeRefused sends again, marked as completing the write, each piece
+// of pcs that a server refused while a later piece landed: such a write
+// would fail with bytes landed past the refused piece, which write(2)
+// never leaves, and those bytes would be written back. The cache's own
+// limits (the write window, maxFiles) let the piece in then; a server
+// that has no room for it, full of data the backing store refuses, still
+// refuses it. errs and took are updated with the outcome. Pages of the
+// page cache, which those limits never refuse, are left alone.
+func (f *FS) completeRefused(ctx context.Context, path string, p []byte, pcs []placement.Piece, errs []error, took *incarnations) {
+	last := -1
+	for i, err := range errs {
+		if err == nil {
+			last = i
+		}
+	}
+	var again []placement.Piece
+	var at []int
+	for i := range last {
+		if errs[i] != nil && refused(errs[i]) && !namespace.IsFromPageCache(ctx) {
+			again, at = append(again, pcs[i]), append(at, i)
+		}
+	}
+	if len(again) == 0 {
+		return
+	}
+	reps := make([]wire.Reply, len(again))
+	retried := eachPieceErr(again, func(pc placement.Piece) error {
+		i := slices.Index(again, pc)
+		var err error
+		reps[i], err = f.call(ctx, pc.Server, wire.OpWrite, completing(pathArgs(path).Int64(pc.Off)), p[pc.Start:pc.End], nil)
+		return err
+	})
+	for j, err := range retried {
+		errs[at[j]] = err
+		if err == nil {
+			took.add(again[j].Server, writeIncarnation(reps[j]))
+		}
+	}
+}
+
+// completing ends the arguments of a write with its mark as completing a
+// write whose later pieces landed (after fromPageCache, false); servers
+// of an earlier release ignore it.
+func completing(args *wire.Encoder) *wire.Encoder {
+	return args.Bool(false).Bool(true)
 }
 
 // withdrawSize takes back the size end of path that a write which failed

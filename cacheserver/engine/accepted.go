@@ -24,6 +24,25 @@ func accepted(ctx context.Context) bool {
 	return v
 }
 
+type completingKey struct{}
+
+// Completing marks ctx for a piece of a write whose later pieces other
+// servers already took: refused, the write would leave bytes landed past a
+// hole, which write(2) never does. The cache's own limits on new writes
+// (the write window and MaxFiles) do not turn it away, as they do not turn
+// Accepted writes away; unlike those, it does not wait for space that data
+// the backing store refuses holds, but fails as a new write does.
+func Completing(ctx context.Context) context.Context {
+	return context.WithValue(ctx, completingKey{}, true)
+}
+
+// pastLimits reports whether the write of ctx passes the write window and
+// MaxFiles: it was marked by Accepted or Completing.
+func pastLimits(ctx context.Context) bool {
+	v, _ := ctx.Value(completingKey{}).(bool)
+	return v || accepted(ctx)
+}
+
 // AdmitWriter answers, for an open of path for writing, the error that a
 // write would meet now: ErrCacheDevice once the cache device failed, and
 // ErrReadOnly while the write window is used up. (The limit on files holds

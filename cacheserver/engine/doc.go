@@ -88,6 +88,9 @@
 //     read-only (ErrReadOnly), visible in Stats. Writes marked Accepted
 //     (pages a client's kernel writes back, which the job was told were
 //     written) pass MaxFiles and the window: refused, they would be lost.
+//     So do writes marked Completing (a piece of a write whose later
+//     pieces other servers took), which, unlike those, do not wait for
+//     space.
 //     AdmitWriter answers an open for writing with the error a write
 //     would meet, so that such a client learns of the limits at open.
 //   - Identity: backing-store I/O on behalf of a call runs as the ident.Cred

@@ -140,6 +140,16 @@ func TestLimits(t *testing.T) {
 			op:      func(r *rig) error { return writeErr(r, "f", 0, 2*8*4096+1) },
 			wantErr: ErrReadOnly,
 		},
+		"write completing another past the window": {
+			tun: Tunables{WriteWindow: WriteWindow{Multiplier: 2, Length: time.Hour}, MaxFiles: 1},
+			op: func(r *rig) error {
+				if err := writeErr(r, "f", 0, 2*8*4096); err != nil {
+					return err
+				}
+				_, err := r.e.WriteAt(Completing(context.Background()), "g", []byte("x"), 0)
+				return err
+			},
+		},
 		"open for writing with the window used up": {
 			tun: Tunables{WriteWindow: WriteWindow{Multiplier: 2, Length: time.Hour}},
 			op: func(r *rig) error {

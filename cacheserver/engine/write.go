@@ -65,7 +65,7 @@ func (e *Engine) fileForWrite(ctx context.Context, path string, off, n int64) (*
 	if failed != nil && !accepted(ctx) {
 		return nil, fmt.Errorf("write %s: %w", path, failed)
 	}
-	if ro && !accepted(ctx) {
+	if ro && !pastLimits(ctx) {
 		return nil, fmt.Errorf("write %s: %w", path, ErrReadOnly)
 	}
 	if maxSize > 0 && off+n > maxSize {
@@ -89,7 +89,7 @@ func (e *Engine) fileForWrite(ctx context.Context, path string, off, n int64) (*
 func (e *Engine) claimFile(ctx context.Context, f *file) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := e.recordLocked(f, !accepted(ctx)); err != nil {
+	if err := e.recordLocked(f, !pastLimits(ctx)); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
 	if c, ok := ident.FromContext(ctx); ok && (f.cred == nil || c.String() != f.cred.String()) {

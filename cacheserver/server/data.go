@@ -204,16 +204,24 @@ func (s *Server) write(ctx context.Context, req *wire.Request, resp *wire.Respon
 	return nil
 }
 
-// acceptedWrite reads the last argument of a write, which says whether
-// its bytes come from a client's page cache (a client of an earlier
-// release sends none), and marks ctx for the engine if they do.
+// acceptedWrite reads the last arguments of a write, which say whether
+// its bytes come from a client's page cache, and whether it completes a
+// write whose later pieces other servers took (a client of an earlier
+// release sends neither), and marks ctx for the engine if they do.
 func acceptedWrite(ctx context.Context, d *wire.Decoder) (context.Context, error) {
 	fromPageCache, err := optionalBool(d)
 	if err != nil {
 		return ctx, err
 	}
+	completing, err := optionalBool(d)
+	if err != nil {
+		return ctx, err
+	}
 	if fromPageCache {
 		ctx = engine.Accepted(ctx)
+	}
+	if completing {
+		ctx = engine.Completing(ctx)
 	}
 	return ctx, nil
 }

@@ -14,11 +14,13 @@ const (
 	// OpRead (path, off i64, len u32) answers the bytes read in the data
 	// section and a bool that is true at the end of the file the server knows.
 	OpRead Op = 1 + iota
-	// OpWrite (path, off i64[, fromPageCache bool]; data) answers the count
-	// written (u32) and the server's incarnation (u64; see OpSync).
-	// fromPageCache says that the bytes are pages of the client's page
-	// cache, which the job was told were written: the cache's limits on
-	// new writes (write window, maxFiles) do not refuse them.
+	// OpWrite (path, off i64[, fromPageCache bool[, completing bool]];
+	// data) answers the count written (u32) and the server's incarnation
+	// (u64; see OpSync). fromPageCache says that the bytes are pages of the
+	// client's page cache, which the job was told were written: the
+	// cache's limits on new writes (write window, maxFiles) do not refuse
+	// them. completing says that they are a piece of a write whose later
+	// pieces other servers took: those limits do not refuse them either.
 	OpWrite
 	// OpTrim (path, size i64) drops cached data past size.
 	OpTrim
@@ -179,7 +181,7 @@ const (
 	// restart of the server finds its pipe closed.
 	OpWritePipe
 	// OpWritePiped (path, off i64, len u32, pipe id u64[, fromPageCache
-	// bool]) writes like OpWrite the len bytes the client put into the
+	// bool[, completing bool]]) writes like OpWrite the len bytes the client put into the
 	// pipe, which must hold them and nothing else; the server moves them
 	// into the slab itself. It answers the count written (u32) and the
 	// server's incarnation (u64). After an error the server closes the

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/burstcache/burstcache/cacheserver/placement"
 )
 
 // windowArg gives the servers of a test instance (256 MiB each) a write
@@ -148,4 +151,56 @@ func overwrite(path string, data []byte) error {
 	}
 	_, err = f.WriteAt(data, 0)
 	return errors.Join(err, f.Close())
+}
+
+// TestWriteRefusedFirstLandsWhole writes across an extent boundary, from
+// an extent of a server whose write window is used up into one of a server
+// with room: the second piece lands, so the first, refused, is sent again
+// past the window, and the write lands whole. Failing it would leave bytes
+// past a refused hole, to be written back, which write(2) never does. A
+// write that only the full server takes still fails with EROFS.
+func TestWriteRefusedFirstLandsWhole(t *testing.T) {
+	requireFUSE(t)
+	const extent = 1 << 20
+	l := placement.Layout{Servers: 2, ExtentSize: extent}
+	in := dirs(t)
+	x, y := nameOn(l, "x", 0), nameOn(l, "y", 0)
+	writeWhole(t, filepath.Join(in.backing, x), make([]byte, 2*extent))
+	up(t, in, 2, "--server-arg=--write-window-multiplier=0.016")
+	xf, err := os.OpenFile(filepath.Join(in.mount, x), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer xf.Close()
+	buf, err := unix.Mmap(-1, 0, extent, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(buf)
+	yf, err := os.OpenFile(filepath.Join(in.mount, y), os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer yf.Close()
+	// Even extents of y are on server 0: fill its window.
+	for e := int64(0); ; e += 2 {
+		if _, err := unix.Pwrite(int(yf.Fd()), buf, e*extent); errors.Is(err, syscall.EROFS) {
+			break
+		} else if err != nil || e > 16 {
+			t.Fatalf("filling the window of server 0: %v at extent %d", err, e)
+		}
+	}
+	copy(buf, bytes.Repeat([]byte("x"), extent))
+	if n, err := unix.Pwrite(int(xf.Fd()), buf, extent/2); n != extent || err != nil {
+		t.Errorf("write refused on server 0 and taken on server 1: %d, %v; want %d, nil", n, err, extent)
+	}
+	if _, err := unix.Pwrite(int(xf.Fd()), buf[:10], 0); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("write to server 0 only past its window: %v, want EROFS", err)
+	}
+	xf.Close()
+	yf.Close()
+	must(t, "local", "down", "--mount", in.mount)
+	want := make([]byte, 2*extent)
+	copy(want[extent/2:], buf)
+	sameFile(t, filepath.Join(in.backing, x), want)
 }
