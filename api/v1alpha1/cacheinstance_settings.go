@@ -16,8 +16,12 @@ type Limits struct {
 	MaxFileSize *resource.Quantity `json:"maxFileSize,omitempty"`
 
 	// maxFiles is how many files the jobs may create through the cache; a
-	// create past it fails with EDQUOT. At least 1. Unset: the pool's
-	// default, or no limit if the pool has none.
+	// create past it fails with EDQUOT, and so does an open for writing of
+	// a file of the backing path the cache does not hold. The servers share
+	// it, each admitting its part (maxFiles / servers) of the files whose
+	// metadata it keeps, so a create may fail before the instance holds
+	// maxFiles files. At least 1. Unset: the pool's default, or no limit if
+	// the pool has none.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	MaxFiles *int64 `json:"maxFiles,omitempty"`
