@@ -306,16 +306,7 @@ func TestInvalidateKeepsTheSizeOfDataNotWrittenBack(t *testing.T) {
 	if fi, err := os.Stat(p); err != nil || fi.Size() != 1<<20+5000 {
 		t.Fatalf("stat after invalidate: %v, %v; want %d bytes", fi, err, 1<<20+5000)
 	}
-	f, err = os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write([]byte("appended")); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	appendAndClose(t, p, "appended")
 	must(t, "local", "down", "--mount", in.mount)
 	want := append(append(make([]byte, 1<<20), tail...), "appended"...)
 	sameFile(t, filepath.Join(in.backing, "tail"), want)
@@ -358,16 +349,7 @@ func TestInvalidateReachesTheKernel(t *testing.T) {
 				t.Errorf("stat %s: %v, %v; want 5000 bytes", shrunk, fi, err)
 			}
 
-			f, err := os.OpenFile(grown, os.O_WRONLY|os.O_APPEND, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.Write([]byte("appended")); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			appendAndClose(t, grown, "appended")
 			if err := open.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -377,6 +359,22 @@ func TestInvalidateReachesTheKernel(t *testing.T) {
 			sameFile(t, grown, want)
 			sameFile(t, filepath.Join(in.backing, "open"), randomBytes(9000, 3))
 		})
+	}
+}
+
+// appendAndClose appends data to path through O_APPEND and closes it,
+// failing the test on any error, the close's included.
+func appendAndClose(t *testing.T, path, data string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 
