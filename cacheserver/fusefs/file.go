@@ -239,9 +239,9 @@ func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int6
 	if err != nil {
 		return uint32(got), errno(err)
 	}
-	// Root keeps the bits (see ident.Cred.KilledByWrite): its writes need
-	// no look at the file.
-	if h.cred.UID != 0 && n.mode.Load()&(unix.S_ISUID|unix.S_ISGID) != 0 {
+	// A holder of CAP_FSETID keeps the bits (see ident.Cred.KilledByWrite):
+	// its writes need no look at the file.
+	if !h.cred.Capable(unix.CAP_FSETID) && n.mode.Load()&(unix.S_ISUID|unix.S_ISGID) != 0 {
 		n.killPriv(h.as, h.cred, p)
 	}
 	return uint32(got), 0

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestKilledByWriteMatchesTheKernel writes to files of group 3000 as
@@ -28,6 +30,8 @@ func TestKilledByWriteMatchesTheKernel(t *testing.T) {
 		"primary group counts as membership":        {Cred{UID: 1000, GID: 3000}, 0o2767, 0},
 		"both, by another":                          {other, 0o6767, syscall.S_ISUID | syscall.S_ISGID},
 		"root keeps both":                           {Cred{UID: 0, GID: 0, Groups: []uint32{1}}, 0o6777, 0},
+		"root without CAP_FSETID loses both":        {Cred{UID: 0, GID: 0, HasCaps: true}, 0o6767, syscall.S_ISUID | syscall.S_ISGID},
+		"another with CAP_FSETID keeps both":        {Cred{UID: 1000, GID: 1000, HasCaps: true, Caps: 1 << unix.CAP_FSETID}, 0o6767, 0},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

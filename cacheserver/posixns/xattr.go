@@ -51,7 +51,7 @@ func (f *FS) Setxattr(ctx context.Context, p, name string, value []byte, flags i
 // returns the size needed when dest is empty. The kernel lists the names of
 // the trusted namespace only to holders of CAP_SYS_ADMIN, which a switch of
 // file-system identity leaves to a server running as root: they are left
-// out for callers other than root, as their own kernel would.
+// out for callers without it, as their own kernel would.
 func (f *FS) Listxattr(ctx context.Context, p string, dest []byte) (int, error) {
 	var names []byte
 	err := f.withProcPath(ctx, "listxattr", p, func(proc string) (err error) {
@@ -61,7 +61,7 @@ func (f *FS) Listxattr(ctx context.Context, p string, dest []byte) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	if c, ok := ident.FromContext(ctx); ok && c.UID != 0 {
+	if c, ok := ident.FromContext(ctx); ok && !c.Capable(unix.CAP_SYS_ADMIN) {
 		names = withoutTrusted(names)
 	}
 	switch {

@@ -7,6 +7,8 @@ import (
 	"path"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/wire"
@@ -532,7 +534,7 @@ func (s *Server) clearSetid(ctx context.Context, req *wire.Request, _ *wire.Resp
 
 // mayUnlink answers the attributes of p if the identity of ctx may remove
 // it: write and search permission on its directory and, in a sticky
-// directory, ownership of the file or the directory.
+// directory, ownership of the file or the directory, or CAP_FOWNER.
 func (s *Server) mayUnlink(ctx context.Context, req *wire.Request, resp *wire.Response) error {
 	p, err := readPath(req.Args)
 	if err != nil {
@@ -554,7 +556,7 @@ func (s *Server) mayUnlink(ctx context.Context, req *wire.Request, resp *wire.Re
 	if !ok {
 		cred = ident.Process()
 	}
-	if d.Mode&syscall.S_ISVTX != 0 && cred.UID != 0 && cred.UID != a.UID && cred.UID != d.UID {
+	if d.Mode&syscall.S_ISVTX != 0 && !cred.Capable(unix.CAP_FOWNER) && cred.UID != a.UID && cred.UID != d.UID {
 		return syscall.EPERM
 	}
 	resp.Meta.Attr(a)
