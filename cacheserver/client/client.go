@@ -216,6 +216,11 @@ func (f *FS) Connect(ctx context.Context) error {
 		}
 		d := wire.NewDecoder(rep.Meta)
 		index, n, es, inst, lb := int(d.Uint32()), int(d.Uint32()), d.Int64(), d.String(), d.Bool()
+		takesCaps := d.More() && d.Bool()
+		f.servers[i].SendCaps(takesCaps)
+		if l := f.local[i]; l != nil {
+			l.srv.SendCaps(takesCaps)
+		}
 		place := index == f.indexes[i] || f.loadBalanced && index < f.total
 		if !place || n != f.total || es != f.layout.ExtentSize || lb != f.loadBalanced {
 			return fmt.Errorf("%w: %s is server %d of %d of instance %q with %d-byte extents (load-balanced: %v), expected server %d of %d with %d-byte extents (load-balanced: %v)",

@@ -15,6 +15,7 @@ import (
 type serverConn interface {
 	Do(ctx context.Context, call *wire.Call) (wire.Reply, error)
 	Addr() string
+	SendCaps(on bool)
 	Close() error
 }
 
@@ -126,6 +127,14 @@ func (fo *failover) Addr() string {
 	fo.mu.Lock()
 	defer fo.mu.Unlock()
 	return fo.clients[fo.cur].Addr()
+}
+
+// SendCaps tells every server's client whether to send the capabilities
+// of callers: the servers of an instance run one release.
+func (fo *failover) SendCaps(on bool) {
+	for _, c := range fo.clients {
+		c.SendCaps(on)
+	}
 }
 
 // Close closes the connections to every server.

@@ -41,7 +41,7 @@ var dataHandlers = map[wire.Op]handlerFunc{
 func (s *Server) info(_ context.Context, _ *wire.Request, resp *wire.Response) error {
 	i := s.cfg.Info
 	resp.Meta.Uint32(uint32(i.Index)).Uint32(uint32(i.Servers)).Int64(i.ExtentSize).String(i.Instance)
-	resp.Meta.Bool(s.cfg.LoadBalanced)
+	resp.Meta.Bool(s.cfg.LoadBalanced).Bool(true)
 	return nil
 }
 

@@ -41,7 +41,7 @@
 // ErrUnauthenticated.
 //
 // The handshake matters because every request carries the identity of the
-// calling process (uid, gid, groups) and a server started with
+// calling process (uid, gid, groups, capabilities) and a server started with
 // --act-as-caller runs backing-store operations as that identity, trusting
 // it. Only a peer that holds the secret (the FUSE daemon, which learns the
 // identity from the kernel) may speak for a caller. Without a secret, a server
@@ -72,8 +72,12 @@
 //	20+M   D    data
 //
 // The metadata of a request starts with the caller's identity (uid u32,
-// gid u32, group count u16, groups u32 each), followed by the arguments of
-// the operation, encoded with Encoder: fixed-width little-endian integers,
+// gid u32, group count u16, groups u32 each, and, when the top bit of the
+// count is set, the caller's effective capabilities u64, bit n for
+// capability n, of which the server reads those that bear on file-system
+// checks; a client sets it only for a server whose OpInfo says that it
+// takes them, and a caller without them has what its uid gives), followed
+// by the arguments of the operation, encoded with Encoder: fixed-width little-endian integers,
 // and strings and byte slices as a u32 length followed by the bytes. It ends
 // with a 16-byte tag: the first 16 bytes of HMAC-SHA256(session key, n | header
 // | metadata before the tag), where n (u64) counts the requests sent before

@@ -69,6 +69,7 @@ func FetchFile(ctx context.Context, addr string, secret []byte, cred ident.Cred,
 		return nil, nil, fmt.Errorf("handshake with cache server %s: %w: %w", addr, ErrUnreachable, err)
 	}
 	var e Encoder
+	cred.Caps, cred.HasCaps = 0, false // as a server of any release reads it
 	e.Cred(cred)
 	meta := e.b
 	meta = append(meta, args...)

@@ -122,12 +122,26 @@ func (e *Encoder) Blob(p []byte) *Encoder {
 	return e
 }
 
-// Cred appends an identity.
+// credCaps marks, in the group count of an identity, that the capabilities
+// follow the groups.
+const credCaps = 0x8000
+
+// Cred appends an identity. Its capabilities go along only when they are
+// known (ident.Cred.HasCaps); only a server that takes them may be sent
+// them (Client.SendCaps).
 func (e *Encoder) Cred(c ident.Cred) *Encoder {
 	e.Uint32(c.UID).Uint32(c.GID)
-	e.b = binary.LittleEndian.AppendUint16(e.b, uint16(len(c.Groups)))
-	for _, g := range c.Groups {
+	groups := c.Groups[:min(len(c.Groups), credCaps-1)]
+	n := uint16(len(groups))
+	if c.HasCaps {
+		n |= credCaps
+	}
+	e.b = binary.LittleEndian.AppendUint16(e.b, n)
+	for _, g := range groups {
 		e.Uint32(g)
+	}
+	if c.HasCaps {
+		e.Uint64(uint64(c.Caps & ident.FSCaps))
 	}
 	return e
 }
@@ -200,8 +214,11 @@ func (d *Decoder) Cred() ident.Cred {
 	if p := d.take(2); p != nil {
 		n = binary.LittleEndian.Uint16(p)
 	}
-	for range n {
+	for range n &^ credCaps {
 		c.Groups = append(c.Groups, d.Uint32())
+	}
+	if n&credCaps != 0 {
+		c.Caps, c.HasCaps = ident.Caps(d.Uint64())&ident.FSCaps, true
 	}
 	return c
 }

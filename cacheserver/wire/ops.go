@@ -120,7 +120,9 @@ const (
 	// OpInfo () answers the server's index (u32), the number of servers
 	// (u32), the extent size (i64), the instance name and whether the
 	// instance is load-balanced (bool), so that a client can check it has
-	// the servers in the right order.
+	// the servers in the right order, and whether the server takes the
+	// capabilities of callers in their identities (bool; servers older
+	// than it answer none, and a client then sends none: Client.SendCaps).
 	OpInfo
 	// OpMayUnlink (path) answers the Attr of path if the caller may remove
 	// it (write and search permission on the parent, and the sticky-bit

@@ -23,6 +23,7 @@ type Client struct {
 	timeout time.Duration
 	next    atomic.Uint64
 	slots   []slot
+	caps    atomic.Bool
 }
 
 type slot struct {
@@ -58,11 +59,22 @@ func NewClient(addr string, opts ClientOptions) *Client {
 // Addr returns the address of the server.
 func (cl *Client) Addr() string { return cl.addr }
 
+// SendCaps tells the client whether its server takes the capabilities of
+// callers (OpInfo says). Until it is told so, the client leaves them out of
+// its calls: a server of an earlier release cannot read them, and runs
+// each call with what the caller's uid gives.
+func (cl *Client) SendCaps(on bool) { cl.caps.Store(on) }
+
 // Do sends call and waits for the reply. An errno from the server is
 // returned as a syscall.Errno; a broken connection as ErrConnLost. Calls are
 // not retried, since not every operation is idempotent; the next call after
 // a connection broke dials a new one.
 func (cl *Client) Do(ctx context.Context, call *Call) (Reply, error) {
+	if call.Cred.HasCaps && !cl.caps.Load() {
+		c := *call
+		c.Cred.Caps, c.Cred.HasCaps = 0, false
+		call = &c
+	}
 	s := &cl.slots[cl.next.Add(1)%uint64(len(cl.slots))]
 	c, err := s.get(ctx, cl)
 	if err != nil {

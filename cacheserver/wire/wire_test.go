@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 
 	"github.com/burstcache/burstcache/cacheserver/ident"
 )
@@ -423,5 +424,33 @@ func TestAnsweredTellsAnswersFromFailures(t *testing.T) {
 		if Answered(err) {
 			t.Errorf("Answered(%v) = true, want false", err)
 		}
+	}
+}
+
+// TestCapabilitiesTravelOnlyWhenTheServerTakesThem sends an identity with
+// capabilities: a client not told that its server takes them sends the
+// identity as a first-release server reads it, and a told one sends them.
+func TestCapabilitiesTravelOnlyWhenTheServerTakesThem(t *testing.T) {
+	cl := newClient(t, startServer(t, "s3cret"), "s3cret")
+	cred := ident.Cred{UID: 0, GID: 0, Groups: []uint32{10}, Caps: 1 << unix.CAP_CHOWN, HasCaps: true}
+	tests := map[string]struct {
+		sendCaps bool
+		want     ident.Cred
+	}{
+		"server of an earlier release": {false, ident.Cred{Groups: []uint32{10}}},
+		"server that takes them":       {true, cred},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cl.SendCaps(tc.sendCaps)
+			rep, err := cl.Do(context.Background(), &Call{Op: opWhoAmI, Cred: cred})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := NewDecoder(rep.Meta)
+			if diff := cmp.Diff(tc.want, d.Cred()); diff != "" || d.More() {
+				t.Errorf("server saw (-want +got):\n%s (bytes left: %v)", diff, d.More())
+			}
+		})
 	}
 }
