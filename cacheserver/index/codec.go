@@ -47,7 +47,17 @@ const (
 	fileDooms                // File.Dooms follows, before any credential
 	fileDoomedAs             // File.DoomedIno, DoomedBirth and DoomedGen follow the count, if any
 	fileUnlinks              // File.Unlinks follows those, counted
+	fileCaps                 // the credential's capabilities follow its groups
 )
+
+// capsOf returns the capabilities of c to record, and whether to record
+// them: only when they differ from what its uid gives, so that the records
+// of callers who never changed their capabilities stay readable by a
+// release that knows none.
+func capsOf(c *ident.Cred) (ident.Caps, bool) {
+	eff := c.EffectiveCaps()
+	return eff, eff != (ident.Cred{UID: c.UID}).EffectiveCaps()
+}
 
 func encodeFile(f *File) []byte {
 	b := binary.BigEndian.AppendUint64(nil, uint64(f.Size))
@@ -66,6 +76,9 @@ func encodeFile(f *File) []byte {
 	}
 	if f.Cred != nil {
 		flags |= fileCred
+		if _, ok := capsOf(f.Cred); ok {
+			flags |= fileCaps
+		}
 	}
 	b = append(b, flags)
 	if f.Dooms > 1 {
@@ -90,6 +103,9 @@ func encodeFile(f *File) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(f.Cred.Groups)))
 	for _, g := range f.Cred.Groups {
 		b = binary.BigEndian.AppendUint32(b, g)
+	}
+	if caps, ok := capsOf(f.Cred); ok {
+		b = binary.BigEndian.AppendUint64(b, uint64(caps))
 	}
 	return b
 }
@@ -134,7 +150,7 @@ func decodeFile(b []byte) (File, error) {
 		b = b[4+8*n:]
 	}
 	if flags&fileCred == 0 {
-		if len(b) != 0 {
+		if len(b) != 0 || flags&fileCaps != 0 {
 			return File{}, ErrCorrupt
 		}
 		return f, nil
@@ -144,11 +160,18 @@ func decodeFile(b []byte) (File, error) {
 	}
 	c := &ident.Cred{UID: binary.BigEndian.Uint32(b), GID: binary.BigEndian.Uint32(b[4:])}
 	n := int(binary.BigEndian.Uint32(b[8:]))
-	if len(b) != 12+4*n {
+	want := 12 + 4*n
+	if flags&fileCaps != 0 {
+		want += 8
+	}
+	if n < 0 || len(b) != want {
 		return File{}, ErrCorrupt
 	}
 	for i := range n {
 		c.Groups = append(c.Groups, binary.BigEndian.Uint32(b[12+4*i:]))
+	}
+	if flags&fileCaps != 0 {
+		c.Caps, c.HasCaps = ident.Caps(binary.BigEndian.Uint64(b[12+4*n:]))&ident.FSCaps, true
 	}
 	f.Cred = c
 	return f, nil

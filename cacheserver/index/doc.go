@@ -28,12 +28,15 @@
 //	                follows, 2: doomed, an unlink is under way, 4: the
 //	                count of unlinks under way follows, 8: the identity
 //	                of the backing file when the doom began follows, 16:
-//	                the ids of the unlinks under way follow), then with 4
+//	                the ids of the unlinks under way follow, 32: the
+//	                identity's capabilities follow, written only when
+//	                they differ from what its uid gives), then with 4
 //	                uint32 count, with 8 uint64 inode, int64 creation time
 //	                (Unix nanoseconds), uint32 inode generation (0:
 //	                unknown), with 16 uint32 n (1 up to the count) and n
 //	                uint64 ids, with 1 uint32 uid, uint32 gid, uint32
-//	                group count, uint32 groups...
+//	                group count, uint32 groups..., with 32 uint64
+//	                capabilities (bit n: capability n)
 //
 // Paths never contain 0x00, so an extent key sorts after its path and before
 // the path of any other file with that prefix.

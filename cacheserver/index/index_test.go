@@ -36,6 +36,8 @@ func TestCommitLoadRoundTrip(t *testing.T) {
 		"a/j":   {Size: 11, Dooms: 1, DoomedIno: 13, DoomedBirth: -14, DoomedGen: 1<<31 + 15},
 		"a/k":   {Size: 12, Dooms: 1, Unlinks: []uint64{1<<63 + 16}},
 		"a/l":   {Size: 13, Cred: &ident.Cred{UID: 17}, Dooms: 3, DoomedIno: 18, Unlinks: []uint64{19, 20}},
+		"a/m":   {Size: 14, Cred: &ident.Cred{HasCaps: true}},
+		"a/n":   {Size: 15, Cred: &ident.Cred{UID: 21, Groups: []uint32{22}, HasCaps: true, Caps: ident.FSCaps}, Dooms: 1},
 	}
 	b := Batch{Extents: map[Key]*Extent{{"gone", 1}: nil}, Files: map[string]*File{"gone": nil}}
 	for k, v := range wantExt {
@@ -99,6 +101,14 @@ func TestFileRecordsOfOneDoomKeepTheirBytes(t *testing.T) {
 		{File{Size: 6, Cred: &ident.Cred{UID: 7, GID: 8}, Dooms: 1},
 			[]byte{0, 0, 0, 0, 0, 0, 0, 6, fileDoomed | fileCred, 0, 0, 0, 7, 0, 0, 0, 8, 0, 0, 0, 0}},
 	}
+	// Capabilities that the uid gives anyway are not recorded: the record
+	// stays what a release without capabilities wrote.
+	for _, c := range []ident.Cred{{UID: 7, GID: 8, HasCaps: true}, {HasCaps: true, Caps: ident.FSCaps}} {
+		f := File{Size: 6, Cred: &c}
+		if b := encodeFile(&f); b[8]&fileCaps != 0 {
+			t.Errorf("encodeFile(%+v) records capabilities that the uid gives", c)
+		}
+	}
 	for _, tt := range tests {
 		b := encodeFile(&tt.f)
 		if !bytes.Equal(b, tt.want) {
@@ -119,6 +129,8 @@ func TestFileRecordsOfOneDoomKeepTheirBytes(t *testing.T) {
 		{0, 0, 0, 0, 0, 0, 0, 5, fileDoomed | fileUnlinks, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2}, // more ids than dooms
 		{0, 0, 0, 0, 0, 0, 0, 5, fileDoomed | fileUnlinks, 0, 0, 0, 1, 0, 0, 0, 0},                                     // a cut id
 		{0, 0, 0, 0, 0, 0, 0, 5, fileDoomed | fileUnlinks, 0, 0, 0, 0},                                                 // no ids
+		{0, 0, 0, 0, 0, 0, 0, 5, fileCaps},                                                                             // capabilities without a credential
+		{0, 0, 0, 0, 0, 0, 0, 5, fileCred | fileCaps, 0, 0, 0, 7, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0},                  // cut capabilities
 	} {
 		if _, err := decodeFile(b); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("decodeFile(%v) = %v, want ErrCorrupt", b, err)

@@ -62,6 +62,27 @@ type hiddenRecord struct {
 	UID     uint32   `json:"uid,omitempty"`
 	GID     uint32   `json:"gid,omitempty"`
 	Groups  []uint32 `json:"groups,omitempty"`
+	// Caps are the capabilities of the identity, when they were known.
+	Caps *uint64 `json:"caps,omitempty"`
+}
+
+// recordOf returns the log line that says c hid p.
+func recordOf(p string, c ident.Cred) hiddenRecord {
+	r := hiddenRecord{Path: p, UID: c.UID, GID: c.GID, Groups: c.Groups}
+	if c.HasCaps {
+		caps := uint64(c.Caps)
+		r.Caps = &caps
+	}
+	return r
+}
+
+// cred returns the identity that a log line names.
+func (r hiddenRecord) cred() ident.Cred {
+	c := ident.Cred{UID: r.UID, GID: r.GID, Groups: r.Groups}
+	if r.Caps != nil {
+		c.Caps, c.HasCaps = ident.Caps(*r.Caps)&ident.FSCaps, true
+	}
+	return c
 }
 
 // openHiddenNames opens the log at path, creating it if needed; an empty
@@ -85,7 +106,7 @@ func openHiddenNames(path string) (*hiddenNames, error) {
 		if r.Removed {
 			delete(h.names, r.Path)
 		} else {
-			h.names[r.Path] = ident.Cred{UID: r.UID, GID: r.GID, Groups: r.Groups}
+			h.names[r.Path] = r.cred()
 		}
 	}
 	if err := h.rewrite(); err != nil {
@@ -99,7 +120,7 @@ func openHiddenNames(path string) (*hiddenNames, error) {
 func (h *hiddenNames) rewrite() error {
 	var buf bytes.Buffer
 	for p, c := range h.names {
-		line, err := json.Marshal(hiddenRecord{Path: p, UID: c.UID, GID: c.GID, Groups: c.Groups})
+		line, err := json.Marshal(recordOf(p, c))
 		if err != nil {
 			return err
 		}
@@ -132,7 +153,7 @@ func (h *hiddenNames) rewrite() error {
 func (h *hiddenNames) note(p string, c ident.Cred) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.append(hiddenRecord{Path: p, UID: c.UID, GID: c.GID, Groups: c.Groups}, true); err != nil {
+	if err := h.append(recordOf(p, c), true); err != nil {
 		return err
 	}
 	h.names[p] = c

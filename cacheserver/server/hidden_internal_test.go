@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/burstcache/burstcache/cacheserver/ident"
 )
 
@@ -46,5 +48,37 @@ func TestHiddenNamesLogStaysSmall(t *testing.T) {
 	}
 	if got, ok := h.records()["dir/.burstcache-open-1000"]; !ok || got.UID != 7 || got.GID != 8 || len(got.Groups) != 1 || got.Groups[0] != 9 {
 		t.Fatalf("reopened record: %+v, %v", got, ok)
+	}
+}
+
+// TestHiddenNamesKeepCapabilities checks that the identity a hidden name is
+// removed as keeps its capabilities across a restart: root that dropped
+// them must not remove the name later as full root.
+func TestHiddenNamesKeepCapabilities(t *testing.T) {
+	p := filepath.Join(t.TempDir(), HiddenNamesFile)
+	h, err := openHiddenNames(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]ident.Cred{
+		"a": {HasCaps: true},
+		"b": {UID: 7, GID: 8, HasCaps: true, Caps: ident.FSCaps},
+		"c": {UID: 9, GID: 9},
+	}
+	for name, c := range want {
+		if err := h.note(name, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.close()
+	for range 2 { // as the log was appended to, then as it was rewritten
+		h, err = openHiddenNames(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, h.records()); diff != "" {
+			t.Errorf("reopened records (-want +got):\n%s", diff)
+		}
+		h.close()
 	}
 }
