@@ -13,13 +13,14 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/ident"
 )
 
-// groupsTTL bounds how long the supplementary groups of a process are
-// trusted after they were read; a process rarely changes them, and a pid
-// reused by another process within this time with the same uid and gid is
-// the only way to see stale groups.
+// groupsTTL bounds how long the supplementary groups and capabilities of a
+// process are trusted after they were read; a process rarely changes them,
+// and a pid reused by another process within this time with the same uid
+// and gid is the only way to see stale ones.
 const groupsTTL = time.Second
 
-// callers caches the supplementary groups of calling processes.
+// callers caches the supplementary groups and capabilities of calling
+// processes.
 type callers struct {
 	mu      sync.Mutex
 	entries map[callerKey]groupsEntry
@@ -29,6 +30,8 @@ type callerKey struct{ pid, uid, gid uint32 }
 
 type groupsEntry struct {
 	groups  []uint32
+	caps    ident.Caps
+	hasCaps bool
 	expires time.Time
 }
 
@@ -41,7 +44,8 @@ func (c *callers) context(ctx context.Context) context.Context {
 	return ident.NewContext(ctx, c.cred(fc))
 }
 
-// cred returns the caller's identity, its groups from the cache or /proc.
+// cred returns the caller's identity, its groups and capabilities from the
+// cache or /proc.
 func (c *callers) cred(fc *fuse.Caller) ident.Cred {
 	cred := ident.Cred{UID: fc.Uid, GID: fc.Gid}
 	if fc.Pid == 0 {
@@ -52,28 +56,33 @@ func (c *callers) cred(fc *fuse.Caller) ident.Cred {
 	c.mu.Lock()
 	e, ok := c.entries[key]
 	c.mu.Unlock()
-	if ok && now.Before(e.expires) {
-		cred.Groups = e.groups
-		return cred
+	if !ok || !now.Before(e.expires) {
+		e = procCred(fc.Pid)
+		e.expires = now.Add(groupsTTL)
+		c.mu.Lock()
+		if c.entries == nil || len(c.entries) > 4096 {
+			c.entries = map[callerKey]groupsEntry{}
+		}
+		c.entries[key] = e
+		c.mu.Unlock()
 	}
-	cred.Groups = procGroups(fc.Pid)
-	c.mu.Lock()
-	if c.entries == nil || len(c.entries) > 4096 {
-		c.entries = map[callerKey]groupsEntry{}
-	}
-	c.entries[key] = groupsEntry{cred.Groups, now.Add(groupsTTL)}
-	c.mu.Unlock()
+	cred.Groups, cred.Caps, cred.HasCaps = e.groups, e.caps, e.hasCaps
 	return cred
 }
 
-// procGroups reads the supplementary groups of process pid, none if the
-// process is gone.
-func procGroups(pid uint32) []uint32 {
+// procCred reads the supplementary groups and effective capabilities of
+// thread pid (the kernel names the calling thread, and capabilities
+// belong to threads). A thread that is gone gets neither: no privilege is
+// granted on a guess, even to uid 0, which may have dropped its
+// capabilities.
+func procCred(pid uint32) groupsEntry {
 	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/status")
 	if err != nil {
-		return nil
+		return groupsEntry{hasCaps: true}
 	}
-	return parseGroups(b)
+	e := groupsEntry{groups: parseGroups(b), hasCaps: true}
+	e.caps, _ = ident.ParseCapEff(b)
+	return e
 }
 
 // parseGroups extracts the "Groups:" line of a /proc/PID/status file.

@@ -5,16 +5,18 @@
 // # Identity and permissions
 //
 // Every request carries the caller's uid and gid in its FUSE header; the
-// supplementary groups are read from the "Groups:" line of
-// /proc/PID/status of the calling process (and cached for a second). The
-// three travel to the namespace in the context (ident.NewContext), which
+// supplementary groups and the effective capabilities are read from the
+// "Groups:" and "CapEff:" lines of /proc/PID/status of the calling thread
+// (and cached for a second; a thread that is gone gets none of either).
+// They travel to the namespace in the context (ident.NewContext), which
 // runs every backing-store operation as that identity, or as the identity
 // its administrator configured. The kernel of the backing file system
 // therefore makes every permission check: search permission on parent
 // directories, write permission on the directory for create, unlink and
 // rename, the sticky bit, ownership for chmod, chown and utimes, and the
-// clearing of the setuid and setgid bits when an unprivileged caller writes
-// or truncates. The mount does not use the default_permissions option: with
+// clearing of the setuid and setgid bits when a caller without CAP_FSETID
+// writes or truncates; root without capabilities is refused what it would
+// be refused there. The mount does not use the default_permissions option: with
 // it the client's kernel would check against the attributes it has cached
 // (and, for an instance acting as a fixed identity, against owners that are
 // not the caller), which is both weaker and wrong. The tests under
@@ -27,7 +29,7 @@
 // setuid and setgid bits with a chmod as the writer (which fails when the
 // writer is not the owner); a write that must clear them reaches the file
 // system with the writer's identity, and the mount clears the bits after a
-// write by an unprivileged caller when the namespace has not. A chown that
+// write by a caller without CAP_FSETID when the namespace has not. A chown that
 // changes neither owner nor group arrives as a change of nothing, which the
 // namespace carries out as such a chown (namespace.SetAttr.KillSetid). The
 // kernel's

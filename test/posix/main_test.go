@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -215,6 +216,11 @@ func mountInProcess(t *testing.T, o mountOptions) (dir, backing string) {
 // another identity, or in another process (see helperMain).
 const helperEnv = "BURSTCACHE_POSIX_HELPER"
 
+// helperCapsEnv holds, in hex, the capabilities that the helper keeps:
+// runAs of an identity whose capabilities are known sets it, and the
+// helper drops every other one before it runs its operation.
+const helperCapsEnv = "BURSTCACHE_POSIX_HELPER_CAPS"
+
 // runAs runs one helper operation (see helperMain) as cred and returns the
 // errno it ended with.
 func runAs(t *testing.T, cred ident.Cred, args ...string) syscall.Errno {
@@ -222,6 +228,16 @@ func runAs(t *testing.T, cred ident.Cred, args ...string) syscall.Errno {
 	cmd := exec.Command(helperBinary(t), args...)
 	cmd.Env = append(os.Environ(), helperEnv+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: cred.UID, Gid: cred.GID, Groups: cred.Groups}}
+	if cred.HasCaps {
+		// Root starts with every capability and drops those it must not
+		// have; anyone else gets those it must have as ambient ones.
+		cmd.Env = append(cmd.Env, helperCapsEnv+"="+strconv.FormatUint(uint64(cred.Caps), 16))
+		for n := range 64 {
+			if cred.UID != 0 && cred.Caps.Has(n) {
+				cmd.SysProcAttr.AmbientCaps = append(cmd.SysProcAttr.AmbientCaps, uintptr(n))
+			}
+		}
+	}
 	out, err := cmd.CombinedOutput()
 	if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
 		return syscall.Errno(exit.ExitCode())
@@ -259,7 +275,8 @@ func helperBinary(t *testing.T) string {
 
 // helperMain runs one operation and exits with its errno: "read PATH",
 // "list DIR", "write PATH", "create PATH", "unlink PATH", "rename OLD NEW",
-// "stat PATH", "truncate PATH", "lock PATH" (a non-blocking POSIX write lock), "flock
+// "stat PATH", "truncate PATH", "chown PATH" (to the caller), "chmod
+// PATH" (to 0666), "lock PATH" (a non-blocking POSIX write lock), "flock
 // PATH" (a non-blocking exclusive BSD lock), "list-trusted PATH" (EEXIST
 // if listxattr shows a name in the trusted namespace) and "map-write PATH
 // OFF TEXT" (TEXT written at OFF through a shared mapping of the whole
@@ -268,11 +285,39 @@ func helperMain(args []string) int {
 	if len(args) < 2 {
 		return int(syscall.EINVAL)
 	}
+	if err := keepCaps(os.Getenv(helperCapsEnv)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return int(syscall.EINVAL)
+	}
 	err := helperOp(args[0], args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}
 	return int(namespace.Errno(err))
+}
+
+// keepCaps drops every capability but those in hex, when hex is set. The
+// kernel keeps capabilities per thread, so the goroutine stays on the
+// thread it dropped them on, and so do the operation's system calls.
+func keepCaps(hex string) error {
+	if hex == "" {
+		return nil
+	}
+	keep, err := strconv.ParseUint(hex, 16, 64)
+	if err != nil {
+		return err
+	}
+	runtime.LockOSThread()
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return err
+	}
+	for i := range data {
+		data[i].Permitted &= uint32(keep >> (32 * i))
+		data[i].Effective, data[i].Inheritable = data[i].Permitted, 0
+	}
+	return unix.Capset(&hdr, &data[0])
 }
 
 func helperOp(op string, args []string) error {
@@ -307,6 +352,10 @@ func helperOp(op string, args []string) error {
 		return os.Truncate(args[0], 0)
 	case "rename":
 		return os.Rename(args[0], args[1])
+	case "chown":
+		return os.Lchown(args[0], os.Getuid(), os.Getgid())
+	case "chmod":
+		return syscall.Chmod(args[0], 0o666)
 	case "map-write":
 		return mapWrite(args)
 	case "lock", "flock":

@@ -1,6 +1,7 @@
 package posix
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -276,4 +277,144 @@ func TestTrustedXattrNamesStayHidden(t *testing.T) {
 	if e := runAs(t, ident.Cred{}, "list-trusted", filepath.Join(dir, "f")); e != syscall.EEXIST {
 		t.Errorf("listxattr as root: %v, want the trusted name (EEXIST)", e)
 	}
+}
+
+// rootWithoutCaps is root that dropped every capability, as a container
+// started with "capabilities: drop: [ALL]" runs.
+var rootWithoutCaps = ident.Cred{HasCaps: true}
+
+// withCaps returns c holding exactly the capabilities ns.
+func withCaps(c ident.Cred, ns ...int) ident.Cred {
+	c.HasCaps = true
+	for _, n := range ns {
+		c.Caps |= 1 << uint(n)
+	}
+	return c
+}
+
+// capsFixture makes, in base, what a case of TestCallersCapabilities works
+// on, owned by daemon, and returns the path of its operand beneath base.
+type capsFixture func(t *testing.T, base string) string
+
+func daemonFile(name string, mode uint32) capsFixture {
+	return func(t *testing.T, base string) string {
+		p := filepath.Join(base, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, p, "secret", os.FileMode(mode))
+		if err := os.Chown(p, int(daemon.UID), int(daemon.GID)); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return name
+	}
+}
+
+func daemonDir(name string, mode uint32, then capsFixture) capsFixture {
+	return func(t *testing.T, base string) string {
+		p := filepath.Join(base, name)
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		rel := then(t, base)
+		if err := os.Chown(p, int(daemon.UID), int(daemon.GID)); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return rel
+	}
+}
+
+// TestCallersCapabilities checks that the capabilities of a caller acting
+// as itself decide what it may do through the mount, as they decide it on
+// the backing file system, rather than its uid: root that dropped them all
+// is refused a file of another user, and a user granted one is allowed
+// what it allows. Every case runs on its own copy of the files, on the
+// backing directory and through the mount, and wants the same errno from
+// both.
+func TestCallersCapabilities(t *testing.T) {
+	dir, backing := mountUnderTest(t)
+	private := func(then capsFixture) capsFixture { return daemonDir("private", 0o700, then) }
+	tests := map[string]struct {
+		cred  ident.Cred
+		op    string
+		fix   capsFixture
+		extra string
+		want  syscall.Errno
+	}{
+		"root without caps reads a 0600 file":           {rootWithoutCaps, "read", daemonFile("f", 0o600), "", syscall.EACCES},
+		"root without caps reads in a 0700 directory":   {rootWithoutCaps, "read", private(daemonFile("private/f", 0o644)), "", syscall.EACCES},
+		"root without caps lists a 0700 directory":      {rootWithoutCaps, "list", private(func(*testing.T, string) string { return "private" }), "", syscall.EACCES},
+		"root without caps creates in a 0700 directory": {rootWithoutCaps, "create", private(func(*testing.T, string) string { return "private/new" }), "", syscall.EACCES},
+		"root without caps writes a 0644 file":          {rootWithoutCaps, "write", daemonFile("f", 0o644), "", syscall.EACCES},
+		"root without caps chowns":                      {rootWithoutCaps, "chown", daemonFile("f", 0o644), "", syscall.EPERM},
+		"root without caps chmods":                      {rootWithoutCaps, "chmod", daemonFile("f", 0o644), "", syscall.EPERM},
+		"root without caps unlinks in a sticky directory": {rootWithoutCaps, "unlink",
+			daemonDir("sticky", 0o1777, daemonFile("sticky/f", 0o666)), "", syscall.EPERM},
+		"root without caps renames in a sticky directory": {rootWithoutCaps, "rename",
+			daemonDir("sticky", 0o1777, daemonFile("sticky/f", 0o666)), "sticky/g", syscall.EPERM},
+		"root with CAP_DAC_READ_SEARCH reads a 0600 file": {withCaps(ident.Cred{}, unix.CAP_DAC_READ_SEARCH), "read", daemonFile("f", 0o600), "", 0},
+		"root with CAP_DAC_READ_SEARCH writes a 0644 file": {withCaps(ident.Cred{}, unix.CAP_DAC_READ_SEARCH), "write",
+			daemonFile("f", 0o644), "", syscall.EACCES},
+		"a user with CAP_DAC_OVERRIDE reads a 0600 file": {withCaps(nobody, unix.CAP_DAC_OVERRIDE), "read", daemonFile("f", 0o600), "", 0},
+		"a user with CAP_FOWNER chmods":                  {withCaps(nobody, unix.CAP_FOWNER), "chmod", daemonFile("f", 0o644), "", 0},
+		"a user with CAP_CHOWN chowns":                   {withCaps(nobody, unix.CAP_CHOWN), "chown", daemonFile("f", 0o644), "", 0},
+		"a user with CAP_FOWNER unlinks in a sticky directory": {withCaps(nobody, unix.CAP_FOWNER), "unlink",
+			daemonDir("sticky", 0o1777, daemonFile("sticky/f", 0o666)), "", 0},
+	}
+	n := 0
+	for name, tc := range tests {
+		n++
+		for _, where := range []struct{ base, top string }{{backing, backing}, {backing, dir}} {
+			sub := fmt.Sprintf("case%d-%s", n, filepath.Base(where.top))
+			base := filepath.Join(where.base, sub)
+			if err := os.Mkdir(base, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{tc.op, filepath.Join(where.top, sub, tc.fix(t, base))}
+			if tc.extra != "" {
+				args = append(args, filepath.Join(where.top, sub, tc.extra))
+			}
+			if e := runAs(t, tc.cred, args...); e != tc.want {
+				t.Errorf("%s, on %s: %v, want %v", name, where.top, e, tc.want)
+			}
+		}
+	}
+}
+
+// TestWriteByRootWithoutCapsClearsSetid checks that a write through the
+// mount by root without CAP_FSETID clears the setuid and setgid bits of
+// the file, as the kernel clears them for such a writer on the backing
+// file system, even when the data stays in the cache. Root with its
+// capabilities, the control, keeps them.
+func TestWriteByRootWithoutCapsClearsSetid(t *testing.T) {
+	both(t, func(t *testing.T, dir, backing string) {
+		for _, tc := range []struct {
+			cred ident.Cred
+			kept os.FileMode
+		}{{rootWithoutCaps, 0}, {ident.Cred{}, os.ModeSetuid | os.ModeSetgid}} {
+			for _, top := range []string{backing, dir} {
+				name := fmt.Sprintf("suid-%s-%v", filepath.Base(top), tc.cred.HasCaps)
+				write(t, filepath.Join(backing, name), "x", 0o6777)
+				if err := os.Chown(filepath.Join(backing, name), int(daemon.UID), int(daemon.GID)); err != nil {
+					t.Fatal(err)
+				}
+				if err := syscall.Chmod(filepath.Join(backing, name), 0o6777); err != nil {
+					t.Fatal(err)
+				}
+				if e := runAs(t, tc.cred, "write", filepath.Join(top, name)); e != 0 {
+					t.Fatalf("write as %s: %v", tc.cred, e)
+				}
+				fi, err := os.Stat(filepath.Join(top, name))
+				if err != nil || fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != tc.kept {
+					t.Errorf("%s after a write as %s: %v, %v; want setuid and setgid %v", filepath.Join(top, name), tc.cred, fi.Mode(), err, tc.kept)
+				}
+			}
+		}
+	})
 }
