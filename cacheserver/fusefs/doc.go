@@ -8,6 +8,9 @@
 // supplementary groups and the effective capabilities are read from the
 // "Groups:" and "CapEff:" lines of /proc/PID/status of the calling thread
 // (and cached for a second; a thread that is gone gets none of either).
+// The kernel gives no pid for a caller outside the mount's pid namespace:
+// such a caller has no supplementary groups, and the capabilities its uid
+// gives, all of them for root.
 // They travel to the namespace in the context (ident.NewContext), which
 // runs every backing-store operation as that identity, or as the identity
 // its administrator configured. The kernel of the backing file system
