@@ -178,6 +178,32 @@ var _ = Describe("User hints", func() {
 		Eventually(cached(inst), 10*time.Second, 200*time.Millisecond).Should(BeNumerically(">=", 1<<20))
 	})
 
+	It("fails a preload of a tree with many directories runAs cannot list, with what it could not read", func() {
+		w := newWorld()
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		kl.RunServers(ctx, inst, 1)
+		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
+		// The server names up to 20 directories it passed over, in more
+		// words than a status message or an Event holds.
+		tree := filepath.Join(w.hostPath(w.backing), "closed-to-the-job-with-a-long-name")
+		for i := range 40 {
+			d := filepath.Join(tree, strings.Repeat("a-directory-that-runAs-may-not-list-", 5)+strconv.Itoa(i))
+			Expect(os.MkdirAll(d, 0o755)).To(Succeed())
+			Expect(os.Chmod(d, 0)).To(Succeed())
+		}
+		Expect(os.WriteFile(filepath.Join(tree, "readable"), bytes.Repeat([]byte("r"), 1<<20), 0o644)).To(Succeed())
+
+		r := kubectlBurstcache(admin, w.ns, "preload", inst.Name, "closed-to-the-job-with-a-long-name", "--poll-interval=200ms", "--timeout=60s")
+		Expect(r.code).To(Equal(1), r.out+r.err)
+		Expect(r.err).To(And(ContainSubstring("preload request"), ContainSubstring("permission denied")))
+		st := get(inst)(Default).Status.LastRequest
+		Expect(st.Phase).To(Equal(cachev1alpha1.RequestFailed))
+		Expect(st.Message).To(ContainSubstring("a-directory-that-runAs-may-not-list-"))
+		Expect(eventReasons(w.ns, inst.Name)).To(ContainElement(cachev1alpha1.ReasonRequestFailed))
+		Eventually(cached(inst), 10*time.Second, 200*time.Millisecond).Should(BeNumerically(">=", 1<<20))
+	})
+
 	It("retries a flush that fails with backoff, keeping the data, until it can write back", func() {
 		w := newWorld()
 		inst, _, data := readyWithDirtyData(w, "64Mi", 1)

@@ -41,7 +41,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	inst := &cacheinstance.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("burstcache-cacheinstance"),
+		Recorder:  cacheinstance.BoundedRecorder(mgr.GetEventRecorder("burstcache-cacheinstance")),
 		Options:   o.Instance,
 	}
 	if err := inst.SetupWithManager(ctx, mgr); err != nil {
@@ -56,7 +56,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if !o.DisableProvisioner {
 		p := &provisioner.Provisioner{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-			Recorder: mgr.GetEventRecorder("burstcache-provisioner"), Options: o.Provisioner,
+			Recorder: cacheinstance.BoundedRecorder(mgr.GetEventRecorder("burstcache-provisioner")), Options: o.Provisioner,
 		}
 		if err := p.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the provisioner: %w", err)

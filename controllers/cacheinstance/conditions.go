@@ -52,7 +52,7 @@ func setCondition(s *scope, now time.Time, typ string, ok bool, reason, msg stri
 		status = metav1.ConditionTrue
 	}
 	meta.SetStatusCondition(&s.inst.Status.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: msg,
+		Type: typ, Status: status, Reason: reason, Message: clip(msg, maxConditionMessage),
 		ObservedGeneration: s.inst.Generation, LastTransitionTime: metav1.NewTime(now),
 	})
 }

@@ -147,7 +147,7 @@ func (r *Reconciler) endRequest(s *scope, phase cachev1alpha1.RequestPhase, err 
 func (r *Reconciler) setRequestPhase(s *scope, phase cachev1alpha1.RequestPhase, msg string) {
 	st := s.inst.Status.LastRequest
 	changed := st.Phase != phase
-	st.Phase, st.Message = phase, msg
+	st.Phase, st.Message = phase, clip(msg, maxRequestMessage)
 	if !changed {
 		return
 	}
