@@ -198,6 +198,11 @@ func (e *Engine) entryLocked(k index.Key) *index.Extent {
 func (e *Engine) waitCommit(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.waitCommitLocked(ctx)
+}
+
+// waitCommitLocked is waitCommit with e.mu held.
+func (e *Engine) waitCommitLocked(ctx context.Context) error {
 	target := e.commitStarted + 1
 	e.kickCommit()
 	for e.commitDone < target {

@@ -243,6 +243,40 @@ func TestRemovedFilesStayGoneAfterACrash(t *testing.T) {
 	}
 }
 
+// TestFlushedDataStaysCleanAfterACrash flushes a file, changes its
+// backing file as a job outside the cache may once the flush returned, and
+// crashes long before a periodic commit: the restarted engine must not
+// find the file dirty again and write the flushed bytes back over the
+// change.
+func TestFlushedDataStaysCleanAfterACrash(t *testing.T) {
+	for name, flush := range map[string]func(e *Engine) error{
+		"flush of the path": func(e *Engine) error { return e.FlushPath(context.Background(), "f") },
+		"flush of the tree": func(e *Engine) error { return e.FlushPath(context.Background(), "") },
+		"flush of all":      func(e *Engine) error { return e.Flush(context.Background()) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, fsys := dirtyCrashRig(t, 19)
+			ctx := context.Background()
+			r.write("f", 0, []byte("written through the cache"))
+			if err := r.e.Sync(ctx, "f"); err != nil {
+				t.Fatal(err)
+			}
+			if err := flush(r.e); err != nil {
+				t.Fatal(err)
+			}
+			changed := []byte("changed on the backing store after the flush, and longer")
+			r.writeBacking("f", changed)
+			r.crash(fsys)
+			if err := r.e.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := r.backingFile("f"); !bytes.Equal(got, changed) {
+				t.Fatalf("backing file after a crash = %q, want %q", got, changed)
+			}
+		})
+	}
+}
+
 // TestTruncatedExtentsStayDroppedAfterACrash truncates, and trims, a file
 // whose dirty extents a sync made durable, then crashes long before a
 // periodic commit. A client trims every server before it cuts the backing

@@ -171,7 +171,9 @@
 //     until the syncer's: only a write moves the time, an fsync does not
 //     (TestFsyncKeepsExplicitTimes), and a crash before the fsync leaves
 //     the index as the call found it: what it named dirty is written back
-//     again.
+//     again. Flush and FlushPath return once the index calling the extents
+//     clean is committed: the backing files are the caller's to change
+//     then, and a crash must not write the data back over the change.
 //  7. An extent is written back only while the committed index names no
 //     other version of it dirty (durableDirty): one written back before and
 //     rewritten since into another slot, or one of a file dropped since.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"time"
@@ -149,7 +150,7 @@ func (e *Engine) flushAndDrop(ctx context.Context, p string) error {
 }
 
 // FlushPath writes back the dirty extents of a path or of every file under
-// a directory, blocking until they are clean. It is a hint, not something a
+// a directory, blocking until they are clean, and that durably. It is a hint, not something a
 // job's call waits for: while jobs do I/O, it yields to them as background
 // write-back does.
 func (e *Engine) FlushPath(ctx context.Context, pathOrDir string) error {
@@ -157,7 +158,21 @@ func (e *Engine) FlushPath(ctx context.Context, pathOrDir string) error {
 		return err
 	}
 	defer e.leave()
-	return e.flushTreeYielding(ctx, pathOrDir, true)
+	if err := e.flushTreeYielding(ctx, pathOrDir, true); err != nil {
+		return err
+	}
+	// Durable step: the index calling the extents clean (rule 6).
+	return flushedCommit(e.waitCommit(ctx))
+}
+
+// flushedCommit returns the error of the commit that ends a flush, but
+// for the failure of the commit itself: the data is in the backing store,
+// which is what a flush promises, and the failure shows in Stats.
+func flushedCommit(err error) error {
+	if errors.Is(err, errCommit) {
+		return nil
+	}
+	return err
 }
 
 // EvictPath writes back, then drops the extents of a path or tree. The

@@ -381,7 +381,7 @@ func (e *Engine) syncedLocked(x *extent, gen uint64, lo, hi int32) {
 }
 
 // Flush writes back every dirty extent, with all workers, and blocks until
-// no dirty byte is left. It returns an error wrapping ErrDirtyLeft, saying
+// no dirty byte is left and the index says so durably. It returns an error wrapping ErrDirtyLeft, saying
 // what is left, when ctx ends or write-back keeps failing.
 func (e *Engine) Flush(ctx context.Context) error {
 	if err := e.enter(); err != nil {
@@ -402,7 +402,8 @@ func (e *Engine) Flush(ctx context.Context) error {
 			return e.dirtyLeftLocked(err)
 		}
 	}
-	return nil
+	// Durable step: the index calling the extents clean (rule 6).
+	return flushedCommit(e.waitCommitLocked(ctx))
 }
 
 func (e *Engine) dirtyLeftLocked(cause error) error {
