@@ -259,7 +259,8 @@ func (f *FS) WriteAt(ctx context.Context, path string, p []byte, off int64) (int
 // of pcs that a server refused while a later piece landed: such a write
 // would fail with bytes landed past the refused piece, which write(2)
 // never leaves, and those bytes would be written back. The cache's own
-// limits (the write window, maxFiles) let the piece in then; a server
+// limits (the write window, and maxFiles at servers of an earlier
+// release) let the piece in then; a server
 // that has no room for it, full of data the backing store refuses, still
 // refuses it. errs and took are updated with the outcome. Pages of the
 // page cache, which those limits never refuse, are left alone.

@@ -10,8 +10,8 @@ type acceptedKey struct{}
 // Accepted marks ctx for writes whose bytes the job was already told were
 // written: pages of a client's page cache that its kernel writes back. The
 // job cannot retry such a write, and a kernel drops the pages of one that
-// fails, so the cache's own limits on new writes (the write window and
-// MaxFiles) do not turn it away; its bytes count in the write window as
+// fails, so the cache's own limit on new writes (the write window) does
+// not turn it away; its bytes count in the write window as
 // every write's do. MaxFileSize, a limit of the file the job wrote past,
 // still holds.
 func Accepted(ctx context.Context) context.Context {
@@ -28,16 +28,16 @@ type completingKey struct{}
 
 // Completing marks ctx for a piece of a write whose later pieces other
 // servers already took: refused, the write would leave bytes landed past a
-// hole, which write(2) never does. The cache's own limits on new writes
-// (the write window and MaxFiles) do not turn it away, as they do not turn
-// Accepted writes away; unlike those, it does not wait for space that data
+// hole, which write(2) never does. The cache's own limit on new writes
+// (the write window) does not turn it away, as it does not turn Accepted
+// writes away; unlike those, it does not wait for space that data
 // the backing store refuses holds, but fails as a new write does.
 func Completing(ctx context.Context) context.Context {
 	return context.WithValue(ctx, completingKey{}, true)
 }
 
-// pastLimits reports whether the write of ctx passes the write window and
-// MaxFiles: it was marked by Accepted or Completing.
+// pastLimits reports whether the write of ctx passes the write window: it
+// was marked by Accepted or Completing.
 func pastLimits(ctx context.Context) bool {
 	v, _ := ctx.Value(completingKey{}).(bool)
 	return v || accepted(ctx)

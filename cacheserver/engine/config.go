@@ -15,10 +15,9 @@ import (
 var (
 	// ErrFileTooLarge (EFBIG): a write or truncate past Tunables.MaxFileSize.
 	ErrFileTooLarge = errors.New("file too large")
-	// ErrTooManyFiles (EDQUOT): ReserveFile, ExtendSize or the first write
-	// (but one marked Accepted) of a file the engine counts (Share) and
-	// holds no record of, when the records and reservations it counts
-	// reached its share of Tunables.MaxFiles.
+	// ErrTooManyFiles (EDQUOT): ReserveFile of a file the engine counts
+	// (Share) and holds no record of, when the records and reservations it
+	// counts reached its share of Tunables.MaxFiles.
 	ErrTooManyFiles = errors.New("too many files")
 	// ErrReadOnly (EROFS): bytes written to the cache device within the
 	// write window passed Multiplier x Capacity; the cache refuses writes

@@ -78,16 +78,17 @@
 //     applies the write as WriteAt would, or cancels it.
 //   - Limits: MaxFileSize (ErrFileTooLarge, for writes past it and growth
 //     past it; a file already past it may shrink), MaxFiles (ErrTooManyFiles
-//     for a file the engine counts and holds no record of: at ReserveFile,
+//     for a file the engine counts and holds no record of, at ReserveFile,
 //     which a server calls before it creates a file or opens it for
-//     writing, and at ExtendSize or the first write of one that was not
-//     reserved; an engine of several counts only the files of its Share,
-//     against its part of MaxFiles), and the write window:
+//     writing; the writes through a file, which may reach a name that was
+//     never reserved (a file renamed while open), record it past the limit;
+//     an engine of several counts only the files of its Share, against its
+//     part of MaxFiles), and the write window:
 //     bytes written to the SSD (writes and copy-ups, as written to the slab)
 //     within the sliding window past Multiplier x Capacity make the cache
 //     read-only (ErrReadOnly), visible in Stats. Writes marked Accepted
 //     (pages a client's kernel writes back, which the job was told were
-//     written) pass MaxFiles and the window: refused, they would be lost.
+//     written) pass the window: refused, they would be lost.
 //     So do writes marked Completing (a piece of a write whose later
 //     pieces other servers took), which, unlike those, do not wait for
 //     space.

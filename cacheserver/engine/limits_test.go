@@ -89,17 +89,34 @@ func TestLimits(t *testing.T) {
 			tun: Tunables{MaxFileSize: 10000},
 			op:  func(r *rig) error { return r.e.AdmitSize("f", 0, 10000) },
 		},
-		"file beyond MaxFiles": {
+		"create after writes to MaxFiles files": {
 			tun: Tunables{MaxFiles: 2},
 			op: func(r *rig) error {
-				return errors.Join(writeErr(r, "a", 0, 1), writeErr(r, "b", 0, 1), writeErr(r, "a", 5, 1), writeErr(r, "c", 0, 1))
+				if err := errors.Join(writeErr(r, "a", 0, 1), writeErr(r, "b", 0, 1), writeErr(r, "a", 5, 1)); err != nil {
+					return err
+				}
+				_, err := r.e.ReserveFile("c")
+				return err
 			},
 			wantErr: ErrTooManyFiles,
 		},
-		"extend of a new file beyond MaxFiles": {
+		// A file renamed while open, or unlinked while open (a mount
+		// renames it to a hidden name), is written through a name that no
+		// create or open reserved: its writes land, past the limit, as
+		// write(2) does on a file open for writing, and the file counts.
+		"writes through a name not reserved, past MaxFiles": {
 			tun: Tunables{MaxFiles: 1},
 			op: func(r *rig) error {
-				return errors.Join(writeErr(r, "a", 0, 1), r.e.ExtendSize(context.Background(), "b", 10))
+				if err := errors.Join(writeErr(r, "a", 0, 1), writeErr(r, "renamed", 0, 1),
+					r.e.ExtendSize(context.Background(), "hidden", 10)); err != nil {
+					// Not wrapped: the case wants ErrTooManyFiles of the create only.
+					return errors.New("a write past the limit failed: " + err.Error())
+				}
+				if err := r.e.Unlink(context.Background(), "a"); err != nil {
+					return err
+				}
+				_, err := r.e.ReserveFile("b")
+				return err
 			},
 			wantErr: ErrTooManyFiles,
 		},
@@ -125,7 +142,11 @@ func TestLimits(t *testing.T) {
 			tun: Tunables{MaxFiles: 1},
 			op: func(r *rig) error {
 				_, err := r.e.ReserveFile("a")
-				return errors.Join(err, r.e.EndReserve(context.Background(), "a", true), writeErr(r, "b", 0, 1))
+				if err := errors.Join(err, r.e.EndReserve(context.Background(), "a", true)); err != nil {
+					return err
+				}
+				_, err = r.e.ReserveFile("b")
+				return err
 			},
 			wantErr: ErrTooManyFiles,
 		},
@@ -166,8 +187,11 @@ func TestLimits(t *testing.T) {
 		"create beyond MaxFiles": {
 			tun: Tunables{MaxFiles: 1},
 			op: func(r *rig) error {
+				if err := writeErr(r, "a", 0, 1); err != nil {
+					return err
+				}
 				_, err := r.e.ReserveFile("b")
-				return errors.Join(writeErr(r, "a", 0, 1), err)
+				return err
 			},
 			wantErr: ErrTooManyFiles,
 		},
@@ -210,7 +234,7 @@ func TestMaxFilesShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.restart()
-	if err := writeErr(r, "more", 0, 1); !errors.Is(err, ErrTooManyFiles) {
+	if _, err := r.e.ReserveFile("more"); !errors.Is(err, ErrTooManyFiles) {
 		t.Errorf("second file of a part of 1 after a restart: %v, want ErrTooManyFiles", err)
 	}
 	if err := writeErr(r, "other3", 0, 1); err != nil {

@@ -44,22 +44,21 @@ func (e *Engine) fullLocked() bool {
 	return e.tun.MaxFiles > 0 && e.nfile+e.reserved >= e.cfg.Share.Of(e.tun.MaxFiles)
 }
 
-// recordLocked gives f a file record, counted if its path counts here.
-// With refuse, a file that counts is refused while the engine is full.
-func (e *Engine) recordLocked(f *file, refuse bool) error {
+// recordLocked gives f a file record, counted if its path counts here,
+// even past the engine's part of MaxFiles: the limit holds where files are
+// created and opened for writing (ReserveFile), not at the writes through
+// a file that was, which may reach a name that holds no record of it (a
+// file renamed while open, or unlinked while open, which a mount renames
+// to a hidden name), and must not fail then.
+func (e *Engine) recordLocked(f *file) {
 	if f.record {
-		return nil
-	}
-	counts := e.cfg.Share.counts(f.path)
-	if counts && refuse && e.fullLocked() {
-		return fmt.Errorf("%s: %d files: %w", f.path, e.nfile, ErrTooManyFiles)
+		return
 	}
 	f.record = true
-	if counts {
+	if e.cfg.Share.counts(f.path) {
 		e.nfile++
 	}
 	e.markFileLocked(f)
-	return nil
 }
 
 // ReserveFile reserves room under MaxFiles for a file that the caller is
@@ -103,7 +102,7 @@ func (e *Engine) EndReserve(ctx context.Context, path string, keep bool) error {
 	if keep && err == nil {
 		// The place is handed from the reservation to the record at once,
 		// so that no other file takes it meanwhile.
-		err = e.recordLocked(e.fileLocked(path), false)
+		e.recordLocked(e.fileLocked(path))
 	}
 	e.mu.Unlock()
 	if !keep || err != nil {

@@ -85,13 +85,11 @@ func (e *Engine) fileForWrite(ctx context.Context, path string, off, n int64) (*
 }
 
 // claimFile gives f a file record, counted against MaxFiles if it counts
-// here (Share), and remembers the writer's identity for write-back.
+// here (Share) but never refused for it (see recordLocked), and remembers the writer's identity for write-back.
 func (e *Engine) claimFile(ctx context.Context, f *file) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := e.recordLocked(f, !pastLimits(ctx)); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
+	e.recordLocked(f)
 	if c, ok := ident.FromContext(ctx); ok && (f.cred == nil || c.String() != f.cred.String()) {
 		f.cred = &c
 		e.markFileLocked(f)

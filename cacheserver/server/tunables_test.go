@@ -32,13 +32,14 @@ func TestZeroTunablesLiftLimits(t *testing.T) {
 	if _, err := f.WriteAt(ctx, "a", []byte("a"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteAt(ctx, "b", []byte("b"), 0); !errors.Is(err, syscall.EDQUOT) {
+	create := syscall.O_WRONLY | syscall.O_CREAT
+	if _, err := f.Create(ctx, "b", create, 0o644); !errors.Is(err, syscall.EDQUOT) {
 		t.Fatalf("a second file with a limit of one: %v, want EDQUOT", err)
 	}
 	if err := s.SetTunables(ctx, control.Tunables{MaxFiles: &zero, WriteWindowSeconds: &zero}); err != nil {
 		t.Fatalf("zero knobs: %v", err)
 	}
-	if _, err := f.WriteAt(ctx, "b", []byte("b"), 0); err != nil {
+	if _, err := f.Create(ctx, "b", create, 0o644); err != nil {
 		t.Fatalf("a second file after the limit was lifted: %v", err)
 	}
 }

@@ -18,9 +18,10 @@ const (
 	// data) answers the count written (u32) and the server's incarnation
 	// (u64; see OpSync). fromPageCache says that the bytes are pages of the
 	// client's page cache, which the job was told were written: the
-	// cache's limits on new writes (write window, maxFiles) do not refuse
-	// them. completing says that they are a piece of a write whose later
-	// pieces other servers took: those limits do not refuse them either.
+	// cache's limit on new writes (the write window, and maxFiles at
+	// servers of an earlier release) does not refuse them. completing says
+	// that they are a piece of a write whose later pieces other servers
+	// took: that limit does not refuse them either.
 	OpWrite
 	// OpTrim (path, size i64) drops cached data past size.
 	OpTrim

@@ -136,6 +136,67 @@ func TestMaxFilesHoldsOverTheInstance(t *testing.T) {
 	}
 }
 
+// TestMaxFilesLetsOpenFilesBeWritten fills both servers' parts of
+// maxFiles, then renames a file open for writing to a name of the other
+// server, and unlinks another while open, as jobs do with temporary files:
+// writes through the open files must land, as on a local file system,
+// where the limit on files holds at creat and open, never at write.
+func TestMaxFilesLetsOpenFilesBeWritten(t *testing.T) {
+	requireFUSE(t)
+	l := placement.Layout{Servers: 2, ExtentSize: 1 << 20}
+	in := dirs(t)
+	up(t, in, 2, "--server-arg=--max-files=4")
+	names := map[int][]string{}
+	for server := range 2 {
+		for i := range 2 {
+			n := nameOn(l, fmt.Sprintf("s%d-%d-", server, i), server)
+			writeWhole(t, filepath.Join(in.mount, n), []byte(n))
+			names[server] = append(names[server], n)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(in.mount, nameOn(l, "full-", 1)), nil, 0o644); !errors.Is(err, syscall.EDQUOT) {
+		t.Fatalf("create past the limit: %v, want EDQUOT", err)
+	}
+	data := randomBytes(3<<20, 7)
+	renamed := nameOn(l, "renamed-", 1)
+	f, err := os.OpenFile(filepath.Join(in.mount, names[0][0]), os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(in.mount, names[0][0]), filepath.Join(in.mount, renamed)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(data); err != nil {
+		t.Errorf("write to a file renamed while open: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Errorf("close of a file renamed while open: %v", err)
+	}
+	// The hidden name an unlinked file takes is random: try files of both
+	// servers, so that one lands on a server whose part is used up.
+	for _, n := range []string{names[0][1], names[1][0], names[1][1]} {
+		f, err := os.OpenFile(filepath.Join(in.mount, n), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(in.mount, n)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(data, 0); err != nil {
+			t.Errorf("write to %s, unlinked while open: %v", n, err)
+		}
+		got := make([]byte, len(data))
+		if _, err := f.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("read back from %s, unlinked while open: %v, equal %t", n, err, bytes.Equal(got, data))
+		}
+		if err := f.Close(); err != nil {
+			t.Errorf("close of %s, unlinked while open: %v", n, err)
+		}
+	}
+	must(t, "local", "down", "--mount", in.mount)
+	sameFile(t, filepath.Join(in.backing, renamed), data)
+}
+
 // nameOn returns the first name made of prefix and a number whose
 // metadata server, which holds its first extent, is server.
 func nameOn(l placement.Layout, prefix string, server int) string {
