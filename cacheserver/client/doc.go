@@ -79,7 +79,9 @@
 // server's invalidation waits until every client that watches it has
 // dropped what its kernel caches of the paths, and the client says so
 // with its next request; a client that was away too long, or a server that
-// restarted meanwhile, drops everything.
+// restarted meanwhile, drops everything. A server that just started waits
+// in each invalidation, for a few seconds, for the clients of its previous
+// run to watch again (they retry every second).
 //
 // Modification times: the backing file shows a write only once it is
 // written back, and then with the time of the write-back. The client folds

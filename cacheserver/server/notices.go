@@ -22,6 +22,14 @@ const maxNotices = 4096
 // cache space.
 const noticeWait = 30 * time.Second
 
+// rejoinWait is how long after a server starts serving an invalidation
+// waits at least. The clients that watched the server's previous run
+// watch again within their retry interval (a second) of its start, and are
+// then told to drop everything; until they do, they watch nothing, and an
+// invalidation that counted only the clients watching would return while
+// their kernels still serve what it was to drop.
+const rejoinWait = 3 * time.Second
+
 // notices numbers the paths the server invalidated and hands them to the
 // clients that watch, so that mounts with the client cache drop the
 // pages, sizes and names their kernels hold of them: the engine forgetting
@@ -38,6 +46,9 @@ type notices struct {
 	watchers map[<-chan struct{}]uint64
 	// changed is closed and replaced whenever seq or a watcher moves.
 	changed chan struct{}
+	// rejoinBy is when the clients of a previous run of the server have
+	// watched again (see rejoinWait).
+	rejoinBy time.Time
 }
 
 type notice struct {
@@ -51,6 +62,13 @@ func newNotices() *notices {
 		n.epoch = rand.Uint64()
 	}
 	return n
+}
+
+// serving records that the server began to serve at now.
+func (n *notices) serving(now time.Time) {
+	n.mu.Lock()
+	n.rejoinBy = now.Add(rejoinWait)
+	n.mu.Unlock()
 }
 
 func (n *notices) changedLocked() {
@@ -74,17 +92,18 @@ func (n *notices) tell(ctx context.Context, path string) error {
 	return n.waitFor(ctx, seq)
 }
 
-// waitFor waits until no watcher is behind seq. A watcher's connection
-// may end while its client works on what it was told, with no request in
-// flight to notice it: the wait looks again at intervals.
+// waitFor waits until no watcher is behind seq, and the clients of a
+// previous run of the server had the time to watch again. A watcher's
+// connection may end while its client works on what it was told, with no
+// request in flight to notice it: the wait looks again at intervals.
 func (n *notices) waitFor(ctx context.Context, seq uint64) error {
 	timeout := time.NewTimer(noticeWait)
 	defer timeout.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		behind, changed := n.behind(seq)
-		if behind == 0 {
+		behind, rejoining, changed := n.behind(seq)
+		if behind == 0 && !rejoining {
 			return nil
 		}
 		select {
@@ -99,8 +118,9 @@ func (n *notices) waitFor(ctx context.Context, seq uint64) error {
 }
 
 // behind counts the watchers still behind seq, forgetting those whose
-// connection ended.
-func (n *notices) behind(seq uint64) (int, <-chan struct{}) {
+// connection ended, and reports whether clients of a previous run of the
+// server may still be about to watch again.
+func (n *notices) behind(seq uint64) (int, bool, <-chan struct{}) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	behind := 0
@@ -115,7 +135,7 @@ func (n *notices) behind(seq uint64) (int, <-chan struct{}) {
 			behind++
 		}
 	}
-	return behind, n.changed
+	return behind, time.Now().Before(n.rejoinBy), n.changed
 }
 
 // watch serves wire.OpWatch.

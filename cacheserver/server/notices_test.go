@@ -120,6 +120,34 @@ func TestWatchTellsInvalidatedPaths(t *testing.T) {
 	}
 }
 
+// TestInvalidateWaitsForClientsOfAnEarlierRun invalidates a path on a
+// server that just started, before the clients that watched its previous
+// run watch again: they still cache what the path held, and the
+// invalidation must wait until one of them, watching again, was told to
+// drop everything and said it did.
+func TestInvalidateWaitsForClientsOfAnEarlierRun(t *testing.T) {
+	in := servertest.Start(t, t.TempDir(), servertest.Options{Servers: 1, ExtentSize: 4096})
+	ctl := control.NewClient(in.Control[0], nil, nil)
+	ctx := context.Background()
+	errc := invalidating(ctl, "f")
+	if returnsWithin(t, errc, 500*time.Millisecond) {
+		t.Fatal("the invalidation returned before the clients of the previous run could watch again")
+	}
+	cl := wire.NewClient(in.Data[0], wire.ClientOptions{Conns: 1})
+	defer cl.Close()
+	again, err := watchCall(ctx, cl, 12345, 7)
+	if err != nil || !again.all {
+		t.Fatalf("watch of a client of the previous run = %+v, %v; want everything dropped", again, err)
+	}
+	if returnsWithin(t, errc, 200*time.Millisecond) {
+		t.Fatal("the invalidation returned before the client said it dropped everything")
+	}
+	go func() { _, _ = watchCall(ctx, cl, again.epoch, again.seq) }()
+	if !returnsWithin(t, errc, 5*time.Second) {
+		t.Fatal("the invalidation still waits after the client asked again")
+	}
+}
+
 // TestInvalidateWaitsForTheMount has a client watch, as a mount does, and
 // checks that an invalidation returns only once the client's drop did.
 func TestInvalidateWaitsForTheMount(t *testing.T) {

@@ -185,6 +185,7 @@ func (s *Server) Incarnation() uint64 { return s.incarnation }
 func (s *Server) Serve(data, ctl net.Listener) error {
 	errs := make(chan error, 2)
 	s.serving.Store(true)
+	s.notices.serving(time.Now())
 	go func() { errs <- s.http.Serve(ctl) }()
 	go func() { errs <- s.wire.Serve(data) }()
 	s.log.Info("Serving", "data", data.Addr().String(), "control", ctl.Addr().String(),
