@@ -150,9 +150,9 @@ func (e *Engine) flushAndDrop(ctx context.Context, p string) error {
 }
 
 // FlushPath writes back the dirty extents of a path or of every file under
-// a directory, blocking until they are clean, and that durably. It is a hint, not something a
-// job's call waits for: while jobs do I/O, it yields to them as background
-// write-back does.
+// a directory, blocking until they are clean, and that durably. It is a
+// hint, not something a job's call waits for: while jobs do I/O, it yields
+// to them as background write-back does.
 func (e *Engine) FlushPath(ctx context.Context, pathOrDir string) error {
 	if err := e.enter(); err != nil {
 		return err
