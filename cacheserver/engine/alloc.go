@@ -278,6 +278,7 @@ func (e *Engine) setCleanLocked(x *extent) {
 		x.lo, x.hi = 0, 0
 		e.dirty.remove(x)
 	}
+	x.recovered = false
 	if x.list == nil {
 		e.clean.pushBack(x)
 	}
@@ -295,6 +296,7 @@ func (e *Engine) setDirtyLocked(x *extent, lo, hi int32) {
 		x.lo, x.hi = min(x.lo, lo), max(x.hi, hi)
 	}
 	e.dirtyBytes += int64(x.hi - x.lo)
+	x.recovered = false
 	x.gen++
 	e.gens.bump(x.slot)
 	x.lastWrite = now

@@ -172,7 +172,12 @@
 //     until the syncer's: only a write moves the time, an fsync does not
 //     (TestFsyncKeepsExplicitTimes), and a crash before the fsync leaves
 //     the index as the call found it: what it named dirty is written back
-//     again. Flush and FlushPath return once the index calling the extents
+//     again. An extent that recovery finds dirty, and that nothing wrote
+//     since, is first compared with its backing file: when that holds its
+//     dirty bytes already, as after a WriteOut and a crash of the server
+//     alone, it is fsynced rather than written, which keeps the time a
+//     client set since. A backing file that lacks them, or that cannot be
+//     read, is written as before. Flush and FlushPath return once the index calling the extents
 //     clean is committed: the backing files are the caller's to change
 //     then, and a crash must not write the data back over the change.
 //  7. An extent is written back only while the committed index names no

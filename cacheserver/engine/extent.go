@@ -26,9 +26,10 @@ const (
 //
 // Locking: mu guards the content of the slot (readers and write-back take it
 // shared, writers exclusively). state, slot and valid change only with mu held
-// exclusively and Engine.mu held; lo, hi, gen and the list links change with
-// Engine.mu held and mu held in either mode. Lock order: file.wbmu, then
-// extent.mu, then Engine.mu (Engine.mu may only TryLock an extent).
+// exclusively and Engine.mu held; lo, hi, gen, recovered and the list links
+// change with Engine.mu held and mu held in either mode. Lock order:
+// file.wbmu, then extent.mu, then Engine.mu (Engine.mu may only TryLock an
+// extent).
 type extent struct {
 	f   *file
 	idx int64
@@ -50,6 +51,10 @@ type extent struct {
 	// file, which waits for the syncer's fsync (see WriteOut); wb is set.
 	out    bool
 	outGen uint64
+	// recovered says that x is dirty as the index was found at Open, not
+	// written since: the backing file may hold its dirty bytes already
+	// (see writeBackRange).
+	recovered bool
 
 	list       *xlist
 	prev, next *extent

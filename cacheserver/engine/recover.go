@@ -80,7 +80,7 @@ func (e *Engine) recoverExtent(k index.Key, r index.Extent, used []bool) (*exten
 	if committedDirty(r) {
 		e.durableDirty[k] = x.slot
 		f.size = max(f.size, k.Index*e.es+int64(r.Valid))
-		x.lo, x.hi, x.dirtySince = 0, x.valid, x.lastWrite
+		x.lo, x.hi, x.dirtySince, x.recovered = 0, x.valid, x.lastWrite, true
 		e.dirtyBytes += int64(x.hi)
 		if r.DirtyLo != 0 || r.DirtyHi != r.Valid {
 			e.idxExt[k] = struct{}{}

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -146,12 +148,14 @@ func (e *Engine) writeBack(x *extent) error {
 	var slot, lo, hi int32
 	var gen uint64
 	var cred *ident.Cred
+	var recovered bool
 	for {
 		x.mu.RLock()
 		e.mu.Lock()
 		// Doom sets doomed holding wbmu: once it returns, no write-back
 		// of the file reaches the backing store until the doom ends.
 		ok, slot, lo, hi, gen, cred = x.state == ready && x.dirty() && f.doomed == 0, x.slot, x.lo, x.hi, x.gen, f.cred
+		recovered = x.recovered
 		durable, named := e.durableDirty[x.key()]
 		e.mu.Unlock()
 		if !ok || !named || durable == slot {
@@ -172,10 +176,7 @@ func (e *Engine) writeBack(x *extent) error {
 	}
 	x.mu.RUnlock()
 	if ok && err == nil {
-		start := time.Now()
-		if _, err = e.backing.WriteAt(credContext(cred), f.path, (*buf)[lo:hi], x.idx*e.es+int64(lo)); err == nil {
-			e.writeBackTimes.add(time.Since(start))
-		}
+		err = e.writeBackRange(credContext(cred), f.path, (*buf)[lo:hi], x.idx*e.es+int64(lo), recovered)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -189,6 +190,38 @@ func (e *Engine) writeBack(x *extent) error {
 		return nil
 	}
 	return e.writeBackFailedLocked(x, err)
+}
+
+// writeBackRange writes b, the dirty bytes of an extent, at off in the
+// backing file p. With recovered, the extent is dirty as the index was
+// found after a restart, and the backing file may hold b already: a
+// WriteOut wrote it there before the crash, and its fsync never committed
+// the extent clean. If it does, b is not written again, since a write
+// would move the modification time that the client set on the file
+// since (rule 6 of the package doc); the syncer's fsync, which does not
+// move it, makes the bytes durable as it would after the write. A read
+// that fails or differs, as after a crash of the node that lost the
+// backing file system's unsynced pages, leaves the write to be done.
+func (e *Engine) writeBackRange(ctx context.Context, p string, b []byte, off int64, recovered bool) error {
+	if recovered && e.backingHolds(ctx, p, b, off) {
+		return nil
+	}
+	start := time.Now()
+	_, err := e.backing.WriteAt(ctx, p, b, off)
+	if err == nil {
+		e.writeBackTimes.add(time.Since(start))
+	}
+	return err
+}
+
+// backingHolds reports whether the backing file p holds b at off. A read
+// that fails, or stops short at the end of the file, says no.
+func (e *Engine) backingHolds(ctx context.Context, p string, b []byte, off int64) bool {
+	buf := e.getBuf()
+	defer e.putBuf(buf)
+	got := (*buf)[:len(b)]
+	n, err := e.backing.ReadAt(ctx, p, got, off)
+	return n == len(b) && (err == nil || errors.Is(err, io.EOF)) && bytes.Equal(got, b)
 }
 
 // credContext returns a context that acts as cred on the backing store, or

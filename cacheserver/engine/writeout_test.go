@@ -200,3 +200,63 @@ func TestFsyncKeepsExplicitTimes(t *testing.T) {
 		}
 	}
 }
+
+// TestExplicitTimeSurvivesACrashAfterWriteOut writes files out, sets an
+// explicit modification time on their backing files, as a client does,
+// and crashes the server process before the fsyncs commit the extents
+// clean: the backing files keep what was written to them, the index calls
+// the extents dirty. After the restart the flush must keep the explicit
+// time of the file the backing store holds as the cache does, and still
+// write back the one rewritten since its write-out, whose backing file
+// lacks the new bytes.
+func TestExplicitTimeSurvivesACrashAfterWriteOut(t *testing.T) {
+	fsys := vfs.NewCrashable(vfs.OS{}, 23)
+	var g *syncGate
+	r := newRig(t, modelES, 16, func(c *Config) {
+		crashable(t, c, fsys)
+		c.Tunables = Tunables{DirtyHigh: 100, DirtyLow: 90, WriteWindow: WriteWindow{Multiplier: -1}}
+		g = newSyncGate(c.Backing)
+		c.Backing = g
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	want := map[string][]byte{}
+	for _, p := range []string{"kept", "rewritten"} {
+		want[p] = bytes.Repeat([]byte(p+" out, then timed. "), 3*modelES/16)[:3*modelES-100]
+		r.write(p, 0, want[p])
+		if err := r.e.WriteOut(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	explicit := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	for p := range want {
+		if err := os.Chtimes(filepath.Join(r.root, p), explicit, explicit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.write("rewritten", modelES+10, []byte("changed after the time"))
+	copy(want["rewritten"][modelES+10:], "changed after the time")
+	for p := range want {
+		if err := r.e.Sync(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.fail(errInjected)
+	r.cfg.Backing = g.Store
+	r.crash(fsys)
+	if err := r.e.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for p, keeps := range map[string]bool{"kept": true, "rewritten": false} {
+		if got := r.backingFile(p); !bytes.Equal(got, want[p]) {
+			t.Errorf("backing %s after the restart's flush: %d bytes, %d of them as written, want the %d written", p, len(got), bytes.Count(got, want[p][:1]), len(want[p]))
+		}
+		fi, err := os.Stat(filepath.Join(r.root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.ModTime(); got.Equal(explicit) != keeps {
+			t.Errorf("backing %s has mtime %v after the restart's flush; the explicit time was %v, kept: want %v", p, got, explicit, keeps)
+		}
+	}
+}
