@@ -3,6 +3,7 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -93,6 +94,43 @@ func TestExplicitTimesSurviveWriteBack(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestExplicitTimeSurvivesKilledServers sets an explicit modification time
+// on a file whose data is dirty in the cache, which writes the data to the
+// backing file first, and kills every server with SIGKILL before the index
+// calls the data clean (it commits nothing on its own during the test).
+// The restarted servers find the data dirty; the backing file already holds
+// it, and must keep the explicit time through the flush, with every byte.
+func TestExplicitTimeSurvivesKilledServers(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 2, append(holdDirty, "--server-arg=--commit-interval=1h")...)
+	data := randomBytes(5<<20+7, 13)
+	if err := os.WriteFile(filepath.Join(in.mount, "f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	explicit := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := os.Chtimes(filepath.Join(in.mount, "f"), explicit, explicit); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range readState(t, in.cacheDir).Servers {
+		if err := syscall.Kill(s.PID, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, s.PID)
+	}
+	time.Sleep(time.Second) // a write-back now would carry a later time
+	must(t, upArgs(in, 2)...)
+	must(t, "local", "flush", "--mount", in.mount, in.mount)
+	sameFile(t, filepath.Join(in.backing, "f"), data)
+	if got := mtimeOf(t, filepath.Join(in.backing, "f")); !got.Equal(explicit) {
+		t.Errorf("backing f has mtime %v after the restart's flush, want %v", got, explicit)
+	}
+	must(t, "local", "down", "--mount", in.mount)
+	if got := mtimeOf(t, filepath.Join(in.backing, "f")); !got.Equal(explicit) {
+		t.Errorf("backing f has mtime %v after down, want %v", got, explicit)
 	}
 }
 
