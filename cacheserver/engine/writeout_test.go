@@ -260,3 +260,67 @@ func TestExplicitTimeSurvivesACrashAfterWriteOut(t *testing.T) {
 		}
 	}
 }
+
+// TestRecoveredExtentsWrittenUnlessTheBackingFileHoldsThem writes a file
+// out and crashes the server process before the fsync commits it clean.
+// The restarted engine finds the extents dirty, and must write back those
+// whose bytes the backing file lacks, as when it was cut short, or that it
+// cannot read to compare, or that a job wrote again since the restart
+// (the write moves the time, as it would have on the backing file), and
+// only those: the file ends as written.
+func TestRecoveredExtentsWrittenUnlessTheBackingFileHoldsThem(t *testing.T) {
+	for name, tc := range map[string]struct {
+		readErr    error
+		backingLen int64 // cut the backing file to this length, unless -1
+		rewrite    bool  // write the same bytes into extent 1 again
+		wantWrites int64
+	}{
+		"backing holds all":   {backingLen: -1, wantWrites: 0},
+		"backing cut short":   {backingLen: modelES + 100, wantWrites: 2},
+		"backing unreadable":  {readErr: errInjected, backingLen: -1, wantWrites: 3},
+		"written again since": {backingLen: -1, rewrite: true, wantWrites: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fsys := vfs.NewCrashable(vfs.OS{}, 29)
+			var g *syncGate
+			r := newRig(t, modelES, 16, func(c *Config) {
+				crashable(t, c, fsys)
+				c.Tunables = Tunables{DirtyHigh: 100, DirtyLow: 90, WriteWindow: WriteWindow{Multiplier: -1}}
+				g = newSyncGate(c.Backing)
+				c.Backing = g
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			data := bytes.Repeat([]byte("recovered dirty. "), 3*modelES/16)[:3*modelES-100]
+			r.write("f", 0, data)
+			if err := r.e.Sync(ctx, "f"); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.e.WriteOut(ctx, "f"); err != nil {
+				t.Fatal(err)
+			}
+			g.fail(errInjected)
+			r.cfg.Backing = g.Store
+			r.crash(fsys)
+			if tc.backingLen >= 0 {
+				if err := os.Truncate(filepath.Join(r.root, "f"), tc.backingLen); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.rewrite {
+				r.write("f", modelES+10, data[modelES+10:modelES+20])
+			}
+			r.faulty.SetError(backing.OpReadAt, tc.readErr)
+			writes := r.faulty.Calls(backing.OpWriteAt)
+			if err := r.e.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := r.faulty.Calls(backing.OpWriteAt) - writes; got != tc.wantWrites {
+				t.Errorf("extents written back after the restart: %d, want %d", got, tc.wantWrites)
+			}
+			if got := r.backingFile("f"); !bytes.Equal(got, data) {
+				t.Errorf("backing file after the restart's flush: %d bytes, want the %d written", len(got), len(data))
+			}
+		})
+	}
+}
