@@ -3,6 +3,8 @@ package fusefs
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"strconv"
 	"sync"
@@ -75,14 +77,38 @@ func (c *callers) cred(fc *fuse.Caller) ident.Cred {
 // belong to threads). A thread that is gone gets neither: no privilege is
 // granted on a guess, even to uid 0, which may have dropped its
 // capabilities.
+//
+// A thread in a user namespace other than the mount's gets no
+// capabilities either: CapEff counts in the thread's own namespace, where
+// any user may be root with all of them (unshare -Ur), and the kernel lets
+// them override no check on a file whose owner that namespace does not map.
+// The servers cannot tell such files apart, so they grant none.
 func procCred(pid uint32) groupsEntry {
-	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/status")
+	dir := "/proc/" + strconv.FormatUint(uint64(pid), 10)
+	b, err := os.ReadFile(dir + "/status")
 	if err != nil {
 		return groupsEntry{hasCaps: true}
 	}
 	e := groupsEntry{groups: parseGroups(b), hasCaps: true}
-	e.caps, _ = ident.ParseCapEff(b)
+	if sameUserNamespace(dir) {
+		e.caps, _ = ident.ParseCapEff(b)
+	}
 	return e
+}
+
+// ownUserNamespace is the user namespace of the mount's process.
+var ownUserNamespace = sync.OnceValues(func() (os.FileInfo, error) { return os.Stat("/proc/self/ns/user") })
+
+// sameUserNamespace reports whether the process of /proc directory dir is
+// in the user namespace of the mount's process. A namespace that cannot be
+// read says no, unless the kernel has none (no /proc/self/ns/user).
+func sameUserNamespace(dir string) bool {
+	own, err := ownUserNamespace()
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	theirs, err := os.Stat(dir + "/ns/user")
+	return err == nil && os.SameFile(own, theirs)
 }
 
 // parseGroups extracts the "Groups:" line of a /proc/PID/status file.

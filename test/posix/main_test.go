@@ -248,6 +248,30 @@ func runAs(t *testing.T, cred ident.Cred, args ...string) syscall.Errno {
 	return 0
 }
 
+// runAsRootOfUserNamespace runs one helper operation as root of a user
+// namespace of its own, with every capability there, that maps uid and gid
+// of the host to its root and nothing else: what any user gets from
+// unshare -Ur. It returns the errno the operation ended with.
+func runAsRootOfUserNamespace(t *testing.T, uid, gid uint32, args ...string) syscall.Errno {
+	t.Helper()
+	cmd := exec.Command(helperBinary(t), args...)
+	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(uid), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(gid), Size: 1}},
+		Credential:  &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
+	}
+	out, err := cmd.CombinedOutput()
+	if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
+		return syscall.Errno(exit.ExitCode())
+	}
+	if err != nil {
+		t.Fatalf("running helper %v in a user namespace: %v\n%s", args, err, out)
+	}
+	return 0
+}
+
 var helperPath string
 
 // helperBinary returns a copy of the test binary that other identities may

@@ -387,6 +387,42 @@ func TestCallersCapabilities(t *testing.T) {
 	}
 }
 
+// TestRootOfAUserNamespace checks that a user who made a user namespace
+// of its own, and is root there with every capability, gets none of them
+// through the mount for files of others, as it gets none on the backing
+// file system: there they count only for files whose owner the namespace
+// maps. Each case runs on the backing directory and through the mount and
+// wants the same errno from both; reading a public file is the control.
+func TestRootOfAUserNamespace(t *testing.T) {
+	dir, backing := mountUnderTest(t)
+	tests := map[string]struct {
+		op   string
+		fix  capsFixture
+		want syscall.Errno
+	}{
+		"read a 0600 file":      {"read", daemonFile("f", 0o600), syscall.EACCES},
+		"list a 0700 directory": {"list", daemonDir("private", 0o700, func(*testing.T, string) string { return "private" }), syscall.EACCES},
+		"write a 0644 file":     {"write", daemonFile("f", 0o644), syscall.EACCES},
+		"chmod a file":          {"chmod", daemonFile("f", 0o644), syscall.EPERM},
+		"read a 0644 file":      {"read", daemonFile("f", 0o644), 0},
+	}
+	n := 0
+	for name, tc := range tests {
+		n++
+		for _, top := range []string{backing, dir} {
+			sub := fmt.Sprintf("case%d-%s", n, filepath.Base(top))
+			base := filepath.Join(backing, sub)
+			if err := os.Mkdir(base, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(top, sub, tc.fix(t, base))
+			if e := runAsRootOfUserNamespace(t, nobody.UID, nobody.GID, tc.op, p); e != tc.want {
+				t.Errorf("%s as root of a user namespace of %s, on %s: %v, want %v", name, nobody, top, e, tc.want)
+			}
+		}
+	}
+}
+
 // TestWriteByRootWithoutCapsClearsSetid checks that a write through the
 // mount by root without CAP_FSETID clears the setuid and setgid bits of
 // the file, as the kernel clears them for such a writer on the backing
