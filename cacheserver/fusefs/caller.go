@@ -11,18 +11,21 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/burstcache/burstcache/cacheserver/ident"
 )
 
-// groupsTTL bounds how long the supplementary groups and capabilities of a
-// process are trusted after they were read; a process rarely changes them,
-// and a pid reused by another process within this time with the same uid
-// and gid is the only way to see stale ones.
+// groupsTTL bounds how long the supplementary groups of a process are
+// trusted after they were read; a process rarely changes them, and a pid
+// reused by another process within this time with the same uid and gid is
+// the only way to see stale ones. Capabilities are not cached: a process
+// that drops them keeps its pid and uid, and hands them on through exec
+// (setpriv, capsh) to none of its code, so they are asked of the kernel
+// (capget) at each request.
 const groupsTTL = time.Second
 
-// callers caches the supplementary groups and capabilities of calling
-// processes.
+// callers caches the supplementary groups of calling processes.
 type callers struct {
 	mu      sync.Mutex
 	entries map[callerKey]groupsEntry
@@ -32,8 +35,6 @@ type callerKey struct{ pid, uid, gid uint32 }
 
 type groupsEntry struct {
 	groups  []uint32
-	caps    ident.Caps
-	hasCaps bool
 	expires time.Time
 }
 
@@ -46,8 +47,8 @@ func (c *callers) context(ctx context.Context) context.Context {
 	return ident.NewContext(ctx, c.cred(fc))
 }
 
-// cred returns the caller's identity, its groups and capabilities from the
-// cache or /proc.
+// cred returns the caller's identity: its groups from the cache or /proc,
+// its capabilities from the kernel.
 func (c *callers) cred(fc *fuse.Caller) ident.Cred {
 	cred := ident.Cred{UID: fc.Uid, GID: fc.Gid}
 	if fc.Pid == 0 {
@@ -59,8 +60,7 @@ func (c *callers) cred(fc *fuse.Caller) ident.Cred {
 	e, ok := c.entries[key]
 	c.mu.Unlock()
 	if !ok || !now.Before(e.expires) {
-		e = procCred(fc.Pid)
-		e.expires = now.Add(groupsTTL)
+		e = groupsEntry{groups: procGroups(fc.Pid), expires: now.Add(groupsTTL)}
 		c.mu.Lock()
 		if c.entries == nil || len(c.entries) > 4096 {
 			c.entries = map[callerKey]groupsEntry{}
@@ -68,32 +68,43 @@ func (c *callers) cred(fc *fuse.Caller) ident.Cred {
 		c.entries[key] = e
 		c.mu.Unlock()
 	}
-	cred.Groups, cred.Caps, cred.HasCaps = e.groups, e.caps, e.hasCaps
+	cred.Groups, cred.Caps, cred.HasCaps = e.groups, callerCaps(fc.Pid), true
 	return cred
 }
 
-// procCred reads the supplementary groups and effective capabilities of
-// thread pid (the kernel names the calling thread, and capabilities
-// belong to threads). A thread that is gone gets neither: no privilege is
-// granted on a guess, even to uid 0, which may have dropped its
-// capabilities.
-//
-// A thread in a user namespace other than the mount's gets no
-// capabilities either: CapEff counts in the thread's own namespace, where
-// any user may be root with all of them (unshare -Ur), and the kernel lets
-// them override no check on a file whose owner that namespace does not map.
-// The servers cannot tell such files apart, so they grant none.
-func procCred(pid uint32) groupsEntry {
-	dir := "/proc/" + strconv.FormatUint(uint64(pid), 10)
-	b, err := os.ReadFile(dir + "/status")
+// procGroups reads the supplementary groups of thread pid (the kernel
+// names the calling thread). A thread that is gone has none.
+func procGroups(pid uint32) []uint32 {
+	b, err := os.ReadFile(procDir(pid) + "/status")
 	if err != nil {
-		return groupsEntry{hasCaps: true}
+		return nil
 	}
-	e := groupsEntry{groups: parseGroups(b), hasCaps: true}
-	if sameUserNamespace(dir) {
-		e.caps, _ = ident.ParseCapEff(b)
+	return parseGroups(b)
+}
+
+func procDir(pid uint32) string { return "/proc/" + strconv.FormatUint(uint64(pid), 10) }
+
+// callerCaps returns the effective capabilities among ident.FSCaps of
+// thread pid (capabilities belong to threads). A thread that is gone has
+// none: no privilege is granted on a guess, even to uid 0, which may have
+// dropped its capabilities.
+//
+// A thread in a user namespace other than the mount's has none either:
+// its capabilities count in its own namespace, where any user may be root
+// with all of them (unshare -Ur), and the kernel lets them override no
+// check on a file whose owner that namespace does not map. The servers
+// cannot tell such files apart, so they grant none.
+func callerCaps(pid uint32) ident.Caps {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3, Pid: int32(pid)}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return 0
 	}
-	return e
+	caps := (ident.Caps(data[0].Effective) | ident.Caps(data[1].Effective)<<32) & ident.FSCaps
+	if caps == 0 || !sameUserNamespace(procDir(pid)) {
+		return 0
+	}
+	return caps
 }
 
 // ownUserNamespace is the user namespace of the mount's process.

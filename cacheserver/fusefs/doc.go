@@ -5,11 +5,13 @@
 // # Identity and permissions
 //
 // Every request carries the caller's uid and gid in its FUSE header; the
-// supplementary groups and the effective capabilities are read from the
-// "Groups:" and "CapEff:" lines of /proc/PID/status of the calling thread
-// (and cached for a second; a thread that is gone gets none of either).
-// A thread in a user namespace other than the mount's gets no capabilities:
-// CapEff counts in its own namespace, where any user may be root.
+// supplementary groups are read from the "Groups:" line of /proc/PID/status
+// of the calling thread (and cached for a second), and its effective
+// capabilities are asked of the kernel (capget) at each request, since a
+// process may drop them and exec without changing its pid or uid. A thread
+// that is gone gets none of either. A thread in a user namespace other than
+// the mount's gets no capabilities: they count in its own namespace, where
+// any user may be root.
 // The kernel gives no pid for a caller outside the mount's pid namespace:
 // such a caller has no supplementary groups, and the capabilities its uid
 // gives, all of them for root.

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +20,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/posixns"
 )
@@ -76,6 +79,46 @@ func TestParseGroups(t *testing.T) {
 				t.Errorf("parseGroups (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// TestCallerCaps checks that the capabilities of a caller come from the
+// calling thread as the kernel has them at the request, and that a thread
+// that is gone has none.
+func TestCallerCaps(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := uint32(unix.Gettid())
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		t.Fatal(err)
+	}
+	own := (ident.Caps(data[0].Effective) | ident.Caps(data[1].Effective)<<32) & ident.FSCaps
+	if own == 0 {
+		t.Skip("the test holds none of the file-system capabilities")
+	}
+	if got := callerCaps(tid); got != own {
+		t.Errorf("callerCaps of this thread = %#x, want %#x", uint64(got), uint64(own))
+	}
+	dropped := data
+	dropped[0].Effective &^= 1 << unix.CAP_DAC_OVERRIDE
+	if err := unix.Capset(&hdr, &dropped[0]); err != nil {
+		t.Fatal(err)
+	}
+	got := callerCaps(tid)
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		t.Fatal(err)
+	}
+	if want := own &^ (1 << unix.CAP_DAC_OVERRIDE); got != want {
+		t.Errorf("callerCaps of this thread once it dropped CAP_DAC_OVERRIDE = %#x, want %#x", uint64(got), uint64(want))
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if got := callerCaps(uint32(cmd.Process.Pid)); got != 0 {
+		t.Errorf("callerCaps of a process that is gone = %#x, want none", uint64(got))
 	}
 }
 

@@ -1,9 +1,7 @@
 package ident
 
 import (
-	"bytes"
 	"fmt"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -41,19 +39,6 @@ func (c Cred) EffectiveCaps() Caps {
 
 // Capable reports whether c holds capability n, as capable(9) asks.
 func (c Cred) Capable(n int) bool { return c.EffectiveCaps().Has(n) }
-
-// ParseCapEff extracts the "CapEff:" line of a /proc/PID/status file.
-func ParseCapEff(status []byte) (Caps, bool) {
-	for line := range bytes.SplitSeq(status, []byte("\n")) {
-		rest, ok := bytes.CutPrefix(line, []byte("CapEff:"))
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseUint(string(bytes.TrimSpace(rest)), 16, 64)
-		return Caps(v), err == nil
-	}
-	return 0, false
-}
 
 // threadCaps returns the effective, permitted and inheritable capabilities
 // of the calling thread.

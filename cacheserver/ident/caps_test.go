@@ -93,16 +93,6 @@ func TestDoRestoresTheThreadsCapabilities(t *testing.T) {
 	}
 }
 
-func TestParseCapEff(t *testing.T) {
-	status := "Name:\tcat\nCapInh:\t0000000000000000\nCapPrm:\t000001ffffffffff\nCapEff:\t0000000000000005\n"
-	if got, ok := ParseCapEff([]byte(status)); !ok || got != capsOf(unix.CAP_CHOWN, unix.CAP_DAC_READ_SEARCH) {
-		t.Errorf("ParseCapEff = %#x, %v; want %#x, true", got, ok, capsOf(unix.CAP_CHOWN, unix.CAP_DAC_READ_SEARCH))
-	}
-	if _, ok := ParseCapEff([]byte("Name:\tcat\n")); ok {
-		t.Error("ParseCapEff found capabilities in a status without them")
-	}
-}
-
 // TestProcessCarriesNoCapabilities checks that a Cred made from the
 // process's identity for another uid, as a server's configured identity
 // is made, has none of the capabilities of a server running as root.

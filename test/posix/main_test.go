@@ -299,7 +299,9 @@ func helperBinary(t *testing.T) string {
 
 // helperMain runs one operation and exits with its errno: "read PATH",
 // "list DIR", "write PATH", "create PATH", "unlink PATH", "rename OLD NEW",
-// "stat PATH", "truncate PATH", "chown PATH" (to the caller), "chmod
+// "read-after-drop PATH PATH" (reads the first, drops every capability
+// in the same thread and reads the second), "stat PATH", "truncate PATH",
+// "chown PATH" (to the caller), "chmod
 // PATH" (to 0666), "lock PATH" (a non-blocking POSIX write lock), "flock
 // PATH" (a non-blocking exclusive BSD lock), "list-trusted PATH" (EEXIST
 // if listxattr shows a name in the trusted namespace) and "map-write PATH
@@ -348,6 +350,16 @@ func helperOp(op string, args []string) error {
 	switch op {
 	case "read":
 		_, err := os.ReadFile(args[0])
+		return err
+	case "read-after-drop":
+		runtime.LockOSThread()
+		if _, err := os.ReadFile(args[0]); err != nil {
+			return fmt.Errorf("before dropping the capabilities: %w", err)
+		}
+		if err := keepCaps("0"); err != nil {
+			return err
+		}
+		_, err := os.ReadFile(args[1])
 		return err
 	case "list":
 		_, err := os.ReadDir(args[0])

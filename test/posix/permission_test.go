@@ -423,6 +423,25 @@ func TestRootOfAUserNamespace(t *testing.T) {
 	}
 }
 
+// TestCapabilitiesDroppedMidway checks that root that used the mount and
+// then dropped its capabilities, in the same thread, is refused a file of
+// another user right away, as on the backing file system.
+func TestCapabilitiesDroppedMidway(t *testing.T) {
+	dir, backing := mountUnderTest(t)
+	for _, top := range []string{backing, dir} {
+		sub := "case-" + filepath.Base(top)
+		base := filepath.Join(backing, sub)
+		if err := os.Mkdir(base, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		public := filepath.Join(top, sub, daemonFile("public", 0o644)(t, base))
+		private := filepath.Join(top, sub, daemonFile("private", 0o600)(t, base))
+		if e := runAs(t, ident.Cred{}, "read-after-drop", public, private); e != syscall.EACCES {
+			t.Errorf("read of a 0600 file of %s by root that dropped its capabilities, on %s: %v, want EACCES", daemon, top, e)
+		}
+	}
+}
+
 // TestWriteByRootWithoutCapsClearsSetid checks that a write through the
 // mount by root without CAP_FSETID clears the setuid and setgid bits of
 // the file, as the kernel clears them for such a writer on the backing
