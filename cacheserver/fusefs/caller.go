@@ -107,19 +107,34 @@ func callerCaps(pid uint32) ident.Caps {
 	return caps
 }
 
-// ownUserNamespace is the user namespace of the mount's process.
-var ownUserNamespace = sync.OnceValues(func() (os.FileInfo, error) { return os.Stat("/proc/self/ns/user") })
+// ownIDMaps are the uid and gid maps of the mount's user namespace.
+var ownIDMaps = sync.OnceValues(func() ([]byte, error) { return idMaps("/proc/self") })
+
+// idMaps returns the uid and gid maps of the user namespace of the process
+// of /proc directory dir, as the mount's namespace sees them.
+func idMaps(dir string) ([]byte, error) {
+	u, err := os.ReadFile(dir + "/uid_map")
+	if err != nil {
+		return nil, err
+	}
+	g, err := os.ReadFile(dir + "/gid_map")
+	return append(append(u, 0), g...), err
+}
 
 // sameUserNamespace reports whether the process of /proc directory dir is
-// in the user namespace of the mount's process. A namespace that cannot be
-// read says no, unless the kernel has none (no /proc/self/ns/user).
+// in a user namespace that maps every uid and gid as the mount's does: its
+// capabilities then count on every file as the kernel counts them
+// (capable_wrt_inode_uidgid). The maps are read rather than the
+// /proc/PID/ns/user link, whose lookup waits for an execve of the process
+// to end, and an execve may be what waits for this request. A map that
+// cannot be read says no, unless the kernel has none.
 func sameUserNamespace(dir string) bool {
-	own, err := ownUserNamespace()
+	own, err := ownIDMaps()
 	if err != nil {
 		return errors.Is(err, fs.ErrNotExist)
 	}
-	theirs, err := os.Stat(dir + "/ns/user")
-	return err == nil && os.SameFile(own, theirs)
+	theirs, err := idMaps(dir)
+	return err == nil && bytes.Equal(own, theirs)
 }
 
 // parseGroups extracts the "Groups:" line of a /proc/PID/status file.
