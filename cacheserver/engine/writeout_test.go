@@ -181,24 +181,12 @@ func TestFsyncKeepsExplicitTimes(t *testing.T) {
 	}
 	r.writeBacking("not-out", nil)
 	explicit := time.Date(2001, 2, 3, 4, 5, 6, 789, time.UTC)
-	for _, p := range []string{"out", "not-out"} {
-		if err := os.Chtimes(filepath.Join(r.root, p), explicit, explicit); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.setTimes(explicit, "out", "not-out")
 	g.release()
 	if err := r.e.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for p, keeps := range map[string]bool{"out": true, "not-out": false} {
-		fi, err := os.Stat(filepath.Join(r.root, p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := fi.ModTime(); got.Equal(explicit) != keeps {
-			t.Errorf("backing %s has mtime %v after the flush; the explicit time was %v, kept: want %v", p, got, explicit, keeps)
-		}
-	}
+	r.checkTimesKept(explicit, map[string]bool{"out": true, "not-out": false}, "the flush")
 }
 
 // TestExplicitTimeSurvivesACrashAfterWriteOut writes files out, sets an
@@ -229,11 +217,7 @@ func TestExplicitTimeSurvivesACrashAfterWriteOut(t *testing.T) {
 		}
 	}
 	explicit := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
-	for p := range want {
-		if err := os.Chtimes(filepath.Join(r.root, p), explicit, explicit); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.setTimes(explicit, "kept", "rewritten")
 	r.write("rewritten", modelES+10, []byte("changed after the time"))
 	copy(want["rewritten"][modelES+10:], "changed after the time")
 	for p := range want {
@@ -251,13 +235,7 @@ func TestExplicitTimeSurvivesACrashAfterWriteOut(t *testing.T) {
 		if got := r.backingFile(p); !bytes.Equal(got, want[p]) {
 			t.Errorf("backing %s after the restart's flush: %d bytes, %d of them as written, want the %d written", p, len(got), bytes.Count(got, want[p][:1]), len(want[p]))
 		}
-		fi, err := os.Stat(filepath.Join(r.root, p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := fi.ModTime(); got.Equal(explicit) != keeps {
-			t.Errorf("backing %s has mtime %v after the restart's flush; the explicit time was %v, kept: want %v", p, got, explicit, keeps)
-		}
+		r.checkTimesKept(explicit, map[string]bool{p: keeps}, "the restart's flush")
 	}
 }
 
@@ -322,5 +300,32 @@ func TestRecoveredExtentsWrittenUnlessTheBackingFileHoldsThem(t *testing.T) {
 				t.Errorf("backing file after the restart's flush: %d bytes, want the %d written", len(got), len(data))
 			}
 		})
+	}
+}
+
+// setTimes sets the access and modification times of the backing files
+// of paths to at, as a client does after their write-out.
+func (r *rig) setTimes(at time.Time, paths ...string) {
+	r.t.Helper()
+	for _, p := range paths {
+		if err := os.Chtimes(filepath.Join(r.root, p), at, at); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+// checkTimesKept fails the test unless the backing file of each path of
+// keeps has the modification time at exactly when keeps says so, after
+// what when names.
+func (r *rig) checkTimesKept(at time.Time, keeps map[string]bool, when string) {
+	r.t.Helper()
+	for p, keep := range keeps {
+		fi, err := os.Stat(filepath.Join(r.root, p))
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if got := fi.ModTime(); got.Equal(at) != keep {
+			r.t.Errorf("backing %s has mtime %v after %s; the explicit time was %v, kept: want %v", p, got, when, at, keep)
+		}
 	}
 }
