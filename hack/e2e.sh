@@ -4,7 +4,8 @@
 # image built by `make image` into it, installs the chart, runs test/e2e
 # (build tag e2e) and uninstalls, also when the suite fails. The suite runs
 # on the node: it reads the host-path PFS (/srv/pfs) to check the data. HELM_ARGS adds
-# install flags, for example HELM_ARGS="--set csi.enabled=false".
+# install flags, for example HELM_ARGS="--set csi.enabled=false". E2E_FOCUS
+# runs only the specs whose text matches it (a regular expression).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -52,6 +53,10 @@ trap uninstall EXIT
 # shellcheck disable=SC2086
 "$helm" upgrade --install burstcache charts/burstcache --namespace "$NS" --wait --timeout 5m ${HELM_ARGS:-}
 export E2E_NAMESPACE="$NS" E2E_HELM="$helm"
+if [ -n "${E2E_FOCUS:-}" ]; then
+	go test -tags e2e -count=1 -timeout 30m -v ./test/e2e/ -ginkgo.v -ginkgo.label-filter='!uninstall' -ginkgo.focus="$E2E_FOCUS"
+	exit
+fi
 go test -tags e2e -count=1 -timeout 30m -v ./test/e2e/ -ginkgo.v -ginkgo.label-filter='!uninstall'
 # Last, alone: helm uninstall leaves nothing behind.
 go test -tags e2e -count=1 -timeout 10m -v ./test/e2e/ -ginkgo.v -ginkgo.label-filter=uninstall

@@ -14,7 +14,9 @@
 // any user may be root.
 // The kernel gives no pid for a caller outside the mount's pid namespace:
 // such a caller has no supplementary groups, and the capabilities its uid
-// gives, all of them for root.
+// gives, all of them for root. Mounts therefore run in the host's pid
+// namespace (the mount pods and the CSI node plugin use hostPID), and a
+// mount for servers that act as the caller warns when it does not.
 // They travel to the namespace in the context (ident.NewContext), which
 // runs every backing-store operation as that identity, or as the identity
 // its administrator configured. The kernel of the backing file system

@@ -98,6 +98,9 @@ func runMount(ctx context.Context, f *mountFlags, mountpoint string) error {
 		return withCode(exitMountBusy, err)
 	}
 	c.Watch(srv.Invalidate)
+	if f.perCaller && !inInitialPIDNamespace() {
+		log.Warn("The mount runs in a pid namespace of its own: callers outside it reach it without a pid, so their supplementary groups and capabilities cannot be read; run it in the host's pid namespace (hostPID)")
+	}
 	if err := raiseReadahead(mp, 1<<20); err != nil {
 		log.Warn("Raising the mount's readahead failed; sequential reads go in 128 KiB requests", "err", err)
 	}
@@ -276,4 +279,17 @@ func isMountpoint(dir string) (bool, error) {
 func unescapeMount(s string) string {
 	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
 	return r.Replace(s)
+}
+
+// initialPIDNamespace is how /proc/self/ns/pid reads in the host's pid
+// namespace: the kernel gives that namespace a fixed inode number
+// (PROC_PID_INIT_INO).
+const initialPIDNamespace = "pid:[4026531836]"
+
+// inInitialPIDNamespace reports whether the process runs in the host's pid
+// namespace, where the kernel gives a FUSE daemon the pid of every caller.
+// A daemon in a namespace of its own gets pid 0 for callers outside it.
+func inInitialPIDNamespace() bool {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	return err != nil || ns == initialPIDNamespace
 }

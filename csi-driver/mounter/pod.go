@@ -62,6 +62,12 @@ func (p *Pod) BuildPod(s Spec) *corev1.Pod {
 		Spec: corev1.PodSpec{
 			NodeName:      s.Node,
 			RestartPolicy: corev1.RestartPolicyNever,
+			// The kernel names a FUSE request's caller by its pid in the
+			// daemon's pid namespace, and callers in another one (every
+			// pod's) by pid 0: the daemon reads callers' supplementary
+			// groups and capabilities by pid, for servers that act as the
+			// caller.
+			HostPID: true,
 			// The mount must keep running while the node drains: the pods
 			// that use it are evicted first, and the plugin stops it.
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},

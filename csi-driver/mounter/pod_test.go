@@ -30,6 +30,7 @@ func TestBuildPod(t *testing.T) {
 		"in the plugin's namespace":    pod.Namespace == "burstcache-system",
 		"never restarted in place":     pod.Spec.RestartPolicy == corev1.RestartPolicyNever,
 		"privileged, for /dev/fuse":    c.SecurityContext != nil && *c.SecurityContext.Privileged,
+		"sees callers' pids":           pod.Spec.HostPID,
 		"no service account token":     !*pod.Spec.AutomountServiceAccountToken,
 		"grace period for publishing":  *pod.Spec.TerminationGracePeriodSeconds == 180,
 		"image entrypoint is the tool": len(c.Command) == 0 && c.Image == "burstcache:v1",
