@@ -555,6 +555,50 @@ func TestSetuidClearedOnWrite(t *testing.T) {
 	}
 }
 
+// TestServerActsOnlyAsMappedIdentities checks that a server acting as the
+// caller, given the ids an administrator mapped, refuses callers outside
+// them and does not use their supplementary groups outside them, whatever
+// the caller says it is.
+func TestServerActsOnlyAsMappedIdentities(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("acting as another user needs root")
+	}
+	backing := t.TempDir()
+	os.Chmod(filepath.Dir(backing), 0o755)
+	os.Chmod(backing, 0o755)
+	for dir, gid := range map[string]int{"mapped": 3000, "unmapped": 4000} {
+		os.Mkdir(filepath.Join(backing, dir), 0o750)
+		os.WriteFile(filepath.Join(backing, dir, "data"), []byte(dir), 0o640)
+		os.Chown(filepath.Join(backing, dir, "data"), 5000, gid)
+		os.Chown(filepath.Join(backing, dir), 5000, gid)
+	}
+	in := servertest.Start(t, backing, servertest.Options{Servers: 2, ExtentSize: testExtent, Secret: "k", ActAsCaller: true,
+		CallerUIDs: ident.Ranges{{Min: 1000, Max: 1000}}, CallerGIDs: ident.Ranges{{Min: 1000, Max: 1000}, {Min: 3000, Max: 3000}}})
+	f := connect(t, in)
+	as := func(c ident.Cred) context.Context { return ident.NewContext(context.Background(), c) }
+	member := as(ident.Cred{UID: 1000, GID: 1000, Groups: []uint32{3000, 4000}})
+	if _, err := f.Open(member, "mapped/data", os.O_RDONLY); err != nil {
+		t.Errorf("a caller of mapped ids in a mapped group: %v", err)
+	}
+	if _, err := f.Open(member, "unmapped/data", os.O_RDONLY); !errors.Is(err, syscall.EACCES) {
+		t.Errorf("a caller's group outside the mapped gids opened a file of that group: %v", err)
+	}
+	for _, c := range []ident.Cred{{UID: 2000, GID: 1000}, {UID: 1000, GID: 2000}, {UID: 2000, GID: 2000, Groups: []uint32{1000, 3000}}} {
+		if _, err := f.ReadDir(as(c), "mapped"); !errors.Is(err, syscall.EACCES) {
+			t.Errorf("caller %s, outside the mapped ids: readdir got %v, want EACCES", c, err)
+		}
+	}
+	// Root is the mount's own identity: it passes, and a root without
+	// capabilities still gets no group outside the mapped ones.
+	root := as(ident.Cred{UID: 0, GID: 0, Groups: []uint32{3000, 4000}, HasCaps: true})
+	if _, err := f.Open(root, "mapped/data", os.O_RDONLY); err != nil {
+		t.Errorf("root without capabilities, in a mapped group: %v", err)
+	}
+	if _, err := f.Open(root, "unmapped/data", os.O_RDONLY); !errors.Is(err, syscall.EACCES) {
+		t.Errorf("root without capabilities used a group outside the mapped gids: %v", err)
+	}
+}
+
 // TestDisjointWritersOfOneFile has several clients write disjoint ranges of
 // one shared file at once, as N-to-1 checkpoints do.
 func TestDisjointWritersOfOneFile(t *testing.T) {

@@ -11,7 +11,9 @@
 // Every operation on the backing store runs as one identity: the one the
 // server was configured with, or, for a server started with ActAsCaller, the
 // identity carried by the request, which the server trusts because the
-// client proved it holds the shared secret.
+// client proved it holds the shared secret. Such a server can be limited to
+// the ids an administrator mapped (CallerUIDs, CallerGIDs): other callers
+// are refused, and other supplementary groups are not used.
 //
 // # Cache directory
 //

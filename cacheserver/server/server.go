@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -97,6 +98,13 @@ type Config struct {
 	// ActAsCaller runs backing-store operations as the identity in each
 	// request.
 	ActAsCaller bool
+	// CallerUIDs and CallerGIDs, when set, are the identities a server
+	// acting as the caller may act as: a caller other than root whose uid
+	// or gid lies outside them is refused (EACCES), and supplementary
+	// groups outside CallerGIDs are not used. They are the ids an
+	// administrator mapped to the instance's namespace, which its pods
+	// need not keep to.
+	CallerUIDs, CallerGIDs ident.Ranges
 	// LoadBalanced serves the instance read-only, each server whole files:
 	// operations that would change the namespace or data fail with EROFS.
 	LoadBalanced bool
@@ -222,18 +230,39 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // store.
 func (s *Server) callerCtx(ctx context.Context, caller ident.Cred) context.Context {
 	if s.cfg.ActAsCaller {
-		return ident.NewContext(ctx, caller)
+		return ident.NewContext(ctx, s.mappedGroups(caller))
 	}
 	return ident.NewContext(ctx, s.cfg.Cred)
 }
 
+// mappedGroups returns caller without the supplementary groups outside
+// CallerGIDs.
+func (s *Server) mappedGroups(caller ident.Cred) ident.Cred {
+	unmapped := func(g uint32) bool { return !s.cfg.CallerGIDs.Contains(g) }
+	if s.cfg.CallerGIDs == nil || !slices.ContainsFunc(caller.Groups, unmapped) {
+		return caller
+	}
+	// A new slice: the request's stays as it came.
+	caller.Groups = slices.DeleteFunc(slices.Clone(caller.Groups), unmapped)
+	return caller
+}
+
 // admit refuses a caller that may not borrow the server's identity. A server
-// acting as the caller lets the backing store judge every caller. A server
+// acting as the caller lets the backing store judge root (the mount itself
+// makes calls as root) and every caller whose uid and gid lie in
+// CallerUIDs and CallerGIDs. A server
 // acting as one configured identity serves only that identity and root (the
 // job's own processes): any other user of the mount would otherwise touch the
 // backing store with powers that are not its own.
 func (s *Server) admit(caller ident.Cred) error {
-	if s.cfg.ActAsCaller || caller.UID == 0 || caller.UID == s.cfg.Cred.UID {
+	if s.cfg.ActAsCaller {
+		if caller.UID != 0 && (s.cfg.CallerUIDs != nil && !s.cfg.CallerUIDs.Contains(caller.UID) ||
+			s.cfg.CallerGIDs != nil && !s.cfg.CallerGIDs.Contains(caller.GID)) {
+			return fmt.Errorf("%d:%d is not an identity this instance may act as: %w", caller.UID, caller.GID, syscall.EACCES)
+		}
+		return nil
+	}
+	if caller.UID == 0 || caller.UID == s.cfg.Cred.UID {
 		return nil
 	}
 	return fmt.Errorf("uid %d may not act as this instance's identity %s: %w", caller.UID, s.cfg.Cred, syscall.EACCES)

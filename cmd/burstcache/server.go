@@ -36,6 +36,7 @@ type serverFlags struct {
 	uid, gid                           int
 	groups                             []uint
 	actAsCaller                        bool
+	callerUIDs, callerGIDs             rangesFlag
 	dirtyHigh, dirtyLow                int
 	evictHigh, evictLow, threads       int
 	maxFiles                           int64
@@ -55,7 +56,9 @@ extents of the files of the backing directory in the cache directory, serves
 them over the data-path protocol on --listen, and serves the control API
 (flush, drain, statistics, tunables) on --control. Backing-store operations
 run as --uid/--gid/--groups (default: the server process), or, with
---act-as-caller (root only), as the process that made each request.`,
+--act-as-caller (root only), as the process that made each request, which
+--caller-uids and --caller-gids can restrict to the ids an administrator
+mapped (root, the mount's own identity, always passes).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServer(cmd.Context(), f) },
 	}
@@ -74,6 +77,8 @@ run as --uid/--gid/--groups (default: the server process), or, with
 	fl.IntVar(&f.gid, "gid", -1, "gid of backing-store operations")
 	fl.UintSliceVar(&f.groups, "groups", nil, "supplementary groups of backing-store operations")
 	fl.BoolVar(&f.actAsCaller, "act-as-caller", false, "run backing-store operations as the calling process (root only; needs --secret-file)")
+	fl.Var(&f.callerUIDs, "caller-uids", "with --act-as-caller, the uids callers may have, such as 0,1000-1999; others are refused (default: any)")
+	fl.Var(&f.callerGIDs, "caller-gids", "with --act-as-caller, the gids callers may have; others are refused, and supplementary groups outside them are not used (default: any)")
 	fl.StringVar(&f.secretFile, "secret-file", "", "file holding the secret clients must prove they know")
 	fl.StringVar(&f.accessMode, "access-mode", "Striped", "Striped (extents spread over the servers) or LoadBalanced (read-only, whole files on every server)")
 	fl.StringVar(&f.durability, "durability", "Cache", "what fsync guarantees: Cache (on SSD) or Backing (written back)")
@@ -130,6 +135,7 @@ func runServer(ctx context.Context, f *serverFlags) error {
 	}
 	s, err := server.New(server.Config{
 		Cache: cache, NS: ns, Cred: cred, ActAsCaller: f.actAsCaller, Secret: secret, Log: log,
+		CallerUIDs: f.callerUIDs.ranges, CallerGIDs: f.callerGIDs.ranges,
 		Incarnation:  eng.Incarnation(),
 		LoadBalanced: f.accessMode == "LoadBalanced",
 		HiddenNames:  filepath.Join(f.cacheDir, server.HiddenNamesFile),
@@ -253,6 +259,8 @@ func (f *serverFlags) validate(cred ident.Cred) error {
 		return badInput("--capacity is required")
 	case f.actAsCaller && os.Geteuid() != 0:
 		return badInput("--act-as-caller needs the server to run as root")
+	case !f.actAsCaller && (f.callerUIDs.ranges != nil || f.callerGIDs.ranges != nil):
+		return badInput("--caller-uids and --caller-gids need --act-as-caller")
 	case f.actAsCaller && f.secretFile == "":
 		return badInput("--act-as-caller trusts the identity clients send, so it needs --secret-file")
 	case f.accessMode != "Striped" && f.accessMode != "LoadBalanced":
@@ -414,3 +422,19 @@ func (f *serverFlags) stride() int64 {
 	}
 	return int64(f.servers)
 }
+
+// rangesFlag is a flag of id ranges, such as 0,1000-1999.
+type rangesFlag struct{ ranges ident.Ranges }
+
+func (r *rangesFlag) String() string { return r.ranges.String() }
+
+func (r *rangesFlag) Set(s string) error {
+	rs, err := ident.ParseRanges(s)
+	if err != nil {
+		return err
+	}
+	r.ranges = rs
+	return nil
+}
+
+func (r *rangesFlag) Type() string { return "ranges" }

@@ -34,6 +34,9 @@ type Options struct {
 	Secret     string
 	// ActAsCaller runs backing-store operations as the caller.
 	ActAsCaller bool
+	// CallerUIDs and CallerGIDs are the ids a server acting as the caller
+	// may act as (server.Config).
+	CallerUIDs, CallerGIDs ident.Ranges
 	// LoadBalanced serves the instance read-only, whole files per server.
 	LoadBalanced bool
 	// WrapNS, if set, wraps each server's namespace, for tests that make
@@ -99,6 +102,7 @@ func (in *Instance) start(t testing.TB, i int, data net.Listener) {
 	}
 	s, err := server.New(server.Config{
 		Cache: mc, NS: sns, Cred: ident.Process(), Secret: []byte(opts.Secret), ActAsCaller: opts.ActAsCaller, LoadBalanced: opts.LoadBalanced,
+		CallerUIDs: opts.CallerUIDs, CallerGIDs: opts.CallerGIDs,
 		Info:        control.ServerInfo{Instance: "test", Index: i, Servers: opts.Servers, ExtentSize: opts.ExtentSize},
 		HiddenNames: hidden, Log: slog.New(slog.DiscardHandler),
 	})
