@@ -78,6 +78,39 @@ var _ = Describe("Provisioning", func() {
 		Expect(eventReasons(w.ns, inst.Name)).To(ContainElement(cachev1alpha1.ReasonAsExpected))
 	})
 
+	It("runs the servers of a root instance as each caller, only as the ids the pool maps", func() {
+		w := newWorld(func(p *cachev1alpha1.CachePool) {
+			r := &p.Spec.BackingFilesystems[0].AccessRules[0]
+			r.AllowRoot = true
+			r.UIDRanges = []cachev1alpha1.IDRange{{Min: 0, Max: 0}, {Min: 1000, Max: 1999}}
+			r.GIDRanges = []cachev1alpha1.IDRange{{Min: 0, Max: 0}, {Min: 1000, Max: 2999}}
+		})
+		inst := w.instance("64Mi")
+		inst.Spec.RunAs = cachev1alpha1.RunAs{UID: 0, GID: 0}
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		var pods []corev1.Pod
+		Eventually(func() []corev1.Pod { pods = serverPods(inst); return pods }, 20*time.Second, 100*time.Millisecond).Should(HaveLen(1))
+		c := pods[0].Spec.Containers[0]
+		Expect(c.Args).To(ContainElements("--act-as-caller", "--caller-uids=0-0,1000-1999", "--caller-gids=0-0,1000-2999"))
+		Expect(c.SecurityContext.Capabilities.Drop).To(Equal([]corev1.Capability{"ALL"}))
+		Expect(c.SecurityContext.Capabilities.Add).To(ContainElements(corev1.Capability("SETUID"), corev1.Capability("SETGID"), corev1.Capability("DAC_READ_SEARCH")))
+		Expect(c.SecurityContext.Capabilities.Add).NotTo(ContainElement(corev1.Capability("SYS_ADMIN")))
+
+		By("starting real servers with those arguments")
+		kl.RunServers(ctx, inst, 1)
+		Eventually(func(g Gomega) {
+			g.Expect(get(inst)(g).Status.Phase).To(Equal(cachev1alpha1.PhaseReady))
+		}, 20*time.Second, 200*time.Millisecond).Should(Succeed())
+
+		By("leaving the servers of other instances with no capability")
+		other := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, other)).To(Succeed())
+		Eventually(func() []corev1.Pod { pods = serverPods(other); return pods }, 20*time.Second, 100*time.Millisecond).Should(HaveLen(1))
+		c = pods[0].Spec.Containers[0]
+		Expect(c.Args).NotTo(ContainElement("--act-as-caller"))
+		Expect(c.SecurityContext.Capabilities.Add).To(BeEmpty())
+	})
+
 	It("fills the pool's defaults and pushes knob changes to running servers without a restart", func() {
 		w := newWorld()
 		inst := w.instance("64Mi")

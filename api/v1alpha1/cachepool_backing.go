@@ -126,11 +126,14 @@ type AccessRule struct {
 	GIDRanges []IDRange `json:"gidRanges"`
 
 	// allowRoot lets instances run as uid 0 or gid 0, with ranges that
-	// include 0. Such an instance is a shared, multi-user cache: its servers
-	// keep root's rights on the backing file system and act as the calling
-	// user on each request, so that file permissions are still those of the
-	// process in the job's pod. Grant it only to namespaces you trust with
-	// the identities of their pods. Defaults to false.
+	// include 0. An instance running as uid 0 is a shared, multi-user cache:
+	// its servers act as the calling process on each request, with its uid,
+	// gid, supplementary groups and file-system capabilities, so that file
+	// permissions are still those of the process in the job's pod. They act
+	// only as ids of uidRanges and gidRanges: a caller outside them is
+	// refused and its supplementary groups outside them are not used.
+	// Grant it only to namespaces you trust with the identities of their
+	// pods. Defaults to false.
 	// +optional
 	// +kubebuilder:default=false
 	AllowRoot bool `json:"allowRoot,omitempty"`

@@ -126,9 +126,18 @@ func serverContainer(s *scope, i int, o Options) corev1.Container {
 		VolumeMounts: volumeMounts(inst, pool),
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptrTo(false),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			Capabilities:             serverCapabilities(inst),
 		},
 	}
+}
+
+// serverCapabilities are none, except for a server acting as the caller.
+func serverCapabilities(inst *cachev1alpha1.CacheInstance) *corev1.Capabilities {
+	caps := &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
+	if ActsAsCaller(inst) {
+		caps.Add = callerCapabilities
+	}
+	return caps
 }
 
 // serverArgs are the flags of `burstcache server` for server i. The
@@ -155,6 +164,10 @@ func serverArgs(s *scope, i int) []string {
 	if beneath := policy.BackingBeneath(inst, pool, s.nsLabels); beneath != "" {
 		args = append(args, "--backing-beneath="+beneath)
 	}
+	if ActsAsCaller(inst) {
+		uids, gids := policy.CallerIDs(inst, pool, s.nsLabels)
+		args = append(args, "--act-as-caller", "--caller-uids="+joinRanges(uids), "--caller-gids="+joinRanges(gids))
+	}
 	if len(id.SupplementalGroups) > 0 {
 		args = append(args, "--groups="+joinInts(id.SupplementalGroups))
 	}
@@ -179,6 +192,28 @@ func extentSize(pool *cachev1alpha1.CachePool) int64 {
 		return 1 << 20
 	}
 	return pool.Spec.ExtentSize.Value()
+}
+
+// ActsAsCaller reports whether the instance's servers act as each calling
+// process: a server running as root (which only a rule with allowRoot
+// grants) is a shared, multi-user cache, in which every caller keeps its
+// own permissions.
+func ActsAsCaller(inst *cachev1alpha1.CacheInstance) bool { return inst.Spec.RunAs.UID == 0 }
+
+// callerCapabilities are what a server acting as the caller needs: to take
+// the caller's ids (SETUID, SETGID), and to pass on the file-system
+// capabilities a caller holds, so that the backing file system grants the
+// caller what it would grant it directly. A caller without them gets none.
+var callerCapabilities = []corev1.Capability{
+	"SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "MKNOD",
+}
+
+func joinRanges(rs []cachev1alpha1.IDRange) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = strconv.FormatInt(r.Min, 10) + "-" + strconv.FormatInt(r.Max, 10)
+	}
+	return strings.Join(s, ",")
 }
 
 func joinInts(ns []int64) string {

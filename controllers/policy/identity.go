@@ -97,3 +97,17 @@ func singleIdentity(r cachev1alpha1.AccessRule) (cachev1alpha1.RunAs, bool) {
 	id := cachev1alpha1.RunAs{UID: r.UIDRanges[0].Min, GID: r.GIDRanges[0].Min}
 	return id, identityAllowed(r, id)
 }
+
+// CallerIDs returns the user and group ids the pool maps to the instance's
+// namespace for its backing path: the ranges of every rule that grants the
+// path and allows the instance's runAs. An instance running as root acts
+// as each calling process, and only as these ids.
+func CallerIDs(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool, nsLabels map[string]string) (uids, gids []cachev1alpha1.IDRange) {
+	for _, r := range identityRules(inst, pool, nsLabels) {
+		if identityAllowed(r, inst.Spec.RunAs) {
+			uids = append(uids, r.UIDRanges...)
+			gids = append(gids, r.GIDRanges...)
+		}
+	}
+	return uids, gids
+}

@@ -117,6 +117,8 @@ func (n *nodeServer) mountSpec(ctx context.Context, ns, name, staging, dir strin
 		Namespace: ns, Instance: name, Node: n.opts.NodeName, Target: staging, Dir: dir,
 		Servers: servers, ExtentSize: extent, LoadBalanced: ci.Spec.AccessMode == cachev1alpha1.AccessModeLoadBalanced,
 		ClientCache: ci.Spec.ClientCache != nil && ci.Spec.ClientCache.Enabled,
+		// Servers running as root act as each caller.
+		PerCaller: ci.Spec.RunAs.UID == 0,
 	}, nil
 }
 

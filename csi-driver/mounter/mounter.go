@@ -55,6 +55,8 @@ type Spec struct {
 	// ClientCache lets the node's kernel keep the instance's data in its
 	// page cache and write-back cache (the instance's spec.clientCache).
 	ClientCache bool
+	// PerCaller mounts an instance whose servers act as each caller.
+	PerCaller bool
 }
 
 // Args returns the arguments of `burstcache mount` for the spec.
@@ -71,6 +73,9 @@ func (s Spec) Args() []string {
 	}
 	if s.ClientCache {
 		args = append(args, "--client-cache")
+	}
+	if s.PerCaller {
+		args = append(args, "--per-caller")
 	}
 	return append(args, s.Target)
 }

@@ -21,6 +21,7 @@ func TestBuildPod(t *testing.T) {
 		Target:  "/var/lib/kubelet/plugins/kubernetes.io/csi/csi.burstcache.io/abc/globalmount",
 		Dir:     "/var/lib/kubelet/plugins/csi.burstcache.io/state/volumes/team-a_train",
 		Servers: []string{"10.0.0.1:7070", "10.0.0.2:7070"}, ExtentSize: 1 << 20, LoadBalanced: true, ClientCache: true,
+		PerCaller: true,
 	}
 	pod := p.BuildPod(s)
 	c := pod.Spec.Containers[0]
@@ -38,6 +39,7 @@ func TestBuildPod(t *testing.T) {
 		"secret passed as a host file": slices.Contains(c.Args, s.Dir+"/secret"),
 		"load-balanced picks by node":  strings.Contains(strings.Join(c.Args, " "), "--load-balanced --node node-1"),
 		"client cache as asked":        slices.Contains(c.Args, "--client-cache"),
+		"checks walks per caller":      slices.Contains(c.Args, "--per-caller"),
 		"servers in index order":       slices.Contains(c.Args, "10.0.0.1:7070,10.0.0.2:7070"),
 		"exit recorded for the plugin": slices.Contains(c.Args, s.Dir+"/exit.json"),
 		"one name per instance per node": podName(s) != podName(Spec{Namespace: "team-a", Instance: "train", Node: "node-2"}) &&

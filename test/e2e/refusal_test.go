@@ -68,3 +68,43 @@ var _ = Describe("Access to the PFS", func() {
 		Expect(jobLogs(job)).To(ContainSubstring("permission denied"))
 	})
 })
+
+var _ = Describe("A shared instance acting as the caller", func() {
+	It("lets a job read what its supplementary group may read on the PFS, and nothing more", func() {
+		const group = 5000
+		w := newWorld("groups")
+		pool := w.poolObject()
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pool), pool)).To(Succeed())
+		rule := &pool.Spec.BackingFilesystems[0].AccessRules[0]
+		rule.AllowRoot = true
+		rule.UIDRanges = []cachev1alpha1.IDRange{{Min: 0, Max: jobUID}}
+		rule.GIDRanges = []cachev1alpha1.IDRange{{Min: 0, Max: group}}
+		Expect(k8sClient.Update(ctx, pool)).To(Succeed())
+
+		dir := w.mkdirPFS("shared")
+		private := filepath.Join(dir, "project")
+		Expect(os.Mkdir(private, 0o750)).To(Succeed())
+		Expect(os.Chown(private, 0, group)).To(Succeed())
+		Expect(os.Chmod(private, 0o750)).To(Succeed())
+		Expect(os.WriteFile(filepath.Join(private, "data"), []byte("for the project\n"), 0o640)).To(Succeed())
+		Expect(os.Chown(filepath.Join(private, "data"), 0, group)).To(Succeed())
+		annotations := cacheAnnotations(dir, "runAsUID", "0", "runAsGID", "0")
+
+		By("reading as a member of the group: the servers act with the job's groups")
+		member := cacheJob(w, "member", annotations, "cat", "/cache/project/data")
+		member.Spec.Template.Spec.SecurityContext = &corev1.PodSecurityContext{SupplementalGroups: []int64{group}}
+		Expect(k8sClient.Create(ctx, member)).To(Succeed())
+		expectJobSucceeded(member)
+		Expect(jobLogs(member)).To(ContainSubstring("for the project"))
+
+		By("reading without it: refused, as on the PFS itself")
+		outsider := cacheJob(w, "outsider", annotations, "cat", "/cache/project/data")
+		Expect(k8sClient.Create(ctx, outsider)).To(Succeed())
+		Eventually(func(g Gomega) int32 {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(outsider), outsider)).To(Succeed())
+			g.Expect(outsider.Status.Succeeded).To(BeZero(), "a job outside the group read the file: %s", jobLogs(outsider))
+			return outsider.Status.Failed
+		}).WithTimeout(4*time.Minute).WithPolling(2*time.Second).Should(BeEquivalentTo(1), "events: %s", eventsOf(w.ns))
+		Expect(jobLogs(outsider)).To(ContainSubstring("permission denied"))
+	})
+})
