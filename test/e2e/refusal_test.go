@@ -72,14 +72,12 @@ var _ = Describe("Access to the PFS", func() {
 var _ = Describe("A shared instance acting as the caller", func() {
 	It("lets a job read what its supplementary group may read on the PFS, and nothing more", func() {
 		const group = 5000
-		w := newWorld("groups")
-		pool := w.poolObject()
-		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pool), pool)).To(Succeed())
-		rule := &pool.Spec.BackingFilesystems[0].AccessRules[0]
-		rule.AllowRoot = true
-		rule.UIDRanges = []cachev1alpha1.IDRange{{Min: 0, Max: jobUID}}
-		rule.GIDRanges = []cachev1alpha1.IDRange{{Min: 0, Max: group}}
-		Expect(k8sClient.Update(ctx, pool)).To(Succeed())
+		w := newWorld("groups", func(pool *cachev1alpha1.CachePool) {
+			rule := &pool.Spec.BackingFilesystems[0].AccessRules[0]
+			rule.AllowRoot = true
+			rule.UIDRanges = []cachev1alpha1.IDRange{{Min: 0, Max: jobUID}}
+			rule.GIDRanges = []cachev1alpha1.IDRange{{Min: 0, Max: group}}
+		})
 
 		dir := w.mkdirPFS("shared")
 		private := filepath.Join(dir, "project")

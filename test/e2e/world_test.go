@@ -47,21 +47,26 @@ func envOr(key, def string) string {
 }
 
 // world is a namespace of its own, a CachePool that lets it cache
-// pfsRoot/e2e/<namespace> as jobUID:jobGID, and a StorageClass of that pool.
+// pfsRoot/e2e/<namespace> as jobUID:jobGID (changed by edits), and a
+// StorageClass of that pool.
 type world struct {
 	ns, pool, class string
 	// pfs is the host directory of the namespace on the PFS, owned by jobUID.
 	pfs string
 }
 
-func newWorld(prefix string) *world {
+func newWorld(prefix string, edits ...func(*cachev1alpha1.CachePool)) *world {
 	GinkgoHelper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-" + prefix + "-"}}
 	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
 	w := &world{ns: ns.Name, pool: ns.Name, class: ns.Name, pfs: filepath.Join(pfsRoot, "e2e", ns.Name)}
 	Expect(os.MkdirAll(w.pfs, 0o755)).To(Succeed())
 	Expect(os.Chown(w.pfs, jobUID, jobGID)).To(Succeed())
-	Expect(k8sClient.Create(ctx, w.poolObject())).To(Succeed())
+	pool := w.poolObject()
+	for _, edit := range edits {
+		edit(pool)
+	}
+	Expect(k8sClient.Create(ctx, pool)).To(Succeed())
 	Expect(k8sClient.Create(ctx, w.classObject())).To(Succeed())
 	DeferCleanup(w.cleanup)
 	return w
