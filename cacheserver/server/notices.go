@@ -16,6 +16,13 @@ import (
 // connection was down meanwhile, drops everything its kernel caches.
 const maxNotices = 4096
 
+// maxNoticeBytes bounds the paths of one answer to wire.OpWatch, well
+// within what a frame may carry (wire.MaxMeta): the paths a server
+// remembers may be longer, PATH_MAX each, and a client that is told more
+// drops everything instead, as one further behind does. An answer past
+// the frame's bound would be refused by the client, at each of its tries.
+const maxNoticeBytes = wire.MaxMeta / 2
+
 // noticeWait bounds how long an invalidation waits for the watching
 // clients to drop what their kernels cache of the path. A client's kernel
 // first writes back the dirty pages of the files, which may wait for
@@ -201,8 +208,12 @@ func (n *notices) next(ctx context.Context, gone <-chan struct{}, epoch, seq uin
 	if len(n.log) == 0 || n.log[0].seq > seq+1 {
 		return nil, true, n.seq, nil
 	}
+	size := 0
 	for _, e := range n.log {
 		if e.seq > seq {
+			if size += len(e.path) + 4; size > maxNoticeBytes {
+				return nil, true, n.seq, nil
+			}
 			paths = append(paths, e.path)
 		}
 	}

@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -188,5 +190,37 @@ func TestInvalidateWaitsForTheMount(t *testing.T) {
 	close(release)
 	if !returnsWithin(t, errc, 5*time.Second) {
 		t.Fatal("the invalidation still waits after the client dropped the path")
+	}
+}
+
+// TestWatchOfLongPathsFitsAFrame has a client come back, on the server run
+// it watched, after as many invalidations of paths of PATH_MAX as the
+// server remembers: the paths alone pass what a frame may carry
+// (wire.MaxMeta), and the client must still get an answer it can read,
+// rather than one its connection refuses at every try.
+func TestWatchOfLongPathsFitsAFrame(t *testing.T) {
+	in := servertest.Start(t, t.TempDir(), servertest.Options{Servers: 1, ExtentSize: 4096})
+	ctl := control.NewClient(in.Control[0], nil, nil)
+	ctx := context.Background()
+	cl := wire.NewClient(in.Data[0], wire.ClientOptions{Conns: 1})
+	first, err := watchCall(ctx, cl, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	long := strings.Repeat(strings.Repeat("x", 254)+"/", 16) + strings.Repeat("y", 4095-16*255)
+	for i := range 4096 {
+		if err := ctl.InvalidatePath(ctx, long[:len(long)-4]+fmt.Sprintf("%04d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	back := wire.NewClient(in.Data[0], wire.ClientOptions{Conns: 1})
+	defer back.Close()
+	r, err := watchCall(ctx, back, first.epoch, first.seq)
+	if err != nil {
+		t.Fatalf("watch after 4096 invalidations of long paths: %v", err)
+	}
+	if !r.all && len(r.paths) != 4096 {
+		t.Errorf("watch told %d paths and all=%v; want all 4096 or everything dropped", len(r.paths), r.all)
 	}
 }

@@ -223,7 +223,8 @@ const (
 	// so that a client drops what its kernel caches of them. It answers
 	// the server's epoch (u64, drawn at each start), its last seq (u64),
 	// whether the client must drop everything (bool: the epoch is not the
-	// server's, or the server no longer remembers every path since seq)
+	// server's, the server no longer remembers every path since seq, or
+	// the paths would make too long an answer)
 	// and a count (u32) with that many paths. When nothing came since seq
 	// the server holds the request until something does, or the
 	// connection ends. A first request (epoch 0) is answered at once,
