@@ -150,6 +150,30 @@ func TestLimits(t *testing.T) {
 			},
 			wantErr: ErrTooManyFiles,
 		},
+		"invalidate of a file removed behind the cache's back makes room": {
+			tun: Tunables{MaxFiles: 1},
+			op: func(r *rig) error {
+				if err := errors.Join(reserveKept(r, "d/a"), os.Remove(filepath.Join(r.root, "d/a"))); err != nil {
+					return err
+				}
+				if err := r.e.InvalidatePath(context.Background(), "d"); err != nil {
+					return err
+				}
+				_, err := r.e.ReserveFile("b")
+				return err
+			},
+		},
+		"invalidate of a file the backing store holds": {
+			tun: Tunables{MaxFiles: 1},
+			op: func(r *rig) error {
+				if err := errors.Join(reserveKept(r, "d/a"), r.e.InvalidatePath(context.Background(), "d")); err != nil {
+					return err
+				}
+				_, err := r.e.ReserveFile("b")
+				return err
+			},
+			wantErr: ErrTooManyFiles,
+		},
 		"unlink makes room under MaxFiles": {
 			tun: Tunables{MaxFiles: 1},
 			op: func(r *rig) error {
@@ -218,6 +242,19 @@ func TestLimits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reserveKept creates p on the backing store as a create through the
+// cache does: a place reserved, the backing file made, the record kept.
+func reserveKept(r *rig, p string) error {
+	if _, err := r.e.ReserveFile(p); err != nil {
+		return err
+	}
+	err := os.MkdirAll(filepath.Dir(filepath.Join(r.root, p)), 0o755)
+	if err == nil {
+		err = r.onBacking(p, 0)
+	}
+	return errors.Join(err, r.e.EndReserve(context.Background(), p, err == nil))
 }
 
 // TestMaxFilesShare checks that an engine of several counts only the files

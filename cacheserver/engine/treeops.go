@@ -250,7 +250,9 @@ func (e *Engine) ForgetRemoved(ctx context.Context, p string) error {
 
 // InvalidatePath drops the clean extents of a path or tree, and forgets the
 // backing sizes seen, so that reads see changes made to the backing store
-// behind the cache's back. Dirty extents stay.
+// behind the cache's back. Dirty extents stay, and so do the records of
+// files, but for those of files removed from the backing store behind the
+// cache's back (see forgetRemovedRecords).
 func (e *Engine) InvalidatePath(ctx context.Context, pathOrDir string) error {
 	if err := e.enter(); err != nil {
 		return err
@@ -258,14 +260,51 @@ func (e *Engine) InvalidatePath(ctx context.Context, pathOrDir string) error {
 	defer e.leave()
 	e.dropTree(pathOrDir, false)
 	e.mu.Lock()
-	for _, f := range e.filesUnderLocked(pathOrDir) {
+	files := e.filesUnderLocked(pathOrDir)
+	for _, f := range files {
 		f.statted = false
 	}
 	e.mu.Unlock()
+	e.forgetRemovedRecords(ctx, files)
 	// Durable step: the index without the dropped extents. A crash before
 	// it finds them again and serves the bytes the caller asked to forget,
 	// older than the backing file's; after it, reads copy up again.
 	return e.waitCommit(ctx)
+}
+
+// forgetRemovedRecords forgets the records of the files that count
+// against MaxFiles here, that the engine holds nothing else of, and whose
+// backing file is gone, removed behind the cache's back: nothing else
+// would give their places under MaxFiles back, since no remove through the
+// cache will come for them, and creates would be refused for good once
+// they filled the engine's part. A file with dirty extents, or under an
+// unlink, keeps its record. A file created again at the path, through the
+// cache, between the stat and the forgetting goes uncounted until it is
+// removed.
+func (e *Engine) forgetRemovedRecords(ctx context.Context, files []*file) {
+	for _, f := range files {
+		if !e.bareRecord(f) {
+			continue
+		}
+		if _, err := e.backing.Stat(ctx, f.path); !errorsIsNotExist(err) {
+			continue
+		}
+		e.mu.Lock()
+		if e.files[f.path] == f && len(f.extents) == 0 && f.record && f.doomed == 0 {
+			e.forgetFileLocked(f)
+		}
+		e.mu.Unlock()
+	}
+}
+
+// bareRecord reports whether the engine holds of f a record that counts
+// against MaxFiles and nothing else: only those are worth a stat of the
+// backing file, which a large tree pays once per file.
+func (e *Engine) bareRecord(f *file) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.tun.MaxFiles > 0 && e.cfg.Share.counts(f.path) &&
+		e.files[f.path] == f && f.record && len(f.extents) == 0 && f.doomed == 0
 }
 
 // dropTree drops the clean extents of the files under dir, and with
