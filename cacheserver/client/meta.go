@@ -186,7 +186,7 @@ func (f *FS) Rename(ctx context.Context, oldPath, newPath string, flags uint32) 
 	}
 	f.sizeMu.Lock()
 	defer f.sizeMu.Unlock()
-	if err := f.flushAndDrop(ctx, oldPath, newPath); err != nil {
+	if err := f.dropKeepingCounts(ctx, oldPath, newPath); err != nil {
 		return err
 	}
 	f.forget(oldPath, newPath)
@@ -261,14 +261,35 @@ func (f *FS) keepMtime(ctx context.Context, p string, before namespace.Attr) boo
 // have their sizes, so a failure in the second round, which writes back
 // only writes that came in between, leaves every file whole.
 func (f *FS) flushAndDrop(ctx context.Context, paths ...string) error {
+	return f.flushAndDropArgs(ctx, nil, paths)
+}
+
+// dropKeepingCounts is flushAndDrop before a rename or link of the paths:
+// the files that count under maxFiles keep their places, which the call
+// gives back only if it succeeds (by a flushAndDrop or forgetEverywhere
+// after it). A call that fails leaves the files where they were, and a
+// place given back before it would let a job pass maxFiles by failing
+// renames of the files it created.
+func (f *FS) dropKeepingCounts(ctx context.Context, paths ...string) error {
+	return f.flushAndDropArgs(ctx, func(p string) *wire.Encoder {
+		return pathArgs(p).Bool(false).Bool(false).Bool(true)
+	}, paths)
+}
+
+// flushAndDropArgs is flushAndDrop, whose second round sends the arguments
+// that forget makes (those of forgetEverywhere when nil).
+func (f *FS) flushAndDropArgs(ctx context.Context, forget func(string) *wire.Encoder, paths []string) error {
 	ctx = context.WithoutCancel(ctx)
 	for _, p := range paths {
 		if err := f.writeBackKeepingSizes(ctx, p, f.takeUnsynced(p)); err != nil {
 			return err
 		}
 	}
+	if forget == nil {
+		forget = pathArgs
+	}
 	for _, p := range paths {
-		if err := f.forgetEverywhere(ctx, p); err != nil {
+		if err := knownOrNil(f.settleOn(ctx, wire.OpFlushAndDrop, forget(p), p, f.every(), nil)); err != nil {
 			return err
 		}
 	}
@@ -326,7 +347,7 @@ func (f *FS) Link(ctx context.Context, oldPath, newPath string) (namespace.Attr,
 	if err != nil {
 		return namespace.Attr{}, err
 	}
-	if err := f.flushAndDrop(ctx, oldPath); err != nil {
+	if err := f.dropKeepingCounts(ctx, oldPath); err != nil {
 		return namespace.Attr{}, err
 	}
 	f.forget(oldPath)
@@ -334,6 +355,12 @@ func (f *FS) Link(ctx context.Context, oldPath, newPath string) (namespace.Attr,
 	a, err := f.attrCall(ctx, oldPath, wire.OpLink, pathArgs(oldPath).String(newPath))
 	if err != nil {
 		return a, err
+	}
+	// A file of several names does not count under maxFiles: its metadata
+	// server, the one that counted it, gives its place back.
+	meta := []int{f.layout.MetaServer(oldPath)}
+	if err := knownOrNil(f.settleOn(context.WithoutCancel(ctx), wire.OpFlushAndDrop, pathArgs(oldPath), oldPath, meta, nil)); err != nil {
+		f.log.Warn("Giving back the place under maxFiles of a file linked", "path", oldPath, "err", err)
 	}
 	if f.keepMtime(ctx, newPath, before) {
 		a.Mtime = before.Mtime

@@ -174,6 +174,28 @@ func TestLimits(t *testing.T) {
 			},
 			wantErr: ErrTooManyFiles,
 		},
+		"drop before a rename keeps the place": {
+			tun: Tunables{MaxFiles: 1},
+			op: func(r *rig) error {
+				if err := errors.Join(writeErr(r, "a", 0, 1), r.e.FlushAndDropKeepingCounts(context.Background(), "a")); err != nil {
+					return err
+				}
+				_, err := r.e.ReserveFile("b")
+				return err
+			},
+			wantErr: ErrTooManyFiles,
+		},
+		"drop after a rename gives the place back": {
+			tun: Tunables{MaxFiles: 1},
+			op: func(r *rig) error {
+				ctx := context.Background()
+				if err := errors.Join(writeErr(r, "a", 0, 1), r.e.FlushAndDropKeepingCounts(ctx, "a"), r.e.FlushAndDrop(ctx, "a")); err != nil {
+					return err
+				}
+				_, err := r.e.ReserveFile("b")
+				return err
+			},
+		},
 		"unlink makes room under MaxFiles": {
 			tun: Tunables{MaxFiles: 1},
 			op: func(r *rig) error {

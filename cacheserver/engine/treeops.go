@@ -116,7 +116,7 @@ func (e *Engine) Rename(ctx context.Context, oldPath, newPath string) error {
 	}
 	defer e.leave()
 	for _, p := range []string{oldPath, newPath} {
-		if err := e.flushAndDrop(ctx, p); err != nil {
+		if err := e.flushAndDrop(ctx, p, dropRecords); err != nil {
 			return fmt.Errorf("rename %s to %s: %w", oldPath, newPath, err)
 		}
 	}
@@ -130,16 +130,39 @@ func (e *Engine) FlushAndDrop(ctx context.Context, pathOrDir string) error {
 		return err
 	}
 	defer e.leave()
-	return e.flushAndDrop(ctx, pathOrDir)
+	return e.flushAndDrop(ctx, pathOrDir, dropRecords)
 }
 
-func (e *Engine) flushAndDrop(ctx context.Context, p string) error {
+// FlushAndDropKeepingCounts is FlushAndDrop, but for the records that count
+// against MaxFiles here: each is made afresh, forgetting the file's size and
+// identity, and keeps its place. A client drops a path this way before a
+// rename or link of it, which may fail and leave the file where it was;
+// once the call succeeded, a FlushAndDrop gives the places back.
+func (e *Engine) FlushAndDropKeepingCounts(ctx context.Context, pathOrDir string) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	return e.flushAndDrop(ctx, pathOrDir, keepCounted)
+}
+
+// recordDrop says what dropTree does with the records of the files it
+// leaves without extents.
+type recordDrop int
+
+const (
+	keepRecords recordDrop = iota // keeps them
+	dropRecords                   // forgets them
+	keepCounted                   // forgets them, but makes those counted here afresh
+)
+
+func (e *Engine) flushAndDrop(ctx context.Context, p string, records recordDrop) error {
 	for {
 		if err := e.flushTree(ctx, p); err != nil {
 			return err
 		}
 		// Writes that raced with the flush left dirty extents: go again.
-		if e.dropTree(p, true) == 0 {
+		if e.dropTree(p, records) == 0 {
 			// Durable step: the index without the dropped extents. A crash
 			// before it finds them again, dirty as of the last commit, and
 			// write-back would write them to a path that a rename or unlink
@@ -188,7 +211,7 @@ func (e *Engine) EvictPath(ctx context.Context, pathOrDir string) error {
 	if err := e.flushTree(ctx, pathOrDir); err != nil {
 		return err
 	}
-	e.dropTree(pathOrDir, false)
+	e.dropTree(pathOrDir, keepRecords)
 	// Durable step: the index without the dropped extents. A crash before
 	// it finds them again, clean, and serves them until the next
 	// invalidation; after it, the next read copies up again.
@@ -258,7 +281,7 @@ func (e *Engine) InvalidatePath(ctx context.Context, pathOrDir string) error {
 		return err
 	}
 	defer e.leave()
-	e.dropTree(pathOrDir, false)
+	e.dropTree(pathOrDir, keepRecords)
 	e.mu.Lock()
 	files := e.filesUnderLocked(pathOrDir)
 	for _, f := range files {
@@ -307,10 +330,10 @@ func (e *Engine) bareRecord(f *file) bool {
 		e.files[f.path] == f && f.record && len(f.extents) == 0 && f.doomed == 0
 }
 
-// dropTree drops the clean extents of the files under dir, and with
-// records also the records of files left without extents. It returns how
-// many dirty extents it left.
-func (e *Engine) dropTree(dir string, records bool) int {
+// dropTree drops the clean extents of the files under dir, and does with
+// the records of those left without extents as records says. It returns
+// how many dirty extents it left.
+func (e *Engine) dropTree(dir string, records recordDrop) int {
 	e.mu.Lock()
 	fs := e.filesUnderLocked(dir)
 	e.mu.Unlock()
@@ -319,8 +342,14 @@ func (e *Engine) dropTree(dir string, records bool) int {
 		f.wbmu.Lock()
 		left += e.dropExtents(f, func(*extent) bool { return true }, false)
 		e.mu.Lock()
-		if records && len(f.extents) == 0 {
+		if records != keepRecords && len(f.extents) == 0 {
+			counted := f.record && e.cfg.Share.counts(f.path)
 			e.forgetFileLocked(f)
+			if records == keepCounted && counted {
+				// The place goes from the old record to the new one at
+				// once, so that no create takes it meanwhile.
+				e.recordLocked(e.fileLocked(f.path))
+			}
 		}
 		e.mu.Unlock()
 		f.wbmu.Unlock()

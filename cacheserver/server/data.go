@@ -260,7 +260,8 @@ func settling(fn func(Cache, context.Context, string) error) handlerFunc {
 // that the cache and the size hints hold stay until the client's second
 // call, once every server wrote the path back. With keepData as well it
 // only writes the dirty data to the backing file, and does not wait for
-// the write-back to be made durable there.
+// the write-back to be made durable there. With keepCounts instead, the
+// files keep their places under the limit on files.
 func (s *Server) flushAndDrop(ctx context.Context, req *wire.Request, resp *wire.Response) error {
 	p, err := readPath(req.Args)
 	if err != nil {
@@ -274,11 +275,18 @@ func (s *Server) flushAndDrop(ctx context.Context, req *wire.Request, resp *wire
 	if err != nil {
 		return err
 	}
+	keepCounts, err := optionalBool(req.Args)
+	if err != nil {
+		return err
+	}
 	switch {
 	case keepSizes && keepData:
 		err = s.cfg.Cache.WriteOut(ctx, p)
 	case keepSizes:
 		err = s.cfg.Cache.EvictPath(ctx, p)
+	case keepCounts:
+		s.sizes.forget(p)
+		err = s.cfg.Cache.FlushAndDropKeepingCounts(ctx, p)
 	default:
 		s.sizes.forget(p)
 		err = s.cfg.Cache.FlushAndDrop(ctx, p)

@@ -54,6 +54,10 @@ type Cache interface {
 	// still under way.
 	HoldDoom(ctx context.Context, path string) error
 	FlushAndDrop(ctx context.Context, path string) error
+	// FlushAndDropKeepingCounts is FlushAndDrop, but the files that count
+	// against the limit on files here keep their places: a rename or link
+	// of the path, which may fail, comes next.
+	FlushAndDropKeepingCounts(ctx context.Context, path string) error
 	// Flush writes back everything; the error says why it could not.
 	Flush(ctx context.Context) error
 	FlushPath(ctx context.Context, path string) error

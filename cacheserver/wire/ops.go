@@ -27,7 +27,8 @@ const (
 	OpTrim
 	// OpDrop (path) forgets cached data of path, dirty or not.
 	OpDrop
-	// OpFlushAndDrop (path[, keepSizes bool[, keepData bool]]) writes back
+	// OpFlushAndDrop (path[, keepSizes bool[, keepData bool[, keepCounts
+	// bool]]]) writes back
 	// then forgets cached data of path, and answers the server's
 	// incarnation (u64; see OpSync). With keepSizes the server forgets only
 	// clean data, and keeps the sizes it recorded: a client writes a path
@@ -42,6 +43,12 @@ const (
 	// time there, which a later write would move and a later fsync does
 	// not. The data is no more durable than before the call. Servers of an
 	// earlier release ignore keepData and evict, which serves too.
+	// With keepCounts (and neither of the others) the server forgets the
+	// path, but the files it counts under the limit on files keep their
+	// places: a client drops a path so before a rename or link, which may
+	// fail, and without keepCounts once it succeeded. Servers of an earlier
+	// release ignore keepCounts, and a failed rename or link gives the
+	// places back.
 	OpFlushAndDrop
 	// OpSync (path) makes the cached data of path durable per the server's
 	// durability setting, and answers the server's incarnation (u64): a

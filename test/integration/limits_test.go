@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -205,4 +206,64 @@ func nameOn(l placement.Layout, prefix string, server int) string {
 			return n
 		}
 	}
+}
+
+// TestMaxFilesHoldsThroughFailedRenames fills both servers' parts of
+// maxFiles with files of a user, who then tries to rename and link one into
+// a directory it may not write: the calls fail, the file stays where it
+// was, and so must its place under the limit, or failing renames would let
+// a job create files past it. A rename that succeeds and a link, after
+// which the file is not held by the cache or has two names, give the
+// places back.
+func TestMaxFilesHoldsThroughFailedRenames(t *testing.T) {
+	requireFUSE(t)
+	l := placement.Layout{Servers: 2, ExtentSize: 1 << 20}
+	in := dirs(t)
+	for _, d := range []string{filepath.Dir(in.backing), filepath.Dir(filepath.Dir(in.backing))} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	up(t, in, 2, "--server-arg=--max-files=2")
+	mnt := func(p string) string { return filepath.Join(in.mount, p) }
+	for _, d := range []string{"w", "ro"} {
+		if err := os.Mkdir(mnt(d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(mnt("w"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	var mine [2]string
+	for server := range 2 {
+		mine[server] = nameOn(l, fmt.Sprintf("w/s%d-", server), server)
+		if out, ok := asUser(1000, 1000, "sh", "-c", "echo x > "+mnt(mine[server])); !ok {
+			t.Fatalf("create of %s: %s", mine[server], out)
+		}
+	}
+	full := func(server int) error {
+		return os.WriteFile(mnt(nameOn(l, fmt.Sprintf("full%d-", server), server)), nil, 0o644)
+	}
+	for server, n := range mine {
+		for _, cmd := range []string{"mv", "ln"} {
+			if out, ok := asUser(1000, 1000, cmd, mnt(n), mnt("ro/x")); ok || !strings.Contains(out, "ermission denied") {
+				t.Fatalf("%s of %s into a directory the user may not write: %q, want permission denied", cmd, n, out)
+			}
+			if err := full(server); !errors.Is(err, syscall.EDQUOT) {
+				t.Errorf("create on server %d after a failed %s of %s: %v, want EDQUOT", server, cmd, n, err)
+			}
+		}
+	}
+	if err := os.Rename(mnt(mine[0]), mnt("w/renamed")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(mnt(mine[1]), mnt("w/linked")); err != nil {
+		t.Fatal(err)
+	}
+	for server := range 2 {
+		if err := full(server); err != nil {
+			t.Errorf("create on server %d after a rename and a link gave the places back: %v", server, err)
+		}
+	}
+	must(t, "local", "down", "--mount", in.mount)
 }

@@ -288,6 +288,11 @@ func (m *MemCache) FlushAndDrop(ctx context.Context, path string) error {
 	return err
 }
 
+// FlushAndDropKeepingCounts is FlushAndDrop: MemCache counts no files.
+func (m *MemCache) FlushAndDropKeepingCounts(ctx context.Context, path string) error {
+	return m.FlushAndDrop(ctx, path)
+}
+
 // Flush writes every file back.
 func (m *MemCache) Flush(context.Context) error {
 	m.mu.Lock()
