@@ -83,7 +83,10 @@
 //     writing; the writes through a file, which may reach a name that was
 //     never reserved (a file renamed while open), record it past the limit;
 //     an engine of several counts only the files of its Share, against its
-//     part of MaxFiles), and the write window:
+//     part of MaxFiles; a record goes with FlushAndDrop and Unlink, with
+//     InvalidatePath once the backing file is gone, and not with
+//     FlushAndDropKeepingCounts, which comes before a rename that may
+//     fail), and the write window:
 //     bytes written to the SSD (writes and copy-ups, as written to the slab)
 //     within the sliding window past Multiplier x Capacity make the cache
 //     read-only (ErrReadOnly), visible in Stats. Writes marked Accepted
