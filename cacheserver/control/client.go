@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // Protocol is how a server's control API authenticates calls and answers.
@@ -127,18 +129,18 @@ func (c *Client) flush(ctx context.Context, op string) (FlushResult, error) {
 
 // FlushPath writes back the dirty data of path.
 func (c *Client) FlushPath(ctx context.Context, path string) error {
-	return c.call(ctx, "flush path", http.MethodPost, "/v1/paths/flush", PathRequest{path}, nil)
+	return c.pathCall(ctx, "flush path", "/v1/paths/flush", path, nil)
 }
 
 // EvictPath drops the clean cached data of path.
 func (c *Client) EvictPath(ctx context.Context, path string) error {
-	return c.call(ctx, "evict path", http.MethodPost, "/v1/paths/evict", PathRequest{path}, nil)
+	return c.pathCall(ctx, "evict path", "/v1/paths/evict", path, nil)
 }
 
 // InvalidatePath forgets the clean cached data of path, so that changes made
 // to the backing store behind the cache's back are seen.
 func (c *Client) InvalidatePath(ctx context.Context, path string) error {
-	return c.call(ctx, "invalidate path", http.MethodPost, "/v1/paths/invalidate", PathRequest{path}, nil)
+	return c.pathCall(ctx, "invalidate path", "/v1/paths/invalidate", path, nil)
 }
 
 // Preload copies the extents of path that this server holds up from the
@@ -146,8 +148,19 @@ func (c *Client) InvalidatePath(ctx context.Context, path string) error {
 // Stats shows the progress meanwhile.
 func (c *Client) Preload(ctx context.Context, path string) (PreloadResult, error) {
 	var res PreloadResult
-	err := c.call(ctx, "preload", http.MethodPost, "/v1/paths/preload", PathRequest{path}, &res)
+	err := c.pathCall(ctx, "preload", "/v1/paths/preload", path, &res)
 	return res, err
+}
+
+// pathCall makes a call about path. A path that is not valid UTF-8 goes as
+// its bytes (see Path), which servers of earlier releases refuse as a body
+// they cannot decode: the error then says so.
+func (c *Client) pathCall(ctx context.Context, op, route, path string, out any) error {
+	err := c.call(ctx, op, http.MethodPost, route, PathRequest{Path: Path(path)}, out)
+	if err != nil && !utf8.ValidString(path) && errors.Is(err, syscall.EINVAL) {
+		return fmt.Errorf("%w (the path %q is not valid UTF-8, which servers of earlier releases refuse)", err, path)
+	}
+	return err
 }
 
 // Stats returns the server's statistics.

@@ -2,12 +2,15 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http/httptest"
 	"sync"
 	"syscall"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -163,5 +166,67 @@ func TestStatsTunablesAndReadiness(t *testing.T) {
 	svc.ready = true
 	if err := c.Ready(ctx); err != nil {
 		t.Errorf("Ready: %v", err)
+	}
+}
+
+// names are file names that real file systems hold and that JSON strings
+// carry badly or not at all.
+var names = map[string]string{
+	"ascii":             "a/b",
+	"latin-1":           "caf\xe9/r\xe9sum\xe9",
+	"arbitrary bytes":   "\xff\xfe\x80/\xc0\xaf",
+	"replacement char":  "caf\uFFFD",
+	"newline and tab":   "a\nb/c\td",
+	"backslash, quotes": `a\b/"c"/'d'`,
+	"leading dash":      "-rf",
+	"dots and space":    ".../ /. x",
+	"255 bytes":         strings.Repeat("\xe9", 255),
+	"long path":         strings.Repeat(strings.Repeat("\xe9", 254)+"/", 16) + "f",
+}
+
+func TestPathCallsCarryNamesByteForByte(t *testing.T) {
+	ctx := context.Background()
+	for name, p := range names {
+		t.Run(name, func(t *testing.T) {
+			svc := &fakeService{}
+			c := start(t, svc)
+			_, perr := c.Preload(ctx, p)
+			for _, err := range []error{c.FlushPath(ctx, p), c.EvictPath(ctx, p), c.InvalidatePath(ctx, p), perr} {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := []string{"preload " + p, "flush " + p, "evict " + p, "invalidate " + p}
+			if diff := cmp.Diff(want, svc.calls); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A server of an earlier release decodes the path into a string: it must get
+// every UTF-8 path as it did, and refuse the others rather than act on a
+// path with U+FFFD in their place.
+func TestEarlierServersGetUTF8PathsAndRefuseOthers(t *testing.T) {
+	for name, p := range names {
+		t.Run(name, func(t *testing.T) {
+			body, err := json.Marshal(PathRequest{Path: Path(p)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var old struct {
+				Path string `json:"path"`
+			}
+			err = json.Unmarshal(body, &old)
+			if utf8.ValidString(p) {
+				if err != nil || old.Path != p {
+					t.Errorf("an earlier server decodes %s as %q, %v; want %q", body, old.Path, err, p)
+				}
+				return
+			}
+			if err == nil {
+				t.Errorf("an earlier server decodes %s as %q; want an error", body, old.Path)
+			}
+		})
 	}
 }

@@ -24,6 +24,11 @@
 //	GET  /healthz                200 while the process runs
 //	GET  /readyz                 200 while the server serves the data path
 //
+// A path in a body is relative to the backing directory and goes byte for
+// byte: a JSON string when it is valid UTF-8, else {"base64": "..."} of its
+// bytes (see Path), which servers of earlier releases refuse (400, EINVAL)
+// rather than act on the path with U+FFFD in place of the other bytes.
+//
 // A server with a shared secret (every server of an instance has one)
 // serves only calls signed with it, one by one (see authScheme): an HMAC
 // under the secret of the method, the path, a digest of the body, the time

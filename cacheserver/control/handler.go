@@ -131,7 +131,7 @@ func (h *handler) path(fn func(context.Context, string) error) http.HandlerFunc 
 			writeJSON(w, http.StatusBadRequest, ErrorBody{Error: err.Error(), Errno: int(syscall.EINVAL)})
 			return
 		}
-		if err := fn(r.Context(), req.Path); err != nil {
+		if err := fn(r.Context(), string(req.Path)); err != nil {
 			writeError(w, err)
 			return
 		}
@@ -145,7 +145,7 @@ func (h *handler) preload(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: err.Error(), Errno: int(syscall.EINVAL)})
 		return
 	}
-	n, err := h.svc.Preload(r.Context(), req.Path)
+	n, err := h.svc.Preload(r.Context(), string(req.Path))
 	if err != nil {
 		writeError(w, err)
 		return

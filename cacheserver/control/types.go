@@ -181,9 +181,10 @@ type PreloadResult struct {
 	Bytes int64 `json:"bytes"`
 }
 
-// PathRequest names a path relative to the root of the backing store.
+// PathRequest names a path relative to the root of the backing store, byte
+// for byte (see Path).
 type PathRequest struct {
-	Path string `json:"path"`
+	Path Path `json:"path"`
 }
 
 // Tunables are the knobs that may change while a server runs; nil fields
