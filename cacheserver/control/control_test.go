@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"syscall"
-	"strings"
 	"testing"
 	"unicode/utf8"
 

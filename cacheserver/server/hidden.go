@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/wire"
 )
@@ -55,20 +56,24 @@ const hiddenRewriteAt = 1024
 // cache directory.
 const HiddenNamesFile = "hidden-names.jsonl"
 
-// hiddenRecord is a line of the log.
+// hiddenRecord is a line of the log. The path goes byte for byte (see
+// control.Path): a hidden name is in the directory of its file, whose name
+// may be any bytes. A release that reads paths as strings passes over the
+// lines of paths that are not UTF-8, and so leaves those names in place,
+// rather than remove another file.
 type hiddenRecord struct {
-	Path    string   `json:"path"`
-	Removed bool     `json:"removed,omitempty"`
-	UID     uint32   `json:"uid,omitempty"`
-	GID     uint32   `json:"gid,omitempty"`
-	Groups  []uint32 `json:"groups,omitempty"`
+	Path    control.Path `json:"path"`
+	Removed bool         `json:"removed,omitempty"`
+	UID     uint32       `json:"uid,omitempty"`
+	GID     uint32       `json:"gid,omitempty"`
+	Groups  []uint32     `json:"groups,omitempty"`
 	// Caps are the capabilities of the identity, when they were known.
 	Caps *uint64 `json:"caps,omitempty"`
 }
 
 // recordOf returns the log line that says c hid p.
 func recordOf(p string, c ident.Cred) hiddenRecord {
-	r := hiddenRecord{Path: p, UID: c.UID, GID: c.GID, Groups: c.Groups}
+	r := hiddenRecord{Path: control.Path(p), UID: c.UID, GID: c.GID, Groups: c.Groups}
 	if c.HasCaps {
 		caps := uint64(c.Caps)
 		r.Caps = &caps
@@ -104,9 +109,9 @@ func openHiddenNames(path string) (*hiddenNames, error) {
 			continue
 		}
 		if r.Removed {
-			delete(h.names, r.Path)
+			delete(h.names, string(r.Path))
 		} else {
-			h.names[r.Path] = r.cred()
+			h.names[string(r.Path)] = r.cred()
 		}
 	}
 	if err := h.rewrite(); err != nil {
@@ -169,7 +174,7 @@ func (h *hiddenNames) forget(p string) {
 	}
 	delete(h.names, p)
 	// A lost removal only makes the teardown find the name gone.
-	_ = h.append(hiddenRecord{Path: p, Removed: true}, false)
+	_ = h.append(hiddenRecord{Path: control.Path(p), Removed: true}, false)
 	if h.stale += 2; h.f != nil && h.stale > hiddenRewriteAt+2*len(h.names) {
 		if err := h.rewrite(); err != nil {
 			// The log only grows meanwhile; the next removal tries again.
@@ -259,7 +264,7 @@ func (s *Server) RemoveHidden(ctx context.Context) (int, error) {
 			err = s.cfg.Cache.Drop(cctx, p)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", p, err))
+			errs = append(errs, fmt.Errorf("%q: %w", p, err))
 			continue
 		}
 		s.hidden.forget(p)

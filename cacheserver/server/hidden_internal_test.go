@@ -82,3 +82,32 @@ func TestHiddenNamesKeepCapabilities(t *testing.T) {
 		h.close()
 	}
 }
+
+// TestHiddenNamesKeepTheirBytes checks that the log gives back every name
+// byte for byte, whatever the bytes, as appended and as rewritten.
+func TestHiddenNamesKeepTheirBytes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), HiddenNamesFile)
+	h, err := openHiddenNames(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]ident.Cred{}
+	for _, dir := range []string{"caf\xe9", "\xff\xfe", "caf\uFFFD", "a\nb", `c\"d`, "-x", "...", " "} {
+		name := dir + "/.burstcache-open-1"
+		want[name] = ident.Cred{UID: 7, GID: 7}
+		if err := h.note(name, want[name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.close()
+	for range 2 { // as the log was appended to, then as it was rewritten
+		h, err = openHiddenNames(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, h.records()); diff != "" {
+			t.Errorf("reopened records (-want +got):\n%s", diff)
+		}
+		h.close()
+	}
+}

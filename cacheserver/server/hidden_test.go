@@ -22,14 +22,16 @@ import (
 // its name outlives a restart of the server, and a line torn by a crash
 // after it. The teardown's RemoveHidden removes the name as the user that
 // hid the file: while that user may not remove names in the directory, the
-// name and its record stay, and the error says so.
+// name and its record stay, and the error says so. The directory has a
+// Latin-1 name, which is no UTF-8: the record must name it byte for byte.
 func TestHiddenNamesLeftByDeadMountsAreRemoved(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("acting as another user needs root")
 	}
 	backingDir, stateDir := t.TempDir(), t.TempDir()
 	const uid, gid = 2000, 2000
-	dir := filepath.Join(backingDir, "d")
+	const d = "caf\xe9"
+	dir := filepath.Join(backingDir, d)
 	for _, d := range []string{filepath.Dir(backingDir), backingDir} {
 		if err := os.Chmod(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -49,24 +51,24 @@ func TestHiddenNamesLeftByDeadMountsAreRemoved(t *testing.T) {
 	defer f.Close()
 	ctx := ident.NewContext(context.Background(), ident.Cred{UID: uid, GID: gid})
 	for _, name := range []string{"left", "closed", "kept"} {
-		if _, err := f.Create(ctx, "d/"+name, os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+		if _, err := f.Create(ctx, d+"/"+name, os.O_RDWR|os.O_CREATE, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.WriteAt(ctx, "d/"+name, []byte("data of "+name), 0); err != nil {
+		if _, err := f.WriteAt(ctx, d+"/"+name, []byte("data of "+name), 0); err != nil {
 			t.Fatal(err)
 		}
 		if name == "kept" {
 			continue
 		}
-		hidden := "d/.burstcache-open-" + name
+		hidden := d + "/.burstcache-open-" + name
 		if err := f.NoteHidden(ctx, hidden); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.Rename(ctx, "d/"+name, hidden, 0); err != nil {
+		if err := f.Rename(ctx, d+"/"+name, hidden, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := f.Unlink(ctx, "d/.burstcache-open-closed"); err != nil {
+	if err := f.Unlink(ctx, d+"/.burstcache-open-closed"); err != nil {
 		t.Fatal(err)
 	}
 	recorded := func() (total int64, holder int) {
