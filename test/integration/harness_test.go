@@ -222,11 +222,11 @@ func sameFile(t *testing.T, path string, want []byte) {
 	t.Helper()
 	got, err := os.ReadFile(path)
 	if err != nil {
-		t.Errorf("reading %s: %v", path, err)
+		t.Errorf("reading %q: %v", path, err)
 		return
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s: %d bytes that differ from the %d expected", path, len(got), len(want))
+		t.Errorf("%q: %d bytes that differ from the %d expected", path, len(got), len(want))
 	}
 }
 
