@@ -9,6 +9,7 @@ import (
 	"path"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/types"
@@ -60,6 +61,9 @@ func (e *env) runHint(ctx context.Context, op cachev1alpha1.RequestOperation, na
 	inst := &cachev1alpha1.CacheInstance{}
 	if err := e.client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, inst); err != nil {
 		return fmt.Errorf("reading CacheInstance %s/%s: %w", e.ns, name, err)
+	}
+	if err := checkRequestPath(p); err != nil {
+		return err
 	}
 	req := cachev1alpha1.RequestSpec{ID: newID(op), Operation: op, Path: relativePath(inst, p)}
 	if err := e.sendRequest(ctx, inst, req); err != nil {
@@ -182,6 +186,20 @@ func relativePath(inst *cachev1alpha1.CacheInstance, p string) string {
 		return rest
 	}
 	return p
+}
+
+// checkRequestPath refuses a path that a request cannot carry. The
+// Kubernetes API holds only UTF-8 text: a name of other bytes (Latin-1 from
+// an older system, say) would reach the servers with U+FFFD in their place,
+// and name another file. A NUL byte ends a name in every system call.
+func checkRequestPath(p string) error {
+	if !utf8.ValidString(p) {
+		return fmt.Errorf("PATH %q is not valid UTF-8, which a request through the Kubernetes API cannot carry without naming another file: give a directory above it", p)
+	}
+	if strings.ContainsRune(p, 0) {
+		return fmt.Errorf("PATH %q contains a NUL byte, which no file name holds", p)
+	}
+	return nil
 }
 
 // newID returns a request id that no other request of the instance has.

@@ -57,3 +57,24 @@ func TestProgressLine(t *testing.T) {
 		})
 	}
 }
+
+func TestRequestPathsThatTheAPICannotCarryAreRefused(t *testing.T) {
+	tests := map[string]struct {
+		in      string
+		wantErr bool
+	}{
+		"plain":                     {in: "out/run"},
+		"UTF-8 with odd characters": {in: "caf\u00e9/new\nline/\"-rf\"/ /..."},
+		"a replacement character":   {in: "caf\uFFFD"},
+		"Latin-1":                   {in: "caf\xe9", wantErr: true},
+		"arbitrary bytes":           {in: "/lus/global/\xff\xfe", wantErr: true},
+		"a NUL byte":                {in: "a\x00b", wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if err := checkRequestPath(tc.in); (err != nil) != tc.wantErr {
+				t.Errorf("checkRequestPath(%q) = %v, want an error: %v", tc.in, err, tc.wantErr)
+			}
+		})
+	}
+}
