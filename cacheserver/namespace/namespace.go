@@ -146,16 +146,20 @@ type FS interface {
 const OpenExec = 0x20
 
 // ErrBadPath is returned for a path that is not clean and relative, such as
-// "/a", "a/../b" or "a//b". It wraps syscall.EINVAL.
-var ErrBadPath = fmt.Errorf("path is not clean and relative: %w", syscall.EINVAL)
+// "/a", "a/../b" or "a//b", or that holds a NUL byte. It wraps
+// syscall.EINVAL.
+var ErrBadPath = fmt.Errorf("path is not clean and relative, or holds a NUL byte: %w", syscall.EINVAL)
 
 // CheckPath returns ErrBadPath unless p is "" (the root) or a clean relative
-// path that stays below the root.
+// path that stays below the root. Names are bytes, and any byte but '/' and
+// NUL may be in one: no name holds a NUL, which ends a path in every system
+// call, and the index of a server ends the path of a key with one.
 func CheckPath(p string) error {
 	if p == "" {
 		return nil
 	}
-	if strings.HasPrefix(p, "/") || path.Clean(p) != p || p == "." || p == ".." || strings.HasPrefix(p, "../") {
+	if strings.HasPrefix(p, "/") || path.Clean(p) != p || p == "." || p == ".." || strings.HasPrefix(p, "../") ||
+		strings.IndexByte(p, 0) >= 0 {
 		return ErrBadPath
 	}
 	return nil

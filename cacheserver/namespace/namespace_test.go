@@ -27,6 +27,9 @@ func TestCheckPath(t *testing.T) {
 		"inner dot":          {"a/./b", true},
 		"dotdot at the end":  {"a/..", true},
 		"climbs after names": {"a/b/../../..", true},
+		"bytes not UTF-8":    {"caf\xe9/\xff", false},
+		"odd characters":     {"a\nb/ /.../-rf/\"q\"\\", false},
+		"a NUL byte":         {"a\x00b", true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
