@@ -43,6 +43,13 @@ var _ = Describe("CacheInstance validation", func() {
 		Expect(k8sClient.Create(ctx, obj)).To(Succeed())
 	})
 
+	It("accepts paths of any characters but NUL, quoted or not", func() {
+		obj := object(validInstanceYAML, ns,
+			set("spec.backing.path", `"/lus/global/caf\u00e9 \"-rf\"\\x"`),
+			set("spec.preload", `["/lus/global/caf\u00e9 \"-rf\"\\x/new\nline\ttab/\uFFFD/ /..."]`))
+		Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+	})
+
 	It("rejects a name that cannot name the instance's Service and server pods", func() {
 		for _, name := range []string{
 			"run-of-the-climate-model-with-the-finest-grid-yet", // too long for <name>-server-<i> host names
@@ -75,6 +82,8 @@ var _ = Describe("CacheInstance validation", func() {
 			set("spec.backing.path", "/lus//global")),
 		Entry("a backing path with /./", "spec.backing.path", "path must not contain '.' elements",
 			set("spec.backing.path", "/lus/./global")),
+		Entry("a backing path with a NUL byte", "spec.backing.path", "path must not contain a NUL byte",
+			set("spec.backing.path", `"/lus/global/a\0b"`)),
 		Entry("a backing file system that is not a DNS label", "spec.backing.filesystem", "should match",
 			set("spec.backing.filesystem", "Lustre_1")),
 
@@ -157,6 +166,8 @@ var _ = Describe("CacheInstance validation", func() {
 			set("spec.preload", "[/lus/global/projects/climate/input, /lus/global/projects/climatex]")),
 		Entry("a relative preload path", "spec.preload[0]", "path must be absolute (start with '/')",
 			set("spec.preload", "[input/era5]")),
+		Entry("a preload path with a NUL byte", "spec.preload[0]", "path must not contain a NUL byte",
+			set("spec.preload", `["/lus/global/projects/climate/in\0put"]`)),
 		Entry("preload on scratch", "spec.preload", "spec.preload needs spec.type cache",
 			scratch(set("spec.preload", "[/lus/global/projects/climate]"))),
 		Entry("stageOut on a cache instance", "spec.stageOut", "spec.stageOut is only for spec.type scratch",
