@@ -43,7 +43,7 @@ type ServerState struct {
 
 // pointer names the cache directory of the instance mounted at a mount point.
 type pointer struct {
-	CacheDir string `json:"cacheDir"`
+	CacheDir control.Path `json:"cacheDir"`
 }
 
 func pointerDir() string {
@@ -77,7 +77,7 @@ func Load(mount string) (*State, error) {
 		}
 		return nil, err
 	}
-	return loadDir(p.CacheDir)
+	return loadDir(string(p.CacheDir))
 }
 
 func loadDir(cacheDir string) (*State, error) {
@@ -96,13 +96,13 @@ func (st *State) save() error {
 	if err := writeJSON(statePath(st.CacheDir), st); err != nil {
 		return err
 	}
-	return writeJSON(pointerPath(st.Mount), pointer{CacheDir: st.CacheDir})
+	return writeJSON(pointerPath(st.Mount), pointer{CacheDir: control.Path(st.CacheDir)})
 }
 
 // forget removes the state, and the pointer if it points to this state.
 func (st *State) forget() error {
 	var p pointer
-	if readJSON(pointerPath(st.Mount), &p) == nil && p.CacheDir == st.CacheDir {
+	if readJSON(pointerPath(st.Mount), &p) == nil && string(p.CacheDir) == st.CacheDir {
 		_ = os.Remove(pointerPath(st.Mount))
 	}
 	err := os.Remove(statePath(st.CacheDir))

@@ -202,12 +202,15 @@ func startServer(ctx context.Context, cfg Config, st *State, s *ServerState) err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	var info struct{ Data, Control string }
+	var info struct {
+		Data    control.Path
+		Control string
+	}
 	err = c.waitReady(ctx, func() bool { return readJSON(ready, &info) == nil })
 	if err != nil {
 		return err
 	}
-	s.PID, s.Data, s.Control = c.cmd.Process.Pid, info.Data, info.Control
+	s.PID, s.Data, s.Control = c.cmd.Process.Pid, string(info.Data), info.Control
 	s.ControlProtocol = control.CurrentProtocol
 	return nil
 }

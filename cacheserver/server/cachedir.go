@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/cacheserver/engine"
 	"github.com/burstcache/burstcache/cacheserver/placement"
 )
@@ -18,10 +19,12 @@ var ErrForeignCacheDir = errors.New("cache directory belongs to another cache se
 
 // Identity is what a cache directory records about the server that owns it.
 type Identity struct {
-	Instance   string `json:"instance"`
-	Index      int    `json:"index"`
-	Servers    int    `json:"servers"`
-	ExtentSize int64  `json:"extentSize"`
+	// Instance names the instance; that of a local one holds the path of
+	// its backing directory, byte for byte (see control.Path).
+	Instance   control.Path `json:"instance"`
+	Index      int          `json:"index"`
+	Servers    int          `json:"servers"`
+	ExtentSize int64        `json:"extentSize"`
 }
 
 const identityFile = "server.json"

@@ -99,11 +99,12 @@ mapped (root, the mount's own identity, always passes).`,
 	return cmd
 }
 
-// readyInfo is what a server writes to --ready-file once it serves.
+// readyInfo is what a server writes to --ready-file once it serves. The
+// data address may be a socket in a directory whose name is not UTF-8.
 type readyInfo struct {
-	Data    string `json:"data"`
-	Control string `json:"control"`
-	PID     int    `json:"pid"`
+	Data    control.Path `json:"data"`
+	Control string       `json:"control"`
+	PID     int          `json:"pid"`
 }
 
 func runServer(ctx context.Context, f *serverFlags) error {
@@ -204,7 +205,7 @@ func serveUntilSignal(ctx context.Context, s *server.Server, data, ctl net.Liste
 	errc := make(chan error, 1)
 	go func() { errc <- s.Serve(data, ctl) }()
 	if readyFile != "" {
-		info := readyInfo{Data: data.Addr().String(), Control: ctl.Addr().String(), PID: os.Getpid()}
+		info := readyInfo{Data: control.Path(data.Addr().String()), Control: ctl.Addr().String(), PID: os.Getpid()}
 		if err := writeJSONFile(readyFile, info); err != nil {
 			return err
 		}
@@ -336,7 +337,7 @@ func (f *serverFlags) openBacking() (*posixns.FS, *backing.Dir, error) {
 }
 
 func (f *serverFlags) openEngine(log *slog.Logger, store backing.Store) (server.Cache, *engine.Engine, error) {
-	id := server.Identity{Instance: f.instanceName(), Index: f.index, Servers: f.servers, ExtentSize: int64(f.extentSize)}
+	id := server.Identity{Instance: control.Path(f.instanceName()), Index: f.index, Servers: f.servers, ExtentSize: int64(f.extentSize)}
 	dir, err := server.ClaimCacheDir(f.cacheDir, id)
 	if errors.Is(err, server.ErrForeignCacheDir) {
 		return nil, nil, withCode(exitForeignCacheDir, err)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/local"
 )
 
 // bin is the burstcache binary under test.
@@ -128,13 +130,16 @@ func upArgs(in instance, servers int) []string {
 
 // localState is the part of the local state file the tests read.
 type localState struct {
-	Servers []struct {
-		PID     int
-		Data    string
-		Control string
-		Args    []string
-	}
+	Servers  []serverState
 	MountPID int
+}
+
+// serverState is the part of the state of a server the tests read.
+type serverState struct {
+	PID     int
+	Data    string
+	Control string
+	Args    []string
 }
 
 func readState(t *testing.T, cacheDir string) localState {
@@ -146,11 +151,18 @@ func readState(t *testing.T, cacheDir string) localState {
 	return st
 }
 
+// loadState reads the state file as the binary does: its names may be any
+// bytes, which it does not write as JSON strings.
 func loadState(cacheDir string) (localState, error) {
 	var st localState
+	var file local.State
 	b, err := os.ReadFile(filepath.Join(cacheDir, "local.json"))
 	if err == nil {
-		err = json.Unmarshal(b, &st)
+		err = json.Unmarshal(b, &file)
+	}
+	st.MountPID = file.MountPID
+	for _, s := range file.Servers {
+		st.Servers = append(st.Servers, serverState{PID: s.PID, Data: s.Data, Control: s.Control, Args: s.Args})
 	}
 	return st, err
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -109,6 +110,40 @@ func TestInvalidateOfANameNotUTF8(t *testing.T) {
 	}
 	must(t, "local", "invalidate", "--mount", in.mount, filepath.Join(in.mount, name))
 	sameFile(t, filepath.Join(in.mount, name), changed)
+}
+
+// TestInstanceInDirectoriesNotUTF8 runs an instance whose backing
+// directory, mount point and cache directory have Latin-1 names: status
+// must find the mount, and after every process of it was killed, up must
+// take the cache directory for the instance's own and write back what its
+// servers held, as down must.
+func TestInstanceInDirectoriesNotUTF8(t *testing.T) {
+	requireFUSE(t)
+	root := t.TempDir()
+	in := instance{filepath.Join(root, "backing\xe9"), filepath.Join(root, "mnt\xe9"), filepath.Join(root, "cache\xe9")}
+	for _, d := range []string{in.backing, in.mount} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	up(t, in, 2)
+	data := randomBytes(3<<20, 9)
+	writeThrough(t, in.mount, "caf\xe9", data)
+	if out := must(t, "local", "status", "--mount", in.mount); !strings.Contains(out, in.mount+" (up)") {
+		t.Errorf("status does not find the mount:\n%s", out)
+	}
+	st := readState(t, in.cacheDir)
+	for _, pid := range []int{st.MountPID, st.Servers[0].PID, st.Servers[1].PID} {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, pid)
+	}
+	forceUnmount(in.mount)
+	must(t, upArgs(in, 2)...)
+	sameFile(t, filepath.Join(in.mount, "caf\xe9"), data)
+	must(t, "local", "down", "--mount", in.mount)
+	sameFile(t, filepath.Join(in.backing, "caf\xe9"), data)
 }
 
 // writeThrough writes data to the file p under dir, making its parents.
