@@ -235,13 +235,20 @@ func TestClientCacheWritesReachTheBackingDirectory(t *testing.T) {
 
 // TestPreloadPassesOverWhatItCannotRead preloads a tree with a directory
 // the instance's identity may not list: as cp -r does, the preload copies
-// up every file it can read, then fails naming the directory. A file
-// preloaded is served from the cache: changed behind the cache's back, it
-// still reads as it was.
+// up every file it can read, then fails naming the directory, byte for
+// byte even when its name is not UTF-8. A file preloaded is
+// served from the cache: changed behind the cache's back, it still reads
+// as it was.
 func TestPreloadPassesOverWhatItCannotRead(t *testing.T) {
 	requireFUSE(t)
+	for name, root := range map[string]string{"UTF-8": "t", "Latin-1": "t\xe9"} {
+		t.Run(name, func(t *testing.T) { preloadPassesOverWhatItCannotRead(t, root) })
+	}
+}
+
+func preloadPassesOverWhatItCannotRead(t *testing.T, root string) {
 	in := dirs(t)
-	before := map[string][]byte{"t/a/f": randomBytes(3<<20, 1), "t/z/f": randomBytes(3<<20, 2), "t/m/f": randomBytes(10, 3)}
+	before := map[string][]byte{root + "/a/f": randomBytes(3<<20, 1), root + "/z/f": randomBytes(3<<20, 2), root + "/m/f": randomBytes(10, 3)}
 	for n, data := range before {
 		p := filepath.Join(in.backing, n)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -249,23 +256,23 @@ func TestPreloadPassesOverWhatItCannotRead(t *testing.T) {
 		}
 		writeWhole(t, p, data)
 	}
-	for _, p := range []string{"t", "t/a", "t/a/f", "t/m", "t/m/f", "t/z", "t/z/f"} {
-		if err := os.Chown(filepath.Join(in.backing, p), 1000, 1000); err != nil {
+	for _, p := range []string{"", "/a", "/a/f", "/m", "/m/f", "/z", "/z/f"} {
+		if err := os.Chown(filepath.Join(in.backing, root+p), 1000, 1000); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Chmod(filepath.Join(in.backing, "t/m"), 0); err != nil {
+	if err := os.Chmod(filepath.Join(in.backing, root+"/m"), 0); err != nil {
 		t.Fatal(err)
 	}
 	// The servers act as uid 1000: let it reach the backing directory.
 	os.Chmod(filepath.Dir(in.backing), 0o755)
 	os.Chmod(filepath.Dir(filepath.Dir(in.backing)), 0o755)
 	up(t, in, 2, "--uid", "1000", "--gid", "1000")
-	r := burstcache(t, "local", "preload", "--mount", in.mount, filepath.Join(in.mount, "t"))
-	if r.code == 0 || !strings.Contains(r.out, `"t/m"`) {
-		t.Errorf("preload of a tree with an unreadable directory: exit %d, %q; want a failure naming t/m", r.code, r.out)
+	r := burstcache(t, "local", "preload", "--mount", in.mount, filepath.Join(in.mount, root))
+	if r.code == 0 || !strings.Contains(r.out, fmt.Sprintf("%q", root+"/m")) {
+		t.Errorf("preload of a tree with an unreadable directory: exit %d, %q; want a failure naming %q", r.code, r.out, root+"/m")
 	}
-	for _, n := range []string{"t/a/f", "t/z/f"} {
+	for _, n := range []string{root + "/a/f", root + "/z/f"} {
 		writeWhole(t, filepath.Join(in.backing, n), randomBytes(3<<20, 9))
 		sameFile(t, filepath.Join(in.mount, n), before[n])
 	}
