@@ -117,7 +117,7 @@ func (e *Engine) Rename(ctx context.Context, oldPath, newPath string) error {
 	defer e.leave()
 	for _, p := range []string{oldPath, newPath} {
 		if err := e.flushAndDrop(ctx, p, dropRecords); err != nil {
-			return fmt.Errorf("rename %s to %s: %w", oldPath, newPath, err)
+			return fmt.Errorf("rename %q to %q: %w", oldPath, newPath, err)
 		}
 	}
 	return e.backing.Rename(ctx, oldPath, newPath)
@@ -391,7 +391,7 @@ func (e *Engine) writeTree(ctx context.Context, dir string, pending func(*extent
 	for {
 		xs, busy, failed := e.dirtyUnder(dir, errs, pending)
 		if failed != nil {
-			return fmt.Errorf("flushing %s: %w", dir, e.dirtyLeft(failed))
+			return fmt.Errorf("flushing %q: %w", dir, e.dirtyLeft(failed))
 		}
 		if len(xs) == 0 && !busy {
 			return nil
@@ -413,7 +413,7 @@ func (e *Engine) writeTree(ctx context.Context, dir string, pending func(*extent
 			// Workers and the syncer hold every dirty extent left, or
 			// those left wait for their backoff: wait for them.
 			if err := sleepCtx(ctx, time.Millisecond); err != nil {
-				return fmt.Errorf("flushing %s: %w", dir, e.dirtyLeft(err))
+				return fmt.Errorf("flushing %q: %w", dir, e.dirtyLeft(err))
 			}
 		}
 	}
@@ -487,14 +487,14 @@ func (e *Engine) Preload(ctx context.Context, p string) error {
 func (e *Engine) preload(ctx context.Context, p string) error {
 	fi, err := e.backing.Stat(ctx, p)
 	if err != nil {
-		return fmt.Errorf("preloading %s: %w", p, err)
+		return fmt.Errorf("preloading %q: %w", p, err)
 	}
 	if !fi.IsDir() {
 		return e.preloadFile(ctx, p)
 	}
 	des, err := e.backing.ReadDir(ctx, p)
 	if err != nil {
-		return fmt.Errorf("preloading %s: %w", p, err)
+		return fmt.Errorf("preloading %q: %w", p, err)
 	}
 	for _, de := range des {
 		if err := e.preload(ctx, path.Join(p, de.Name())); err != nil {
@@ -512,7 +512,7 @@ func (e *Engine) preloadFile(ctx context.Context, p string) error {
 	size := e.knownSize(f)
 	for idx := int64(0); idx*e.es < size; idx++ {
 		if err := e.readExtent(ctx, f, idx, nil, 0); err != nil {
-			return fmt.Errorf("preloading %s: %w", p, err)
+			return fmt.Errorf("preloading %q: %w", p, err)
 		}
 	}
 	return nil

@@ -235,7 +235,7 @@ func credContext(cred *ident.Cred) context.Context {
 }
 
 func (e *Engine) writeBackFailedLocked(x *extent, err error) error {
-	err = fmt.Errorf("writing back extent %d of %s: %w", x.idx, x.f.path, err)
+	err = fmt.Errorf("writing back extent %d of %q: %w", x.idx, x.f.path, err)
 	x.failures++
 	x.retryAt = time.Now().Add(min(backoffMin<<min(x.failures, 20), backoffMax))
 	e.st.wbErrors++
