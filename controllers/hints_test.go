@@ -178,6 +178,32 @@ var _ = Describe("User hints", func() {
 		Eventually(cached(inst), 10*time.Second, 200*time.Millisecond).Should(BeNumerically(">=", 1<<20))
 	})
 
+	It("refuses hint paths the API cannot carry, and runs one of any other characters as written", func() {
+		w := newWorld()
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		kl.RunServers(ctx, inst, 1)
+		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
+
+		r := kubectlBurstcache(admin, w.ns, "flush", inst.Name, "caf\xe9", "--timeout=60s")
+		Expect(r.code).NotTo(Equal(0))
+		Expect(r.err).To(ContainSubstring("not valid UTF-8"))
+		Expect(get(inst)(Default).Annotations).NotTo(HaveKey(cachev1alpha1.AnnotationRequest))
+
+		odd := "caf\u00e9 \"-rf\"\\x/new\nline\ttab"
+		Expect(os.MkdirAll(filepath.Join(w.hostPath(w.backing), odd), 0o755)).To(Succeed())
+		Expect(os.WriteFile(filepath.Join(w.hostPath(w.backing), odd, "x"), bytes.Repeat([]byte("x"), 1<<20), 0o644)).To(Succeed())
+		r = kubectlBurstcache(admin, w.ns, "preload", inst.Name, odd, "--poll-interval=200ms", "--timeout=60s")
+		Expect(r.code).To(Equal(0), r.err)
+		Expect(get(inst)(Default).Status.LastRequest.Path).To(Equal(odd))
+		Eventually(cached(inst), 10*time.Second, 200*time.Millisecond).Should(BeNumerically(">=", 1<<20))
+
+		r = kubectlBurstcache(admin, w.ns, "preload", inst.Name, strings.Repeat("d/", 2100)+"f", "--poll-interval=200ms", "--timeout=60s")
+		Expect(r.code).To(Equal(1))
+		Expect(r.err).To(ContainSubstring("PATH_MAX"))
+		Consistently(func(g Gomega) string { return get(inst)(g).Status.LastRequest.Path }, 2*time.Second, 200*time.Millisecond).Should(Equal(odd))
+	})
+
 	It("fails a preload of a tree with many directories runAs cannot list, with what it could not read", func() {
 		w := newWorld()
 		inst := w.instance("64Mi")

@@ -19,6 +19,14 @@ const (
 	maxEventNote        = 1024
 )
 
+// status.lastRequest also holds the id and the path of a request as the
+// annotation gave them, which may be longer than the API server takes there
+// when the request is refused for it.
+const (
+	maxRequestID   = 253
+	maxRequestPath = 4096
+)
+
 // clip returns msg cut to at most max bytes, on a character boundary,
 // saying how much was left out.
 func clip(msg string, max int) string {

@@ -53,9 +53,10 @@ func (r *Reconciler) serveRequest(ctx context.Context, s *scope) (ctrl.Result, e
 // when the annotation holds a new id.
 func (r *Reconciler) requestStatus(s *scope, req cachev1alpha1.RequestSpec) *cachev1alpha1.RequestStatus {
 	st := s.inst.Status.LastRequest
-	if st == nil || st.ID != req.ID {
+	id := clip(req.ID, maxRequestID)
+	if st == nil || st.ID != id {
 		st = &cachev1alpha1.RequestStatus{
-			ID: req.ID, Operation: req.Operation, Path: req.Path,
+			ID: id, Operation: req.Operation, Path: clip(req.Path, maxRequestPath),
 			Phase: cachev1alpha1.RequestPending, StartedAt: &metav1.Time{Time: r.Options.Now()},
 		}
 		s.inst.Status.LastRequest = st

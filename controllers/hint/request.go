@@ -17,6 +17,11 @@ var ErrInvalid = errors.New("invalid request")
 // maxIDLength bounds request ids, as status.lastRequest.id does.
 const maxIDLength = 253
 
+// maxPathLength bounds request paths: a path that the kernel takes has at
+// most PATH_MAX bytes, its terminating NUL included, and this one is below
+// the instance's root besides.
+const maxPathLength = 4095
+
 // Parse decodes the value of the request annotation and checks it. The
 // returned request's path is clean and relative to the instance root ("" is
 // the root). The request is returned as far as it was understood even when
@@ -50,6 +55,9 @@ func CleanPath(p string) (string, error) {
 	}
 	if strings.ContainsRune(p, 0) {
 		return p, fmt.Errorf("%w: path contains a NUL byte", ErrInvalid)
+	}
+	if len(p) > maxPathLength {
+		return p, fmt.Errorf("%w: path is %d bytes long, and one below the instance's root has at most %d (PATH_MAX)", ErrInvalid, len(p), maxPathLength)
 	}
 	c := path.Clean(p)
 	if c == ".." || strings.HasPrefix(c, "../") {

@@ -2,6 +2,7 @@ package hint
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -24,6 +25,9 @@ func TestParse(t *testing.T) {
 		"absolute":                {value: `{"id":"a","operation":"flush","path":"/etc"}`, wantErr: true},
 		"NUL":                     {value: `{"id":"a","operation":"flush","path":"a\u0000b"}`, wantErr: true},
 		"unknown operation":       {value: `{"id":"a","operation":"delete"}`, wantErr: true},
+		"the longest path":        {value: `{"id":"a","operation":"flush","path":"` + strings.Repeat("d/", 2047) + `f"}`, want: cachev1alpha1.RequestSpec{ID: "a", Operation: "flush", Path: strings.Repeat("d/", 2047) + "f"}},
+		"a path past PATH_MAX":    {value: `{"id":"a","operation":"flush","path":"` + strings.Repeat("d/", 2048) + `f"}`, wantErr: true},
+		"odd characters":          {value: `{"id":"a","operation":"flush","path":"caf\u00e9 \"-rf\"\\x/new\nline/\ufffd"}`, want: cachev1alpha1.RequestSpec{ID: "a", Operation: "flush", Path: "caf\u00e9 \"-rf\"\\x/new\nline/\ufffd"}},
 		"no id":                   {value: `{"operation":"flush"}`, wantErr: true},
 		"unknown field":           {value: `{"id":"a","operation":"flush","runAs":0}`, wantErr: true},
 		"not JSON":                {value: `flush /x`, wantErr: true},
