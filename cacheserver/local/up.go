@@ -155,10 +155,12 @@ const maxSocketPath = 107
 
 // dataAddress is where server i serves the data path: a Unix domain socket
 // in the cache directory, which the mount on this machine reaches without
-// the TCP stack, or loopback TCP if the path is too long for a socket.
+// the TCP stack, or loopback TCP if the path is too long for a socket or
+// cannot go in the mount's --servers, a comma-separated list read as CSV,
+// which splits a path at a comma and cuts it at a quote or a newline.
 func dataAddress(cacheDir string, i int) string {
 	p, err := filepath.Abs(filepath.Join(cacheDir, fmt.Sprintf("server-%d.sock", i)))
-	if err != nil || len(p) > maxSocketPath {
+	if err != nil || len(p) > maxSocketPath || strings.ContainsAny(p, ",\"\r\n") {
 		return "127.0.0.1:0"
 	}
 	return p

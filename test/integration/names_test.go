@@ -146,6 +146,29 @@ func TestInstanceInDirectoriesNotUTF8(t *testing.T) {
 	sameFile(t, filepath.Join(in.backing, "caf\xe9"), data)
 }
 
+// TestDirectoriesOfAnyName runs instances whose cache directory, backing
+// directory and mount point have names with the characters that lists and
+// text formats split or quote on.
+func TestDirectoriesOfAnyName(t *testing.T) {
+	requireFUSE(t)
+	for name, dir := range map[string]string{"comma": "a,b", "quote": `a"b`, "newline": "a\nb", "space and dash": " -a"} {
+		t.Run(name, func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), dir)
+			in := instance{filepath.Join(root, "backing"+dir), filepath.Join(root, "mnt"+dir), filepath.Join(root, "cache"+dir)}
+			for _, d := range []string{in.backing, in.mount} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			up(t, in, 2)
+			data := randomBytes(3<<20, 10)
+			writeThrough(t, in.mount, "f", data)
+			must(t, "local", "down", "--mount", in.mount)
+			sameFile(t, filepath.Join(in.backing, "f"), data)
+		})
+	}
+}
+
 // writeThrough writes data to the file p under dir, making its parents.
 func writeThrough(t *testing.T, dir, p string, data []byte) {
 	t.Helper()
