@@ -9,11 +9,15 @@
 // An instance is found by its mount point. Its cache directory holds:
 //
 //	local.json       State: the servers (addresses, process ids, command
-//	                 lines), the mount process, the backing directory
+//	                 lines), the mount process, the backing directory; paths
+//	                 and arguments that are not UTF-8 as {"base64": ...}
+//	                 (control.Path), the others as strings
 //	secret           the shared secret of the data path (mode 0600)
 //	server-I/        server I's cache directory
 //	server-I.sock    server I's data path, a Unix domain socket (loopback
-//	                 TCP instead when the path is too long for a socket);
+//	                 TCP instead when the path is too long for a socket, or
+//	                 has a comma, a quote or a newline, which the mount's
+//	                 --servers list cannot hold);
 //	                 the control API listens on a loopback port
 //	logs/            server-I.log and mount.log
 //	mount.exit.json  how the mount ended (--exit-file): code 0 when it
