@@ -230,3 +230,28 @@ func TestEarlierServersGetUTF8PathsAndRefuseOthers(t *testing.T) {
 		})
 	}
 }
+
+func TestPathsFromJSON(t *testing.T) {
+	tests := map[string]struct {
+		json    string
+		want    Path
+		wantErr bool
+	}{
+		"a string":              {json: `"a/b"`, want: "a/b"},
+		"escapes":               {json: `"a\nb\t\"\\\u00e9\ufffd"`, want: "a\nb\t\"\\\u00e9\ufffd"},
+		"bytes":                 {json: `{"base64":"Y2Fm6Q=="}`, want: "caf\xe9"},
+		"null":                  {json: `null`, want: ""},
+		"raw bytes not UTF-8":   {json: "\"caf\xe9\"", wantErr: true},
+		"an object of no bytes": {json: `{"path":"a"}`, wantErr: true},
+		"a number":              {json: `1`, wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var got PathRequest
+			err := json.Unmarshal([]byte(`{"path":`+tc.json+`}`), &got)
+			if (err != nil) != tc.wantErr || err == nil && got.Path != tc.want {
+				t.Errorf("decoding %s = %q, %v; want %q, error %v", tc.json, got.Path, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}

@@ -34,8 +34,12 @@ func (p Path) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON takes either form MarshalJSON writes; null leaves p as it
-// is, as it does a string.
+// is, as it does a string. It refuses a string of bytes that are not UTF-8,
+// which encoding/json would take with U+FFFD in their place.
 func (p *Path) UnmarshalJSON(b []byte) error {
+	if !utf8.Valid(b) {
+		return fmt.Errorf("a path in JSON must be UTF-8, or {\"base64\": ...} of its bytes")
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err == nil {
 		*p = Path(s)
