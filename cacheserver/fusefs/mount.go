@@ -316,14 +316,22 @@ func (s *Server) showsConn() bool {
 	if err != nil {
 		return false
 	}
-	dev := "0:" + strconv.Itoa(int(s.conn))
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && f[2] == dev && f[4] == s.dir {
+	return mountinfoShows(string(b), "0:"+strconv.Itoa(int(s.conn)), s.dir)
+}
+
+// mountinfoShows reports whether a /proc/self/mountinfo text lists device
+// dev mounted on dir. The mount point is the fifth field, in which the
+// kernel escapes space, tab, newline and backslash in octal.
+func mountinfoShows(mountinfo, dev, dir string) bool {
+	for line := range strings.SplitSeq(mountinfo, "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[2] == dev && mountinfoUnescape.Replace(f[4]) == dir {
 			return true
 		}
 	}
 	return false
 }
+
+var mountinfoUnescape = strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
 
 // abortConn writes to the connection's abort file in the fusectl file
 // system, mounted here if nobody has.

@@ -116,3 +116,36 @@ func TestAbortedUnmountIsNotClean(t *testing.T) {
 		t.Fatalf("Unmount that aborted the mount = %v, want ErrShutdownTimeout", err)
 	}
 }
+
+// TestShowsConnOfAMountPointOfAnyName checks that a mount finds itself in
+// mountinfo whatever the name of its mount point, so that a shutdown that
+// times out aborts its connection rather than leave its requests hanging.
+func TestShowsConnOfAMountPointOfAnyName(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting with mount(2) needs root")
+	}
+	for name, dir := range map[string]string{"space": "a b", "tab": "a\tb", "newline": "a\nb", "backslash": `a\b`, "Latin-1": "caf\xe9"} {
+		t.Run(name, func(t *testing.T) {
+			mnt := filepath.Join(t.TempDir(), dir)
+			if err := os.Mkdir(mnt, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			p, err := posixns.New(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			s, err := Mount(mnt, p, Options{DirectMount: true, ShutdownTimeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+			if !s.showsConn() {
+				t.Errorf("the mount on %q does not find its connection in mountinfo", mnt)
+			}
+			if err := s.Unmount(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
