@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/burstcache/burstcache/cacheserver/control"
@@ -124,8 +123,19 @@ func metricLabels(info control.ServerInfo) string {
 	if parts := strings.Split(info.Instance, "/"); len(parts) == 3 && parts[0] != "" && parts[1] != "" && !strings.Contains(parts[0], ":") {
 		ns, name = parts[0], parts[1]
 	}
-	return fmt.Sprintf("{namespace=%s,instance=%s,server=\"%d\"}", strconv.Quote(ns), strconv.Quote(name), info.Index)
+	return fmt.Sprintf("{namespace=%s,instance=%s,server=\"%d\"}", labelValue(ns), labelValue(name), info.Index)
 }
+
+// labelValue quotes s as the text format takes a label value: UTF-8, with
+// only backslash, double quote and newline escaped. Go's quoting escapes
+// more (a tab, bytes that are not UTF-8 from a backing path), which a
+// scraper refuses, and the whole scrape with it; bytes that are not UTF-8
+// become U+FFFD, as no label can hold them.
+func labelValue(s string) string {
+	return `"` + labelEscaper.Replace(strings.ToValidUTF8(s, "\uFFFD")) + `"`
+}
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 
 func boolValue(b bool) float64 {
 	if b {

@@ -59,6 +59,21 @@ func TestMetricsText(t *testing.T) {
 				`burstcache_write_back_duration_seconds_count{namespace="",instance="a\"b",server="0"} 2`,
 			},
 		},
+		"a local instance of a backing path of any name": {
+			stats: control.Stats{Server: control.ServerInfo{Instance: "local:/a\tb\xe9\"c\\d\ne"}},
+			want: []string{
+				"burstcache_dirty_bytes{namespace=\"\",instance=\"local:/a\tb\uFFFD\\\"c\\\\d\\ne\",server=\"0\"} 0",
+				"burstcache_hits_total{namespace=\"\",instance=\"local:/a\tb\uFFFD\\\"c\\\\d\\ne\",server=\"0\"} 0",
+				"burstcache_write_window_bytes{namespace=\"\",instance=\"local:/a\tb\uFFFD\\\"c\\\\d\\ne\",server=\"0\"} 0",
+				"burstcache_write_window_limit_bytes{namespace=\"\",instance=\"local:/a\tb\uFFFD\\\"c\\\\d\\ne\",server=\"0\"} 0",
+				"burstcache_flush_duration_seconds_sum{namespace=\"\",instance=\"local:/a\tb\uFFFD\\\"c\\\\d\\ne\",server=\"0\"} 0",
+				"burstcache_flush_duration_seconds_count{namespace=\"\",instance=\"local:/a\tb\uFFFD\\\"c\\\\d\\ne\",server=\"0\"} 0",
+				"burstcache_copy_up_duration_seconds_sum{namespace=\"\",instance=\"local:/a\tb\uFFFD\\\"c\\\\d\\ne\",server=\"0\"} 0",
+				"burstcache_copy_up_duration_seconds_count{namespace=\"\",instance=\"local:/a\tb\uFFFD\\\"c\\\\d\\ne\",server=\"0\"} 0",
+				"burstcache_write_back_duration_seconds_sum{namespace=\"\",instance=\"local:/a\tb\uFFFD\\\"c\\\\d\\ne\",server=\"0\"} 0",
+				"burstcache_write_back_duration_seconds_count{namespace=\"\",instance=\"local:/a\tb\uFFFD\\\"c\\\\d\\ne\",server=\"0\"} 0",
+			},
+		},
 	}
 	keep := []string{"burstcache_dirty_bytes{", "burstcache_hits_total{", "burstcache_write_window", "burstcache_flush_duration_seconds_",
 		"burstcache_copy_up_duration_seconds_", "burstcache_write_back_duration_seconds_"}
