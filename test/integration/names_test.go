@@ -146,6 +146,56 @@ func TestInstanceInDirectoriesNotUTF8(t *testing.T) {
 	sameFile(t, filepath.Join(in.backing, "caf\xe9"), data)
 }
 
+// TestHiddenNamesOfALatin1DirectoryOutliveACrash unlinks a file while it is
+// open in a directory named in Latin-1, then kills the mount and every
+// server: the hidden name the file has in the backing directory must be
+// gone after up and down, as the servers' records say it is theirs.
+func TestHiddenNamesOfALatin1DirectoryOutliveACrash(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 2)
+	dir := filepath.Join(in.mount, "caf\xe9")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "tmp"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(randomBytes(1<<20, 11)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "tmp")); err != nil {
+		t.Fatal(err)
+	}
+	hidden := func() []string {
+		t.Helper()
+		m, err := filepath.Glob(filepath.Join(in.backing, "caf\xe9", ".burstcache-open-*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if got := hidden(); len(got) != 1 {
+		t.Fatalf("backing directory holds hidden names %q, want 1", got)
+	}
+	st := readState(t, in.cacheDir)
+	for _, pid := range []int{st.MountPID, st.Servers[0].PID, st.Servers[1].PID} {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, pid)
+	}
+	f.Close()
+	forceUnmount(in.mount)
+	must(t, upArgs(in, 2)...)
+	must(t, "local", "down", "--mount", in.mount)
+	if got := hidden(); len(got) != 0 {
+		t.Errorf("hidden names left after down: %q", got)
+	}
+}
+
 // TestDirectoriesOfAnyName runs instances whose cache directory, backing
 // directory and mount point have names with the characters that lists and
 // text formats split or quote on.
