@@ -22,5 +22,9 @@
 // a server refuses a directory whose record disagrees with its own
 // configuration (ErrForeignCacheDir), since the extents there belong to
 // another instance or another placement. The engine keeps its data in the
-// extents subdirectory.
+// extents subdirectory, and hidden-names.jsonl records the hidden names of
+// files that mounts unlinked while open (see RemoveHidden). Both files hold
+// paths byte for byte, as control.Path writes them in JSON: the name of
+// a local instance holds its backing directory, and a hidden name the
+// directory of its file, either of which may be any bytes.
 package server
