@@ -71,7 +71,7 @@ func unmount(bin string, st *State, timeout time.Duration) (unpublished, err err
 		// An earlier down stopped the mount and reported its verdict.
 		return nil, nil
 	}
-	stopErr := stop(st.MountPID, bin, timeout)
+	stopErr := stop(st.MountPID, st.MountStart, bin, timeout)
 	if mounted(st.Mount) {
 		if err := syscall.Unmount(st.Mount, syscall.MNT_DETACH); err != nil {
 			return nil, fmt.Errorf("unmounting %s: %w", st.Mount, errors.Join(stopErr, err))
@@ -81,7 +81,7 @@ func unmount(bin string, st *State, timeout time.Duration) (unpublished, err err
 	// Durable step: the mount is gone. A crash before this save finds the
 	// mount's process gone at the next down, and its exit file, which says
 	// the same again.
-	st.MountPID = 0
+	st.MountPID, st.MountStart = 0, 0
 	if err := st.save(); err != nil {
 		return nil, err
 	}
@@ -163,14 +163,14 @@ func removeHiddenAll(ctx context.Context, st *State) error {
 // stopAll stops the mount and the servers.
 func stopAll(bin string, st *State) {
 	if st.MountPID != 0 {
-		_ = stop(st.MountPID, bin, 30*time.Second)
+		_ = stop(st.MountPID, st.MountStart, bin, 30*time.Second)
 		if mounted(st.Mount) {
 			_ = syscall.Unmount(st.Mount, syscall.MNT_DETACH)
 		}
 	}
 	var wg sync.WaitGroup
 	for _, s := range st.Servers {
-		wg.Go(func() { _ = stop(s.PID, bin, 30*time.Second) })
+		wg.Go(func() { _ = stop(s.PID, s.Start, bin, 30*time.Second) })
 	}
 	wg.Wait()
 }

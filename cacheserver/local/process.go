@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -87,38 +88,75 @@ func tail(path string) string {
 	return strings.Join(lines, "\n")
 }
 
-// alive reports whether pid runs the program bin, not a process that took
-// over a recycled pid.
-func alive(pid int, bin string) bool {
+// alive reports whether pid runs the process started at start (in clock
+// ticks since boot, as /proc/PID/stat gives it), not one that took over a
+// recycled pid. A state written before start times were recorded gives
+// 0, and then the process must run the program bin, which misses
+// processes a binary at another path started.
+func alive(pid int, start uint64, bin string) bool {
 	if pid <= 0 {
 		return false
 	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return false
 	}
-	stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if i := bytes.LastIndexByte(stat, ')'); i > 0 && bytes.HasPrefix(stat[i+1:], []byte(" Z")) {
+	state, started, ok := parseStat(stat)
+	if !ok || state == "Z" {
+		return false
+	}
+	if start != 0 {
+		return started == start
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
 		return false
 	}
 	argv0, _, _ := bytes.Cut(cmdline, []byte{0})
 	return string(argv0) == bin
 }
 
+// startTime returns when pid started, in clock ticks since boot, or 0.
+func startTime(pid int) uint64 {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	_, started, _ := parseStat(stat)
+	return started
+}
+
+// parseStat returns the state and start time of a /proc/PID/stat line. The
+// command name, in parentheses, may hold spaces and parentheses itself, so
+// the fields are counted from its last closing parenthesis.
+func parseStat(stat []byte) (state string, start uint64, ok bool) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return "", 0, false
+	}
+	// Fields from the third on: state is the third, starttime the 22nd.
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 20 {
+		return "", 0, false
+	}
+	start, err := strconv.ParseUint(fields[19], 10, 64)
+	return fields[0], start, err == nil
+}
+
 // ErrStopTimeout is returned when a process did not exit in time after
 // SIGTERM; it was then killed.
 var ErrStopTimeout = errors.New("process did not stop in time")
 
-// stop sends SIGTERM to pid and waits for it to exit, killing it after
-// timeout.
-func stop(pid int, bin string, timeout time.Duration) error {
-	if !alive(pid, bin) {
+// stop sends SIGTERM to pid, if it still runs the process alive
+// recognises, and waits for it to exit, killing it after timeout.
+func stop(pid int, start uint64, bin string, timeout time.Duration) error {
+	if !alive(pid, start, bin) {
 		return nil
 	}
 	_ = syscall.Kill(pid, syscall.SIGTERM)
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if !alive(pid, bin) {
+		if !alive(pid, start, bin) {
 			return nil
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -18,27 +18,32 @@ var ErrNotUp = errors.New("no local burstcache instance at this mount point")
 
 // State is what a local instance records about itself.
 type State struct {
-	Backing    string        `json:"backing"`
-	Mount      string        `json:"mount"`
-	CacheDir   string        `json:"cacheDir"`
-	ExtentSize int64         `json:"extentSize"`
-	Servers    []ServerState `json:"servers"`
-	MountPID   int           `json:"mountPID"`
-	MountArgs  []string      `json:"mountArgs"`
+	Backing    string
+	Mount      string
+	CacheDir   string
+	ExtentSize int64
+	Servers    []ServerState
+	MountPID   int
+	// MountStart is when the mount process started, in clock ticks since
+	// boot, which tells it from a process that reused its pid.
+	MountStart uint64
+	MountArgs  []string
 }
 
 // ServerState is one server process.
 type ServerState struct {
-	Index   int      `json:"index"`
-	Data    string   `json:"data"`
-	Control string   `json:"control"`
-	PID     int      `json:"pid"`
-	Args    []string `json:"args"`
+	Index   int
+	Data    string
+	Control string
+	PID     int
+	// Start is when the server process started (see State.MountStart).
+	Start uint64
+	Args  []string
 	// ControlProtocol is the protocol of the server's control API, as the
 	// binary that started it speaks it. A state written by a binary before
 	// this field speaks control.ProtocolSignedCalls: its servers sign no
 	// answers, and a down with a newer binary must still reach them.
-	ControlProtocol control.Protocol `json:"controlProtocol,omitempty"`
+	ControlProtocol control.Protocol
 }
 
 // pointer names the cache directory of the instance mounted at a mount point.

@@ -22,6 +22,7 @@ type stateFile struct {
 	ExtentSize int64          `json:"extentSize"`
 	Servers    []ServerState  `json:"servers"`
 	MountPID   int            `json:"mountPID"`
+	MountStart uint64         `json:"mountStart,omitempty"`
 	MountArgs  []control.Path `json:"mountArgs"`
 }
 
@@ -31,6 +32,7 @@ type serverFile struct {
 	Data            control.Path     `json:"data"`
 	Control         string           `json:"control"`
 	PID             int              `json:"pid"`
+	Start           uint64           `json:"start,omitempty"`
 	Args            []control.Path   `json:"args"`
 	ControlProtocol control.Protocol `json:"controlProtocol,omitempty"`
 }
@@ -39,7 +41,8 @@ type serverFile struct {
 func (st State) MarshalJSON() ([]byte, error) {
 	return json.Marshal(stateFile{
 		Backing: control.Path(st.Backing), Mount: control.Path(st.Mount), CacheDir: control.Path(st.CacheDir),
-		ExtentSize: st.ExtentSize, Servers: st.Servers, MountPID: st.MountPID, MountArgs: paths(st.MountArgs),
+		ExtentSize: st.ExtentSize, Servers: st.Servers, MountPID: st.MountPID, MountStart: st.MountStart,
+		MountArgs: paths(st.MountArgs),
 	})
 }
 
@@ -51,7 +54,8 @@ func (st *State) UnmarshalJSON(b []byte) error {
 	}
 	*st = State{
 		Backing: string(f.Backing), Mount: string(f.Mount), CacheDir: string(f.CacheDir),
-		ExtentSize: f.ExtentSize, Servers: f.Servers, MountPID: f.MountPID, MountArgs: strs(f.MountArgs),
+		ExtentSize: f.ExtentSize, Servers: f.Servers, MountPID: f.MountPID, MountStart: f.MountStart,
+		MountArgs: strs(f.MountArgs),
 	}
 	return nil
 }
@@ -59,7 +63,7 @@ func (st *State) UnmarshalJSON(b []byte) error {
 // MarshalJSON writes s with its names byte for byte.
 func (s ServerState) MarshalJSON() ([]byte, error) {
 	return json.Marshal(serverFile{Index: s.Index, Data: control.Path(s.Data), Control: s.Control,
-		PID: s.PID, Args: paths(s.Args), ControlProtocol: s.ControlProtocol})
+		PID: s.PID, Start: s.Start, Args: paths(s.Args), ControlProtocol: s.ControlProtocol})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -69,7 +73,7 @@ func (s *ServerState) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*s = ServerState{Index: f.Index, Data: string(f.Data), Control: f.Control,
-		PID: f.PID, Args: strs(f.Args), ControlProtocol: f.ControlProtocol}
+		PID: f.PID, Start: f.Start, Args: strs(f.Args), ControlProtocol: f.ControlProtocol}
 	return nil
 }
 

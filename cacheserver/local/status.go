@@ -24,7 +24,7 @@ func Status(ctx context.Context, bin string, st *State) []ServerStatus {
 	hc := &http.Client{Timeout: 5 * time.Second}
 	var out []ServerStatus
 	for _, s := range st.Servers {
-		ss := ServerStatus{ServerState: s, Alive: alive(s.PID, bin)}
+		ss := ServerStatus{ServerState: s, Alive: alive(s.PID, s.Start, bin)}
 		var c *control.Client
 		if c, ss.Err = st.controlClient(s, hc); ss.Err == nil {
 			ss.Stats, ss.Err = c.Stats(ctx)

@@ -101,7 +101,7 @@ func bringUp(ctx context.Context, cfg Config, st *State) error {
 	if err := st.save(); err != nil {
 		return err
 	}
-	if alive(st.MountPID, cfg.Binary) {
+	if alive(st.MountPID, st.MountStart, cfg.Binary) {
 		return nil
 	}
 	if st.MountPID != 0 && mounted(st.Mount) {
@@ -183,7 +183,7 @@ func writeSecret(path string) error {
 func startServers(ctx context.Context, cfg Config, st *State) error {
 	for i := range st.Servers {
 		s := &st.Servers[i]
-		if alive(s.PID, cfg.Binary) {
+		if alive(s.PID, s.Start, cfg.Binary) {
 			continue
 		}
 		if err := startServer(ctx, cfg, st, s); err != nil {
@@ -213,6 +213,7 @@ func startServer(ctx context.Context, cfg Config, st *State, s *ServerState) err
 		return err
 	}
 	s.PID, s.Data, s.Control = c.cmd.Process.Pid, string(info.Data), info.Control
+	s.Start = startTime(s.PID)
 	s.ControlProtocol = control.CurrentProtocol
 	return nil
 }
@@ -264,5 +265,6 @@ func startMount(ctx context.Context, cfg Config, st *State) error {
 		return err
 	}
 	st.MountPID, st.MountArgs = c.cmd.Process.Pid, args
+	st.MountStart = startTime(st.MountPID)
 	return nil
 }

@@ -75,6 +75,46 @@ func TestFilesReachTheBackingDirectoryAfterDown(t *testing.T) {
 	}
 }
 
+// TestDownWithABinaryElsewhere brings an instance down with a copy of the
+// binary at another path, as after an upgrade that installed it elsewhere:
+// the processes the first one started must be told from processes that
+// reused their pids all the same, and stopped after publishing.
+func TestDownWithABinaryElsewhere(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 2, "--client-cache")
+	st := readState(t, in.cacheDir)
+	data := []byte("written before the upgrade\n")
+	if err := os.WriteFile(filepath.Join(in.mount, "f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(t.TempDir(), "burstcache")
+	if err := os.WriteFile(other, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(other, "local", "down", "--mount", in.mount).CombinedOutput()
+	if err != nil {
+		t.Fatalf("down with %s: %v\n%s", other, err, out)
+	}
+	pids := []int{st.MountPID}
+	for _, s := range st.Servers {
+		pids = append(pids, s.PID)
+	}
+	for _, pid := range pids {
+		// Gone, or a zombie its new parent has yet to reap.
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if _, rest, _ := strings.Cut(string(stat), ") "); err == nil && !strings.HasPrefix(rest, "Z") {
+			t.Errorf("pid %d, started by up, still runs after down", pid)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	sameFile(t, filepath.Join(in.backing, "f"), data)
+}
+
 // mountAgain mounts the instance's servers a second time, as another node
 // would, and returns the mount point.
 func mountAgain(t *testing.T, in instance) string {
