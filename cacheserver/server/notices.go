@@ -31,11 +31,13 @@ const noticeWait = 30 * time.Second
 
 // rejoinWait is how long after a server starts serving an invalidation
 // waits at least. The clients that watched the server's previous run
-// watch again within their retry interval (a second) of its start, and are
-// then told to drop everything; until they do, they watch nothing, and an
-// invalidation that counted only the clients watching would return while
-// their kernels still serve what it was to drop.
-const rejoinWait = 3 * time.Second
+// watch again within their retry interval (a second) of its start, after
+// a dial that began before the start gave up (wire.DefaultDialTimeout,
+// three seconds), and are then told to drop everything; until they do,
+// they watch nothing, and an invalidation that counted only the clients
+// watching would return while their kernels still serve what it was to
+// drop.
+const rejoinWait = 5 * time.Second
 
 // notices numbers the paths the server invalidated and hands them to the
 // clients that watch, so that mounts with the client cache drop the
