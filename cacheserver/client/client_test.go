@@ -599,6 +599,46 @@ func TestServerActsOnlyAsMappedIdentities(t *testing.T) {
 	}
 }
 
+// syncDirRecorder records the directories its servers' namespaces fsync.
+type syncDirRecorder struct {
+	namespace.FS
+	mu     *sync.Mutex
+	synced *[]string
+}
+
+func (r *syncDirRecorder) SyncDir(ctx context.Context, p string) error {
+	r.mu.Lock()
+	*r.synced = append(*r.synced, p)
+	r.mu.Unlock()
+	return r.FS.(namespace.DirSyncer).SyncDir(ctx, p)
+}
+
+// TestSyncDirReachesTheBackingDirectory checks that the fsync of a
+// directory goes, once, to its metadata server's backing directory.
+func TestSyncDirReachesTheBackingDirectory(t *testing.T) {
+	backing := t.TempDir()
+	os.Mkdir(filepath.Join(backing, "d"), 0o755)
+	os.WriteFile(filepath.Join(backing, "f"), nil, 0o644)
+	var synced []string
+	var mu sync.Mutex
+	in := servertest.Start(t, backing, servertest.Options{Servers: 3, ExtentSize: testExtent, Secret: "k",
+		WrapNS: func(ns namespace.FS) namespace.FS { return &syncDirRecorder{FS: ns, mu: &mu, synced: &synced} }})
+	f := connect(t, in)
+	ctx := context.Background()
+	for _, p := range []string{"d", ""} {
+		synced = nil
+		if err := f.SyncDir(ctx, p); err != nil {
+			t.Fatalf("SyncDir(%q): %v", p, err)
+		}
+		if len(synced) != 1 || synced[0] != p {
+			t.Errorf("SyncDir(%q) fsynced %q on the servers, want it once", p, synced)
+		}
+	}
+	if err := f.SyncDir(ctx, "f"); !errors.Is(err, syscall.ENOTDIR) {
+		t.Errorf("SyncDir of a file: %v, want ENOTDIR", err)
+	}
+}
+
 // TestDisjointWritersOfOneFile has several clients write disjoint ranges of
 // one shared file at once, as N-to-1 checkpoints do.
 func TestDisjointWritersOfOneFile(t *testing.T) {

@@ -424,6 +424,17 @@ func (f *FS) Readlink(ctx context.Context, p string) (string, error) {
 	return target, d.Err()
 }
 
+// SyncDir makes the entries of directory p durable on the backing file
+// system, through its metadata server. A server of an earlier release
+// cannot: its answer is taken as done, as such a mount did.
+func (f *FS) SyncDir(ctx context.Context, p string) error {
+	_, err := f.meta(ctx, p, wire.OpSyncDir, pathArgs(p))
+	if errors.Is(err, syscall.ENOSYS) {
+		return nil
+	}
+	return err
+}
+
 // StatFS sums the capacity and use of every server's cache.
 func (f *FS) StatFS(ctx context.Context) (namespace.StatFS, error) {
 	sts := make([]namespace.StatFS, len(f.servers))

@@ -54,9 +54,11 @@
 // (ftruncate(2) through a descriptor whose file lost its write permission
 // after the open, as POSIX allows), Allocater (fallocate(2)), WriteBacker
 // (asked to write a file back before an explicit modification time is set
-// on it), and Flusher (told at every close(2), for close-to-open
+// on it), Flusher (told at every close(2), for close-to-open
 // consistency of what the client side holds, and to make what was written
-// durable). The mount uses them when they are there.
+// durable), and namespace.DirSyncer (fsync(2) of a directory, whose
+// entries live on the backing file system). The mount uses them when they
+// are there.
 //
 // # Open files
 //

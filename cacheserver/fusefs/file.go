@@ -265,7 +265,8 @@ func (n *node) killPriv(ctx context.Context, cred ident.Cred, p string) {
 	}
 }
 
-// Fsync makes the file's data durable as the namespace defines it.
+// Fsync makes the file's data durable as the namespace defines it, and a
+// directory's entries durable on the backing file system.
 func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
 	as := n.ctx(ctx)
 	if h, ok := f.(*handle); ok {
@@ -273,6 +274,10 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall
 	}
 	p, done := n.usePath()
 	defer done()
+	isDir := n == n.m.root || n.mode.Load()&syscall.S_IFMT == syscall.S_IFDIR
+	if ds, ok := n.m.fsys.(namespace.DirSyncer); ok && isDir {
+		return errno(ds.SyncDir(as, p))
+	}
 	return errno(n.m.fsys.Fsync(as, p))
 }
 

@@ -140,6 +140,13 @@ type FS interface {
 	Removexattr(ctx context.Context, path, name string) error
 }
 
+// DirSyncer is implemented by an FS that can make a directory's entries
+// durable, as fsync(2) of a directory does: the names created, renamed and
+// removed in it, which live on the backing file system, not in the cache.
+type DirSyncer interface {
+	SyncDir(ctx context.Context, path string) error
+}
+
 // OpenExec is the flag of an open by the kernel of a program it is about to
 // execute (FMODE_EXEC, which FUSE passes on among the open flags). Such an
 // open needs execute permission, and no read permission, as execve(2) does.

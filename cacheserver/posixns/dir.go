@@ -26,6 +26,20 @@ func (f *FS) ReadDir(ctx context.Context, p string) ([]namespace.DirEntry, error
 	return out, err
 }
 
+// SyncDir makes the entries of directory p durable: it opens it, as the
+// caller, and fsyncs it.
+func (f *FS) SyncDir(ctx context.Context, p string) error {
+	return f.at(ctx, "fsync directory", p, func(dirfd int, name string) error {
+		how := unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: resolve}
+		fd, err := unix.Openat2(dirfd, name, &how)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return unix.Fsync(fd)
+	})
+}
+
 // readDirents reads every entry of the open directory fd with getdents64.
 func readDirents(fd int) ([]namespace.DirEntry, error) {
 	var out []namespace.DirEntry

@@ -27,6 +27,7 @@ var metaHandlers = map[wire.Op]handlerFunc{
 	wire.OpRename:       (*Server).rename,
 	wire.OpSymlink:      (*Server).symlink,
 	wire.OpReadlink:     (*Server).readlink,
+	wire.OpSyncDir:      (*Server).syncDir,
 	wire.OpLink:         (*Server).link,
 	wire.OpCreate:       (*Server).create,
 	wire.OpOpen:         (*Server).open,
@@ -369,6 +370,19 @@ func (s *Server) readlink(ctx context.Context, req *wire.Request, resp *wire.Res
 	}
 	resp.Meta.String(target)
 	return nil
+}
+
+// syncDir makes the entries of a backing directory durable.
+func (s *Server) syncDir(ctx context.Context, req *wire.Request, _ *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	ds, ok := s.cfg.NS.(namespace.DirSyncer)
+	if !ok {
+		return fmt.Errorf("fsync directory %q: %w", p, errNoSys)
+	}
+	return ds.SyncDir(ctx, p)
 }
 
 func (s *Server) link(ctx context.Context, req *wire.Request, resp *wire.Response) error {

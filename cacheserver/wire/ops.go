@@ -240,6 +240,10 @@ const (
 	// from every client watching it. Servers of an earlier release answer
 	// ENOSYS.
 	OpWatch
+	// OpSyncDir (path) makes the entries of the backing directory durable
+	// (fsync of the directory), on the metadata server. Servers of an
+	// earlier release answer ENOSYS.
+	OpSyncDir
 )
 
 // How an unlink ended, for OpEndDoom.

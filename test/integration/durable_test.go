@@ -282,3 +282,33 @@ func TestDownRemovesHiddenNamesOfAKilledMount(t *testing.T) {
 	}
 	sameFile(t, filepath.Join(in.backing, "d", "keep"), keep)
 }
+
+// TestFsyncOfADirectory fsyncs directories through the mount, as programs
+// do after creating or renaming a file in them, in both durability modes:
+// the entries live on the backing file system, where the fsync must go.
+func TestFsyncOfADirectory(t *testing.T) {
+	requireFUSE(t)
+	for _, durability := range []string{"Cache", "Backing"} {
+		t.Run(durability, func(t *testing.T) {
+			in := dirs(t)
+			up(t, in, 2, "--server-arg=--durability="+durability)
+			sub := filepath.Join(in.mount, "d")
+			if err := os.Mkdir(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(sub, "f"), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, dir := range []string{sub, in.mount} {
+				d, err := os.Open(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := d.Sync(); err != nil {
+					t.Errorf("fsync of directory %s: %v", dir, err)
+				}
+				d.Close()
+			}
+		})
+	}
+}
