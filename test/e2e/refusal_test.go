@@ -9,6 +9,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,12 +61,7 @@ var _ = Describe("Access to the PFS", func() {
 		Expect(os.WriteFile(filepath.Join(dir, "private"), []byte("root only\n"), 0o600)).To(Succeed())
 		job := cacheJob(w, "reader", cacheAnnotations(dir), "cat", "/cache/private")
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-		Eventually(func(g Gomega) int32 {
-			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(job), job)).To(Succeed())
-			g.Expect(job.Status.Succeeded).To(BeZero(), "the job read a root-only file: %s", jobLogs(job))
-			return job.Status.Failed
-		}).WithTimeout(4*time.Minute).WithPolling(2*time.Second).Should(BeEquivalentTo(1), "events: %s", eventsOf(w.ns))
-		Expect(jobLogs(job)).To(ContainSubstring("permission denied"))
+		expectPermissionDenied(job, "the job read a root-only file")
 	})
 })
 
@@ -98,11 +94,18 @@ var _ = Describe("A shared instance acting as the caller", func() {
 		By("reading without it: refused, as on the PFS itself")
 		outsider := cacheJob(w, "outsider", annotations, "cat", "/cache/project/data")
 		Expect(k8sClient.Create(ctx, outsider)).To(Succeed())
-		Eventually(func(g Gomega) int32 {
-			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(outsider), outsider)).To(Succeed())
-			g.Expect(outsider.Status.Succeeded).To(BeZero(), "a job outside the group read the file: %s", jobLogs(outsider))
-			return outsider.Status.Failed
-		}).WithTimeout(4*time.Minute).WithPolling(2*time.Second).Should(BeEquivalentTo(1), "events: %s", eventsOf(w.ns))
-		Expect(jobLogs(outsider)).To(ContainSubstring("permission denied"))
+		expectPermissionDenied(outsider, "a job outside the group read the file")
 	})
 })
+
+// expectPermissionDenied waits until job failed, refused with EACCES;
+// succeeded says what it means if it succeeds instead.
+func expectPermissionDenied(job *batchv1.Job, succeeded string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) int32 {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(job), job)).To(Succeed())
+		g.Expect(job.Status.Succeeded).To(BeZero(), "%s: %s", succeeded, jobLogs(job))
+		return job.Status.Failed
+	}).WithTimeout(4*time.Minute).WithPolling(2*time.Second).Should(BeEquivalentTo(1), "events: %s", eventsOf(job.Namespace))
+	Expect(jobLogs(job)).To(ContainSubstring("permission denied"))
+}
