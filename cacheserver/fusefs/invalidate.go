@@ -29,6 +29,11 @@ func (s *Server) Invalidate(paths []string) {
 	}
 }
 
+// maxNamedOpen is how many of the open files under an invalidated path
+// its warning names. It counts them all: a job that holds 10,000 files
+// open logged 10,000 lines for each server that told of the path.
+const maxNamedOpen = 10
+
 // known is a name the mount knows, under a path being invalidated.
 type known struct {
 	parent *fs.Inode
@@ -57,12 +62,19 @@ func (s *Server) invalidate(p string) {
 			}
 		}
 	}
+	var open []string
+	count := 0
 	for _, k := range below {
 		s.notify("content", k.node.Path(nil), k.node.NotifyContent(0, 0))
 		if n, ok := k.node.Operations().(*node); ok && s.opts.ClientCache && !n.IsDir() && n.isOpen() {
-			s.log.Warn("A file open through the mount keeps the size the kernel knew until its last close: reads may stop short or read zeros, and appends land at that size",
-				"path", n.path())
+			if count++; len(open) < maxNamedOpen {
+				open = append(open, n.path())
+			}
 		}
+	}
+	if count > 0 {
+		s.log.Warn("Files open through the mount keep the size the kernel knew until their last close: reads may stop short or read zeros, and appends land at that size",
+			"files", count, "paths", open)
 	}
 	for i := len(below) - 1; i >= 0; i-- {
 		if k := below[i]; k.parent != nil {

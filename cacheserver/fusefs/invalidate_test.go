@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -89,8 +90,29 @@ func TestInvalidateWarnsOfOpenFiles(t *testing.T) {
 	defer f.Close()
 	s.Invalidate([]string{""})
 	out := logs.String()
-	if !strings.Contains(out, "keeps the size") || !strings.Contains(out, "path=open") || strings.Contains(out, "path=closed") {
+	if !strings.Contains(out, "keep the size") || !strings.Contains(out, "files=1 paths=[open]") {
 		t.Errorf("logs name the open file only, want:\n%s", out)
+	}
+}
+
+// TestInvalidateWarnsOnceOfManyOpenFiles holds more files open than a
+// warning names: an invalidation of their directory logs one line that
+// counts them all.
+func TestInvalidateWarnsOnceOfManyOpenFiles(t *testing.T) {
+	var logs syncBuffer
+	mnt, _, s := mount(t, Options{ClientCache: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	const files = 3 * maxNamedOpen
+	for i := range files {
+		f, err := os.Create(filepath.Join(mnt, fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+	}
+	s.Invalidate([]string{""})
+	lines := strings.Count(logs.String(), "open through the mount")
+	if lines != 1 || !strings.Contains(logs.String(), fmt.Sprintf("files=%d ", files)) {
+		t.Errorf("%d open files gave %d warnings, want one that counts them:\n%s", files, lines, logs.String())
 	}
 }
 
