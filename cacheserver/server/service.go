@@ -15,9 +15,40 @@ var _ control.Service = (*Server)(nil)
 // identities the engine recorded with the data.
 func (s *Server) Flush(ctx context.Context) (int64, error) {
 	start := time.Now()
+	stop := s.logFlushProgress(start)
 	err := s.cfg.Cache.Flush(ctx)
+	stop()
 	s.flushes.record(time.Since(start))
 	return s.cfg.Cache.Stats().DirtyBytes, err
+}
+
+// flushProgressEvery is how often a flush logs the dirty bytes it has left.
+// The flush before a teardown may take minutes, and its caller (local down,
+// the controller) shows nothing until it returns.
+var flushProgressEvery = 10 * time.Second
+
+// logFlushProgress logs the dirty bytes left every flushProgressEvery,
+// until the function it returns is called.
+func (s *Server) logFlushProgress(start time.Time) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(flushProgressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				s.log.Info("Flushing", "dirtyBytes", s.cfg.Cache.Stats().DirtyBytes,
+					"elapsed", time.Since(start).Round(time.Second))
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }
 
 // Drain makes writes fail with EROFS, then flushes.
