@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -1013,5 +1014,40 @@ func TestLoadBalancedClientFailsOver(t *testing.T) {
 	time.Sleep(failoverHome)
 	if got := readFrom(f); !slices.Equal(got, []int{own}) {
 		t.Fatalf("with server %d back, read from servers %v, want only it", own, got)
+	}
+}
+
+// TestReadDirLargerThanAnAnswer lists a directory whose entries take more
+// than the largest answer a server may send (wire.MaxMeta): the client
+// gets them all, each once.
+func TestReadDirLargerThanAnAnswer(t *testing.T) {
+	f, in := setup(t, 2)
+	dir := filepath.Join(in.Backing, "d")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Names of the longest length, as links of one file: it takes fewest
+	// entries, made the quickest way.
+	long := strings.Repeat("x", 255-6)
+	files := wire.MaxMeta/(len(long)+6+namespace.DirEntrySize) + 1000
+	target := filepath.Join(in.Backing, "f")
+	if err := os.WriteFile(target, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range files {
+		if err := os.Link(target, filepath.Join(dir, fmt.Sprintf("%06d%s", i, long))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	es, err := f.ReadDir(context.Background(), "d")
+	if err != nil {
+		t.Fatalf("listing %d names of 255 bytes: %v", files, err)
+	}
+	seen := map[string]bool{}
+	for _, e := range es {
+		seen[e.Name] = true
+	}
+	if len(es) != files || len(seen) != files {
+		t.Errorf("listed %d entries, %d different, want %d", len(es), len(seen), files)
 	}
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"syscall"
 
@@ -383,14 +384,30 @@ func (f *FS) Access(ctx context.Context, p string, mask uint32) error {
 	return err
 }
 
-// ReadDir lists a directory.
+// ReadDir lists a directory, a page at a time (see wire.OpReadDir).
 func (f *FS) ReadDir(ctx context.Context, p string) ([]namespace.DirEntry, error) {
-	d, err := f.meta(ctx, p, wire.OpReadDir, pathArgs(p))
-	if err != nil {
-		return nil, err
+	var all []namespace.DirEntry
+	for cookie := uint64(0); ; {
+		d, err := f.meta(ctx, p, wire.OpReadDir, pathArgs(p).Uint64(cookie))
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, d.DirEntries()...)
+		if !d.More() {
+			// A server of an earlier release answers the whole listing.
+			return all, d.Err()
+		}
+		next, done := d.Uint64(), d.Bool()
+		switch {
+		case d.Err() != nil:
+			return nil, d.Err()
+		case done:
+			return all, nil
+		case next == cookie:
+			return nil, fmt.Errorf("listing %q: the server answered the same page again: %w", p, wire.ErrProtocol)
+		}
+		cookie = next
 	}
-	es := d.DirEntries()
-	return es, d.Err()
 }
 
 // Mkdir creates a directory.

@@ -3,6 +3,7 @@ package posixns
 import (
 	"context"
 	"encoding/binary"
+	"io"
 
 	"golang.org/x/sys/unix"
 
@@ -40,6 +41,74 @@ func (f *FS) SyncDir(ctx context.Context, p string) error {
 	})
 }
 
+// ReadDirPage implements namespace.DirPager with the offsets getdents64
+// gives as cookies. Opening the directory for reading makes the
+// permission check of opendir(3) at each page.
+func (f *FS) ReadDirPage(ctx context.Context, p string, cookie uint64, max int) (es []namespace.DirEntry, next uint64, done bool, err error) {
+	err = f.at(ctx, "readdir", p, func(dirfd int, name string) error {
+		how := unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: resolve}
+		fd, err := unix.Openat2(dirfd, name, &how)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if _, err := unix.Seek(fd, int64(cookie), io.SeekStart); err != nil {
+			return err
+		}
+		es, next, done, err = readDirentPage(fd, cookie, max)
+		return err
+	})
+	return es, next, done, err
+}
+
+// readDirentPage reads the entries of the open directory fd, which is at
+// cookie, until they take max bytes.
+func readDirentPage(fd int, cookie uint64, max int) ([]namespace.DirEntry, uint64, bool, error) {
+	var out []namespace.DirEntry
+	buf := make([]byte, 32<<10)
+	size := 0
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		if n <= 0 {
+			return out, cookie, true, nil
+		}
+		for b := buf[:n]; len(b) >= 19; {
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			if reclen < 19 || reclen > len(b) {
+				break
+			}
+			rec := b[:reclen]
+			b = b[reclen:]
+			name := cstring(rec[19:])
+			if len(out) > 0 && size+len(name)+namespace.DirEntrySize > max {
+				return out, cookie, false, nil
+			}
+			cookie = binary.NativeEndian.Uint64(rec[8:16])
+			if name == "." || name == ".." {
+				continue
+			}
+			size += len(name) + namespace.DirEntrySize
+			out = append(out, direntOf(fd, name, binary.NativeEndian.Uint64(rec[0:8]), rec[18]))
+		}
+	}
+}
+
+// direntOf is the entry name of directory dirfd with inode ino and d_type
+// typ, whose type it asks for when typ does not say.
+func direntOf(dirfd int, name string, ino uint64, typ uint8) namespace.DirEntry {
+	e := namespace.DirEntry{Name: name, Ino: ino, Mode: dtMode(typ)}
+	if e.Mode == 0 {
+		var st unix.Stat_t
+		if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			e.Mode = st.Mode & unix.S_IFMT
+		}
+	}
+	return e
+}
+
 // readDirents reads every entry of the open directory fd with getdents64.
 func readDirents(fd int) ([]namespace.DirEntry, error) {
 	var out []namespace.DirEntry
@@ -71,14 +140,7 @@ func parseDirents(dirfd int, b []byte, out []namespace.DirEntry) []namespace.Dir
 		if name == "." || name == ".." {
 			continue
 		}
-		e := namespace.DirEntry{Name: name, Ino: binary.NativeEndian.Uint64(rec[0:8]), Mode: dtMode(rec[18])}
-		if e.Mode == 0 {
-			var st unix.Stat_t
-			if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
-				e.Mode = st.Mode & unix.S_IFMT
-			}
-		}
-		out = append(out, e)
+		out = append(out, direntOf(dirfd, name, binary.NativeEndian.Uint64(rec[0:8]), rec[18]))
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package posixns
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -333,5 +334,57 @@ func TestOpenOwnedChecksTheFileSystem(t *testing.T) {
 	if fd, err := fsys.openOwned("f", syscall.O_RDONLY, other); !errors.Is(err, syscall.EACCES) {
 		syscall.Close(fd)
 		t.Fatalf("openOwned of the same inode number on another device: %v, want EACCES", err)
+	}
+}
+
+// TestReadDirPageListsStayingEntriesOnce lists a directory a few entries
+// at a time while names are added and removed between the pages: every
+// entry that stays throughout is listed, and none twice.
+func TestReadDirPageListsStayingEntriesOnce(t *testing.T) {
+	fsys, dir := newFS(t)
+	ctx := context.Background()
+	if err := os.Mkdir(filepath.Join(dir, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const files = 500
+	for i := range files {
+		if err := os.WriteFile(filepath.Join(dir, "d", fmt.Sprintf("s%d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "d", fmt.Sprintf("gone%d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]int{}
+	pages := 0
+	for cookie, done := uint64(0), false; !done; pages++ {
+		var es []namespace.DirEntry
+		var err error
+		es, cookie, done, err = fsys.ReadDirPage(ctx, "d", cookie, 20*(8+namespace.DirEntrySize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			seen[e.Name]++
+		}
+		if err := os.Remove(filepath.Join(dir, "d", fmt.Sprintf("gone%d", pages))); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "d", fmt.Sprintf("new%d", pages)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pages < 10 {
+		t.Errorf("%d entries came in %d pages of about 20, want more", 2*files, pages)
+	}
+	for i := range files {
+		if n := seen[fmt.Sprintf("s%d", i)]; n != 1 {
+			t.Errorf("s%d listed %d times, want once", i, n)
+		}
+	}
+	for name, n := range seen {
+		if n > 1 {
+			t.Errorf("%s listed %d times", name, n)
+		}
 	}
 }

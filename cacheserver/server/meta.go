@@ -226,11 +226,47 @@ func (s *Server) readDir(ctx context.Context, req *wire.Request, resp *wire.Resp
 	if err != nil {
 		return err
 	}
+	if req.Args.More() {
+		cookie := req.Args.Uint64()
+		if err := req.Args.Err(); err != nil {
+			return err
+		}
+		return s.readDirPage(ctx, p, cookie, resp)
+	}
 	es, err := s.cfg.NS.ReadDir(ctx, p)
 	if err != nil {
 		return err
 	}
 	resp.Meta.DirEntries(es)
+	return nil
+}
+
+// maxDirPage is about how many bytes of entries a page of a listing holds,
+// far below wire.MaxMeta: the listing of a directory of a million files
+// did not fit in one answer.
+const maxDirPage = 1 << 20
+
+// readDirPage answers the page of the listing of p that begins at cookie,
+// then the cookie of the next page and whether this one is the last. A
+// namespace that cannot page answers the whole listing at the first.
+func (s *Server) readDirPage(ctx context.Context, p string, cookie uint64, resp *wire.Response) error {
+	pager, ok := s.cfg.NS.(namespace.DirPager)
+	if !ok {
+		if cookie != 0 {
+			return fmt.Errorf("listing %q from cookie %d of a namespace that does not page: %w", p, cookie, syscall.EINVAL)
+		}
+		es, err := s.cfg.NS.ReadDir(ctx, p)
+		if err != nil {
+			return err
+		}
+		resp.Meta.DirEntries(es).Uint64(0).Bool(true)
+		return nil
+	}
+	es, next, done, err := pager.ReadDirPage(ctx, p, cookie, maxDirPage)
+	if err != nil {
+		return err
+	}
+	resp.Meta.DirEntries(es).Uint64(next).Bool(done)
 	return nil
 }
 

@@ -80,7 +80,11 @@ const (
 	// OpAccess (path, mask u32).
 	OpAccess
 	// OpReadDir (path) answers a count (u32) and that many entries
-	// (name, mode u32, ino u64).
+	// (name, mode u32, ino u64). With a cookie after the path (u64, 0 for
+	// the start), it answers a page of the listing from there, then the
+	// cookie of the next page (u64) and whether this page is the last
+	// (bool); a server of an earlier release ignores the cookie and
+	// answers the whole listing, without the two.
 	OpReadDir
 	// OpMkdir (path, mode u32) answers an Attr.
 	OpMkdir
