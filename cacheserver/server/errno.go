@@ -5,6 +5,11 @@ import (
 	"errors"
 	"io/fs"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/burstcache/burstcache/cacheserver/wire"
 )
 
 var errNoSys = syscall.ENOSYS
@@ -45,4 +50,27 @@ func errnoOf(err error) error {
 		}
 	}
 	return errors.Join(err, syscall.EIO)
+}
+
+// outOfFilesEvery bounds how often the server logs that it ran out of
+// descriptors.
+const outOfFilesEvery = time.Minute
+
+// noteOutOfFiles logs, at most every outOfFilesEvery, that a request
+// failed for want of a descriptor (EMFILE, ENFILE). The callers see the
+// errno of their own open(2) failing with a table of theirs far from full;
+// the server's log says which process ran out, and its limit. Nothing
+// written is lost: a write-back that fails so is retried.
+func (s *Server) noteOutOfFiles(op wire.Op, err error) {
+	if !errors.Is(err, syscall.EMFILE) && !errors.Is(err, syscall.ENFILE) {
+		return
+	}
+	now, last := time.Now().UnixNano(), s.outOfFilesLogged.Load()
+	if last != 0 && now-last < int64(outOfFilesEvery) || !s.outOfFilesLogged.CompareAndSwap(last, now) {
+		return
+	}
+	var lim unix.Rlimit
+	_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
+	s.log.Warn("Requests fail for want of file descriptors; raise the server's limit of open files (ulimit -n)",
+		"op", op, "limit", lim.Cur, "err", err)
 }

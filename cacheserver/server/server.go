@@ -148,6 +148,9 @@ type Server struct {
 
 	// incarnation names this run of the server; see Incarnation.
 	incarnation uint64
+	// outOfFilesLogged is when the server last logged that it ran out of
+	// descriptors (UnixNano), or zero.
+	outOfFilesLogged atomic.Int64
 }
 
 // New returns a server for cfg.
@@ -304,6 +307,7 @@ func (s *Server) ServeWire(ctx context.Context, req *wire.Request, resp *wire.Re
 	}
 	if resp.Err != nil {
 		resp.Err = errnoOf(resp.Err)
+		s.noteOutOfFiles(req.Op, resp.Err)
 	}
 }
 
