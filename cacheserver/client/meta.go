@@ -384,30 +384,44 @@ func (f *FS) Access(ctx context.Context, p string, mask uint32) error {
 	return err
 }
 
-// ReadDir lists a directory, a page at a time (see wire.OpReadDir).
+// ReadDir lists a directory, a page at a time (see ReadDirPage).
 func (f *FS) ReadDir(ctx context.Context, p string) ([]namespace.DirEntry, error) {
 	var all []namespace.DirEntry
-	for cookie := uint64(0); ; {
-		d, err := f.meta(ctx, p, wire.OpReadDir, pathArgs(p).Uint64(cookie))
+	for cookie, done := uint64(0), false; !done; {
+		var es []namespace.DirEntry
+		var err error
+		es, cookie, done, err = f.ReadDirPage(ctx, p, cookie, dirPage)
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, d.DirEntries()...)
-		if !d.More() {
-			// A server of an earlier release answers the whole listing.
-			return all, d.Err()
-		}
-		next, done := d.Uint64(), d.Bool()
-		switch {
-		case d.Err() != nil:
-			return nil, d.Err()
-		case done:
-			return all, nil
-		case next == cookie:
-			return nil, fmt.Errorf("listing %q: the server answered the same page again: %w", p, wire.ErrProtocol)
-		}
-		cookie = next
+		all = append(all, es...)
 	}
+	return all, nil
+}
+
+// dirPage is the size of the pages ReadDir asks for: the most a server
+// answers.
+const dirPage = 1 << 20
+
+// ReadDirPage implements namespace.DirPager with wire.OpReadDir. A server
+// of an earlier release answers the whole listing, as the last page.
+func (f *FS) ReadDirPage(ctx context.Context, p string, cookie uint64, size int) ([]namespace.DirEntry, uint64, bool, error) {
+	d, err := f.meta(ctx, p, wire.OpReadDir, pathArgs(p).Uint64(cookie).Uint32(uint32(min(size, dirPage))))
+	if err != nil {
+		return nil, 0, false, err
+	}
+	es := d.DirEntries()
+	if !d.More() {
+		return es, 0, true, d.Err()
+	}
+	next, done := d.Uint64(), d.Bool()
+	switch {
+	case d.Err() != nil:
+		return nil, 0, false, d.Err()
+	case !done && next == cookie:
+		return nil, 0, false, fmt.Errorf("listing %q: the server answered the same page again: %w", p, wire.ErrProtocol)
+	}
+	return es, next, done, nil
 }
 
 // Mkdir creates a directory.

@@ -7,29 +7,95 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/burstcache/burstcache/cacheserver/namespace"
 )
 
-// Opendir checks that the caller may read the directory, as opendir(3)
-// does, before the first readdir.
-func (n *node) Opendir(ctx context.Context) syscall.Errno {
-	return errno(n.m.fsys.Access(n.ctx(ctx), n.path(), 4))
+// OpendirHandle checks that the caller may read the directory, as
+// opendir(3) does, and opens a listing of it.
+func (n *node) OpendirHandle(ctx context.Context, _ uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if e := errno(n.m.fsys.Access(n.ctx(ctx), n.path(), 4)); e != 0 {
+		return nil, 0, e
+	}
+	return &listing{n: n}, 0, 0
 }
 
-// Readdir lists the directory, leaving out the hidden names of files that
-// were unlinked while open.
-func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	entries, err := n.m.fsys.ReadDir(n.ctx(ctx), n.path())
-	if err != nil {
-		return nil, errno(err)
-	}
-	list := make([]fuse.DirEntry, 0, len(entries))
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name, hiddenPrefix) {
-			continue
+// listing is an open directory, read a page at a time when the namespace
+// lists in pages (namespace.DirPager), so that the mount holds one page of
+// each open directory rather than all its entries: 32 processes that each
+// began to list a directory of 70,000 long names made the mount hold 1 GB.
+// The offset of an entry is its position in the listing; the hidden names
+// of files that were unlinked while open are left out. go-fuse serialises
+// the calls on a handle.
+type listing struct {
+	n      *node
+	page   []fuse.DirEntry
+	cookie uint64 // of the next page
+	done   bool   // no page after this one
+	off    uint64 // of the next entry
+}
+
+var (
+	_ fs.FileReaddirenter = (*listing)(nil)
+	_ fs.FileSeekdirer    = (*listing)(nil)
+)
+
+// listingPage is the size of the pages a listing asks for.
+const listingPage = 128 << 10
+
+// Readdirent returns the next entry, or nil at the end.
+func (l *listing) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	for len(l.page) == 0 {
+		if l.done {
+			return nil, 0
 		}
-		list = append(list, fuse.DirEntry{Name: e.Name, Mode: e.Mode, Ino: e.Ino})
+		if e := l.fetch(ctx); e != 0 {
+			return nil, e
+		}
 	}
-	return fs.NewListDirStream(list), 0
+	de := l.page[0]
+	l.page = l.page[1:]
+	l.off++
+	de.Off = l.off
+	return &de, 0
+}
+
+// fetch reads the next page.
+func (l *listing) fetch(ctx context.Context) syscall.Errno {
+	var es []namespace.DirEntry
+	var err error
+	if pager, ok := l.n.m.fsys.(namespace.DirPager); ok {
+		es, l.cookie, l.done, err = pager.ReadDirPage(l.n.ctx(ctx), l.n.path(), l.cookie, listingPage)
+	} else {
+		es, err = l.n.m.fsys.ReadDir(l.n.ctx(ctx), l.n.path())
+		l.done = true
+	}
+	if err != nil {
+		return errno(err)
+	}
+	l.page = make([]fuse.DirEntry, 0, len(es))
+	for _, e := range es {
+		if !strings.HasPrefix(e.Name, hiddenPrefix) {
+			l.page = append(l.page, fuse.DirEntry{Name: e.Name, Mode: e.Mode, Ino: e.Ino})
+		}
+	}
+	return 0
+}
+
+// Seekdir moves the listing to entry off: back to the start for
+// rewinddir(3), or, for a seekdir(3) elsewhere, as many entries past it.
+func (l *listing) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	l.page, l.cookie, l.done, l.off = nil, 0, false, 0
+	for l.off < off {
+		de, e := l.Readdirent(ctx)
+		if e != 0 {
+			return e
+		}
+		if de == nil {
+			return 0
+		}
+	}
+	return 0
 }
 
 // Mkdir creates a directory.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -726,5 +727,82 @@ func TestListingLooksNothingUp(t *testing.T) {
 	}
 	if asked != 0 {
 		t.Errorf("listing %d files asked for the attributes of files %d times, want none", files, asked)
+	}
+}
+
+// pageCounter is a namespace that counts the entries it lists, whole or in
+// pages.
+type pageCounter struct {
+	*posixns.FS
+	mu            sync.Mutex
+	whole, listed int
+}
+
+func (c *pageCounter) ReadDir(ctx context.Context, p string) ([]namespace.DirEntry, error) {
+	es, err := c.FS.ReadDir(ctx, p)
+	c.mu.Lock()
+	c.whole++
+	c.listed += len(es)
+	c.mu.Unlock()
+	return es, err
+}
+
+func (c *pageCounter) ReadDirPage(ctx context.Context, p string, cookie uint64, size int) ([]namespace.DirEntry, uint64, bool, error) {
+	es, next, done, err := c.FS.ReadDirPage(ctx, p, cookie, size)
+	c.mu.Lock()
+	c.listed += len(es)
+	c.mu.Unlock()
+	return es, next, done, err
+}
+
+func (c *pageCounter) counts() (whole, listed int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.whole, c.listed
+}
+
+// TestListingHoldsAPage begins to list a directory whose entries take
+// several pages: the mount asks for the first only, and not for the whole
+// listing, which it would hold as long as the directory stays open. Read
+// to the end, then again from the start (rewinddir), the listing gives
+// every name once.
+func TestListingHoldsAPage(t *testing.T) {
+	mnt, backing, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *pageCounter { return &pageCounter{FS: p} })
+	long := strings.Repeat("n", 100)
+	files := 4 * listingPage / (len(long) + namespace.DirEntrySize)
+	if err := os.Mkdir(filepath.Join(backing, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range files {
+		if err := os.WriteFile(filepath.Join(backing, "d", fmt.Sprint(i, long)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := os.Open(filepath.Join(mnt, "d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.ReadDir(1); err != nil {
+		t.Fatal(err)
+	}
+	if whole, listed := fsys.counts(); whole != 0 || listed >= files/2 {
+		t.Errorf("the first entry of %d made the mount list %d entries (%d whole listings), want a page", files, listed, whole)
+	}
+	for pass := range 2 {
+		if _, err := d.Seek(0, io.SeekStart); err != nil {
+			t.Fatal(err)
+		}
+		names, err := d.Readdirnames(-1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, n := range names {
+			seen[n] = true
+		}
+		if len(names) != files || len(seen) != files {
+			t.Errorf("pass %d listed %d names, %d different, want %d", pass, len(names), len(seen), files)
+		}
 	}
 }

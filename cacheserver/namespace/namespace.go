@@ -49,11 +49,12 @@ type DirEntry struct {
 // time, so that a listing too large for one answer goes in several.
 type DirPager interface {
 	// ReadDirPage lists directory path, without "." and "..", from cookie
-	// (0 for the start): entries whose names and DirEntrySize take about
-	// max bytes, at least one if any is left. It returns the cookie of the
-	// next page, and done when none is left. Cookies are the offsets of
-	// the backing directory (telldir(3)), as an NFS server's are: an entry
-	// that stays in the directory meanwhile is listed once.
+	// (0 for the start): entries whose names and DirEntrySize take at most
+	// max bytes, or a smaller page that the implementation holds to, and
+	// at least one if any is left. It returns the cookie of the next page,
+	// and done when none is left. Cookies are the offsets of the backing
+	// directory (telldir(3)), as an NFS server's are: an entry that stays
+	// in the directory meanwhile is listed once.
 	ReadDirPage(ctx context.Context, path string, cookie uint64, max int) (es []DirEntry, next uint64, done bool, err error)
 }
 

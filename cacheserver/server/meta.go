@@ -227,11 +227,11 @@ func (s *Server) readDir(ctx context.Context, req *wire.Request, resp *wire.Resp
 		return err
 	}
 	if req.Args.More() {
-		cookie := req.Args.Uint64()
+		cookie, size := req.Args.Uint64(), int(req.Args.Uint32())
 		if err := req.Args.Err(); err != nil {
 			return err
 		}
-		return s.readDirPage(ctx, p, cookie, resp)
+		return s.readDirPage(ctx, p, cookie, min(max(size, 1), maxDirPage), resp)
 	}
 	es, err := s.cfg.NS.ReadDir(ctx, p)
 	if err != nil {
@@ -247,9 +247,10 @@ func (s *Server) readDir(ctx context.Context, req *wire.Request, resp *wire.Resp
 const maxDirPage = 1 << 20
 
 // readDirPage answers the page of the listing of p that begins at cookie,
-// then the cookie of the next page and whether this one is the last. A
-// namespace that cannot page answers the whole listing at the first.
-func (s *Server) readDirPage(ctx context.Context, p string, cookie uint64, resp *wire.Response) error {
+// of at most size bytes, then the cookie of the next page and whether this
+// one is the last. A namespace that cannot page answers the whole listing
+// at the first.
+func (s *Server) readDirPage(ctx context.Context, p string, cookie uint64, size int, resp *wire.Response) error {
 	pager, ok := s.cfg.NS.(namespace.DirPager)
 	if !ok {
 		if cookie != 0 {
@@ -262,7 +263,7 @@ func (s *Server) readDirPage(ctx context.Context, p string, cookie uint64, resp 
 		resp.Meta.DirEntries(es).Uint64(0).Bool(true)
 		return nil
 	}
-	es, next, done, err := pager.ReadDirPage(ctx, p, cookie, maxDirPage)
+	es, next, done, err := pager.ReadDirPage(ctx, p, cookie, size)
 	if err != nil {
 		return err
 	}

@@ -80,11 +80,12 @@ const (
 	// OpAccess (path, mask u32).
 	OpAccess
 	// OpReadDir (path) answers a count (u32) and that many entries
-	// (name, mode u32, ino u64). With a cookie after the path (u64, 0 for
-	// the start), it answers a page of the listing from there, then the
-	// cookie of the next page (u64) and whether this page is the last
-	// (bool); a server of an earlier release ignores the cookie and
-	// answers the whole listing, without the two.
+	// (name, mode u32, ino u64). With a cookie (u64, 0 for the start) and
+	// a page size in bytes (u32) after the path, it answers a page of the
+	// listing from there, no larger than the server's own page size, then
+	// the cookie of the next page (u64) and whether this page is the last
+	// (bool); a server of an earlier release ignores both and answers the
+	// whole listing, without the two.
 	OpReadDir
 	// OpMkdir (path, mode u32) answers an Attr.
 	OpMkdir
