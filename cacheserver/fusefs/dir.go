@@ -24,11 +24,12 @@ func (n *node) OpendirHandle(ctx context.Context, _ uint32) (fs.FileHandle, uint
 // lists in pages (namespace.DirPager), so that the mount holds one page of
 // each open directory rather than all its entries: 32 processes that each
 // began to list a directory of 70,000 long names made the mount hold 1 GB.
-// The offset of an entry is its position in the listing; the hidden names
-// of files that were unlinked while open are left out. go-fuse serialises
-// the calls on a handle.
+// The offset of an entry is its position in the listing, "." and ".."
+// first; the hidden names of files that were unlinked while open are left
+// out. go-fuse serialises the calls on a handle.
 type listing struct {
 	n      *node
+	dotted bool // "." and ".." were queued
 	page   []fuse.DirEntry
 	cookie uint64 // of the next page
 	done   bool   // no page after this one
@@ -45,6 +46,10 @@ const listingPage = 128 << 10
 
 // Readdirent returns the next entry, or nil at the end.
 func (l *listing) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	if !l.dotted {
+		l.dotted = true
+		l.page = l.dots()
+	}
 	for len(l.page) == 0 {
 		if l.done {
 			return nil, 0
@@ -58,6 +63,19 @@ func (l *listing) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno
 	l.off++
 	de.Off = l.off
 	return &de, 0
+}
+
+// dots are the entries "." and "..", which a directory lists first, as on
+// the backing file system: programs that read a directory with
+// getdents(2) count on them, to tell an empty directory by its two
+// entries, say.
+func (l *listing) dots() []fuse.DirEntry {
+	ino := l.n.StableAttr().Ino
+	parent := ino
+	if _, p := l.n.Parent(); p != nil {
+		parent = p.StableAttr().Ino
+	}
+	return []fuse.DirEntry{{Name: ".", Mode: syscall.S_IFDIR, Ino: ino}, {Name: "..", Mode: syscall.S_IFDIR, Ino: parent}}
 }
 
 // fetch reads the next page.
@@ -85,7 +103,7 @@ func (l *listing) fetch(ctx context.Context) syscall.Errno {
 // Seekdir moves the listing to entry off: back to the start for
 // rewinddir(3), or, for a seekdir(3) elsewhere, as many entries past it.
 func (l *listing) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	l.page, l.cookie, l.done, l.off = nil, 0, false, 0
+	l.dotted, l.page, l.cookie, l.done, l.off = false, nil, 0, false, 0
 	for l.off < off {
 		de, e := l.Readdirent(ctx)
 		if e != 0 {

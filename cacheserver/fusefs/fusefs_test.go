@@ -3,6 +3,7 @@ package fusefs
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -804,5 +806,57 @@ func TestListingHoldsAPage(t *testing.T) {
 		if len(names) != files || len(seen) != files {
 			t.Errorf("pass %d listed %d names, %d different, want %d", pass, len(names), len(seen), files)
 		}
+	}
+}
+
+// getdentsNames lists dir with getdents(2), "." and ".." included, as
+// programs in C read a directory.
+func getdentsNames(t *testing.T, dir string) []string {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	var names []string
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			slices.Sort(names)
+			return names
+		}
+		for b := buf[:n]; len(b) >= 19; {
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			name, _, _ := bytes.Cut(b[19:reclen], []byte{0})
+			names = append(names, string(name))
+			b = b[reclen:]
+		}
+	}
+}
+
+// TestListingShowsDots checks that a directory lists "." and ".." as on
+// the backing file system, with the client cache (READDIRPLUS) and
+// without.
+func TestListingShowsDots(t *testing.T) {
+	for name, opts := range map[string]Options{"plain": {}, "client cache": {ClientCache: true}} {
+		t.Run(name, func(t *testing.T) {
+			mnt, backing, _ := mount(t, opts)
+			if err := os.MkdirAll(filepath.Join(backing, "d", "e"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(backing, "d", "f"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, dir := range []string{"", "d", "d/e"} {
+				want := getdentsNames(t, filepath.Join(backing, dir))
+				if d := cmp.Diff(want, getdentsNames(t, filepath.Join(mnt, dir))); d != "" {
+					t.Errorf("getdents of %q through the mount (-backing +mount):\n%s", dir, d)
+				}
+			}
+		})
 	}
 }
