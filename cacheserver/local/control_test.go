@@ -3,11 +3,15 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/control"
 )
@@ -42,4 +46,62 @@ func TestControlClientSpeaksTheProtocolOfTheState(t *testing.T) {
 	if _, err := c.Stats(context.Background()); !errors.Is(err, control.ErrUnsignedAnswer) {
 		t.Fatalf("server of this release answering unsigned: err %v, want ErrUnsignedAnswer", err)
 	}
+}
+
+// TestFlushAllReportsProgress flushes a server that takes several progress
+// intervals: local down says how many dirty bytes are left while it
+// waits, and nothing once the flush returned.
+func TestFlushAllReportsProgress(t *testing.T) {
+	defer func(d time.Duration) { flushProgressEvery = d }(flushProgressEvery)
+	flushProgressEvery = 50 * time.Millisecond
+	var dirty atomic.Int64
+	dirty.Store(3 << 20)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/flush":
+			for dirty.Load() > 0 {
+				time.Sleep(10 * time.Millisecond)
+				dirty.Add(-64 << 10)
+			}
+			_, _ = w.Write([]byte(`{"remainingBytes": 0}`))
+		default:
+			_, _ = fmt.Fprintf(w, `{"dirtyBytes": %d}`, dirty.Load())
+		}
+	}))
+	defer srv.Close()
+	st := &State{CacheDir: t.TempDir(), Servers: []ServerState{{Control: strings.TrimPrefix(srv.URL, "http://")}}}
+	if err := os.WriteFile(secretPath(st.CacheDir), []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out lockedWriter
+	if err := flushAll(context.Background(), st, &out); err != nil {
+		t.Fatal(err)
+	}
+	after := out.String()
+	if n := strings.Count(after, "burstcache: writing back: "); n < 2 || !strings.Contains(after, "MiB dirty left") {
+		t.Errorf("a flush of about 500ms reported its progress %d times, want at least 2 with the bytes left:\n%s", n, after)
+	}
+	time.Sleep(3 * flushProgressEvery)
+	if got := out.String(); got != after {
+		t.Errorf("progress reported after the flush returned:\n%s", got[len(after):])
+	}
+}
+
+// lockedWriter is a strings.Builder that goroutines may write to.
+type lockedWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }

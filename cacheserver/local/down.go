@@ -42,7 +42,7 @@ func Down(ctx context.Context, bin string, st *State, timeout time.Duration, war
 	if err != nil {
 		return err
 	}
-	flushErr := flushAll(ctx, st)
+	flushErr := flushAll(ctx, st, warn)
 	if flushErr == nil {
 		// Only now: a name removed while another server still held data
 		// of it would come back with that data's write-back.
@@ -122,8 +122,10 @@ func mountVerdict(st *State, stopErr error) error {
 	return nil
 }
 
-// flushAll flushes every server in parallel.
-func flushAll(ctx context.Context, st *State) error {
+// flushAll flushes every server in parallel, and says on out how much they
+// have left every flushProgressEvery.
+func flushAll(ctx context.Context, st *State, out io.Writer) error {
+	defer reportFlush(ctx, st, out)()
 	errs := make([]error, len(st.Servers))
 	var wg sync.WaitGroup
 	for i, s := range st.Servers {
@@ -140,6 +142,53 @@ func flushAll(ctx context.Context, st *State) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// flushProgressEvery is how often local down says how many dirty bytes the
+// servers have left to write back: the write-back of a large cache takes
+// minutes, and nothing else shows that it moves.
+var flushProgressEvery = 10 * time.Second
+
+// reportFlush prints the dirty bytes the servers have left on out every
+// flushProgressEvery, until the function it returns is called.
+func reportFlush(ctx context.Context, st *State, out io.Writer) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		start := time.Now()
+		tick := time.NewTicker(flushProgressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				_, _ = fmt.Fprintf(out, "burstcache: writing back: %s dirty left after %v\n",
+					control.FormatBytes(dirtyLeft(ctx, st)), time.Since(start).Round(time.Second))
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+// dirtyLeft sums the dirty bytes of the servers that answer within a second.
+func dirtyLeft(ctx context.Context, st *State) int64 {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var n int64
+	for _, s := range st.Servers {
+		c, err := st.controlClient(s, nil)
+		if err != nil {
+			continue
+		}
+		if stats, err := c.Stats(ctx); err == nil {
+			n += stats.DirtyBytes
+		}
+	}
+	return n
 }
 
 // removeHiddenAll has every server remove the hidden names it recorded.
