@@ -62,7 +62,7 @@ its mounts again in --state-dir.`,
 	fl.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "name of this node (default: $NODE_NAME)")
 	fl.StringVar(&f.stateDir, "state-dir", "/var/lib/kubelet/plugins/csi.burstcache.io/state", "directory that records the node's volumes; must survive plugin restarts")
 	fl.StringVar(&f.registrationDir, "registration-dir", registration.DefaultDir, "kubelet's plugin registration directory; empty disables registration")
-	fl.StringVar(&f.mounter, "mounter", "pod", "how FUSE daemons run: pod (a mount pod per instance) or process (a detached process)")
+	fl.StringVar(&f.mounter, "mounter", "pod", "how FUSE daemons run: pod (a mount pod per instance) or process (a detached process, in the plugin's pid namespace: give its pod hostPID, so that the daemons see their callers' pids)")
 	fl.StringVar(&f.mountImage, "mount-image", "", "image of mount pods (--mounter pod)")
 	fl.StringVar(&f.mountNamespace, "mount-namespace", os.Getenv("POD_NAMESPACE"), "namespace of mount pods (default: $POD_NAMESPACE)")
 	fl.StringVar(&f.bin, "burstcache-bin", self, "burstcache binary of mount processes (--mounter process)")
