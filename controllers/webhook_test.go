@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
@@ -169,6 +170,25 @@ var _ = Describe("Admission", func() {
 			To(Succeed(), "a knob within its ceiling may change")
 	})
 
+	It("gives a knob taken out of the spec on update the pool's default again, so no ceiling is left behind", func() {
+		setCeiling(w, func(c *cachev1alpha1.InstanceCeilings) {
+			c.MaxFiles, c.MaxFileSize = ptr(int64(1000)), ptr(resource.MustParse("1Gi"))
+		})
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		Expect(*inst.Spec.Limits.MaxFiles).To(Equal(int64(1000)), "the ceiling is the default of a pool without one")
+
+		By("removing the limits and the write-back knobs with a merge patch")
+		patch := []byte(`{"spec":{"limits":{"maxFiles":null,"maxFileSize":null},"writeBack":{"threads":null,"dirtyHighWatermark":null,"dirtyLowWatermark":null}}}`)
+		Expect(k8sClient.Patch(ctx, inst.DeepCopy(), client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+		cur := get(inst)(Default)
+		Expect(cur.Spec.Limits.MaxFiles).To(Equal(ptr(int64(1000))), "unset, maxFiles is the pool's ceiling, not unlimited")
+		Expect(cur.Spec.Limits.MaxFileSize).To(Equal(ptr(resource.MustParse("1Gi"))))
+		Expect(cur.Spec.WriteBack.Threads).To(Equal(ptr(int32(2))), "unset, threads are the pool's default")
+		Expect(cur.Spec.WriteBack.DirtyHighWatermark).To(Equal(ptr(int32(90))))
+		Expect(cur.Spec.WriteBack.DirtyLowWatermark).To(Equal(ptr(int32(80))))
+	})
+
 	It("has the reconciler refuse an instance its pool no longer allows, with a condition and an Event", func() {
 		inst := w.instance("64Mi")
 		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
@@ -181,6 +201,9 @@ var _ = Describe("Admission", func() {
 				return err
 			}
 			pool.Spec.BackingFilesystems[0].AccessRules[0].UIDRanges = []cachev1alpha1.IDRange{{Min: 1000, Max: 1099}}
+			// A default the instance lacks, which a change of its teardown
+			// alone must not bring in (and so be checked against the rules).
+			pool.Spec.Defaults.Limits = &cachev1alpha1.LimitsDefaults{MaxFiles: ptr(int64(10))}
 			return k8sClient.Update(ctx, pool)
 		}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
 		Eventually(func(g Gomega) {
@@ -206,6 +229,7 @@ var _ = Describe("Admission", func() {
 		Expect(change(func(c *cachev1alpha1.CacheInstance) {
 			c.Spec.Teardown = &cachev1alpha1.Teardown{Policy: cachev1alpha1.TeardownDiscard}
 		})).To(Succeed())
+		Expect(get(inst)(Default).Spec.Limits.MaxFiles).To(BeNil(), "a change of the teardown filled in a knob")
 		Expect(change(func(c *cachev1alpha1.CacheInstance) { c.Spec.WriteBack.Threads = ptr(int32(7)) })).
 			To(MatchError(ContainSubstring(cachev1alpha1.ReasonIdentityNotAllowed)), "a knob it governs is checked against the rules")
 

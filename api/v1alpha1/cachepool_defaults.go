@@ -7,7 +7,10 @@ import (
 
 // InstanceDefaults are the settings of a pool's instances that leave them
 // unset. They are copied into an instance when it is created, so a later
-// change of the pool does not change existing instances.
+// change of the pool does not change existing instances. An update of an
+// instance's spec (beyond spec.teardown) that leaves a write-back, eviction
+// or limit setting unset, or takes one out, gets the pool's default of the
+// time filled in again; the teardown timeout is filled in at creation only.
 type InstanceDefaults struct {
 	// writeBack are the defaults of instances' spec.writeBack.
 	// +optional

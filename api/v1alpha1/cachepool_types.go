@@ -80,7 +80,8 @@ type CachePoolSpec struct {
 	BackingFilesystems []BackingFilesystem `json:"backingFilesystems"`
 
 	// defaults are the settings of instances that leave them unset. They are
-	// filled in when an instance is created.
+	// filled in when an instance is created, and again when an update of its
+	// spec (beyond spec.teardown) leaves one unset.
 	// +optional
 	// +kubebuilder:default={}
 	Defaults *InstanceDefaults `json:"defaults,omitempty"`

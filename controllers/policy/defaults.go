@@ -9,6 +9,23 @@ import (
 // It never touches a field the user set, and never sets teardown.policy:
 // Discard must be asked for.
 func Default(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool) {
+	DefaultKnobs(inst, pool)
+	d := pool.Spec.Defaults
+	s := &inst.Spec
+	if d != nil && d.Teardown != nil && d.Teardown.Timeout != nil {
+		if s.Teardown == nil {
+			s.Teardown = &cachev1alpha1.Teardown{}
+		}
+		if s.Teardown.Timeout == nil {
+			t := *d.Teardown.Timeout
+			s.Teardown.Timeout = &t
+		}
+	}
+}
+
+// DefaultKnobs is Default without the teardown timeout: it fills the
+// write-back, eviction and limit knobs the instance leaves unset.
+func DefaultKnobs(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool) {
 	d := pool.Spec.Defaults
 	if d == nil {
 		d = &cachev1alpha1.InstanceDefaults{}
@@ -21,15 +38,6 @@ func Default(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.CachePool) {
 		defaultEviction(s, d.Eviction)
 	}
 	defaultLimits(s, d.Limits, pool.Spec.Ceilings)
-	if d.Teardown != nil && d.Teardown.Timeout != nil {
-		if s.Teardown == nil {
-			s.Teardown = &cachev1alpha1.Teardown{}
-		}
-		if s.Teardown.Timeout == nil {
-			t := *d.Teardown.Timeout
-			s.Teardown.Timeout = &t
-		}
-	}
 }
 
 func defaultWriteBack(s *cachev1alpha1.CacheInstanceSpec, d *cachev1alpha1.WriteBackDefaults) {

@@ -2,9 +2,11 @@ package webhooks
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,7 +20,7 @@ import (
 	"github.com/burstcache/burstcache/controllers/policy"
 )
 
-// +kubebuilder:webhook:path=/mutate-cache-burstcache-io-v1alpha1-cacheinstance,mutating=true,failurePolicy=fail,sideEffects=None,groups=cache.burstcache.io,resources=cacheinstances,verbs=create,versions=v1alpha1,name=mcacheinstance-v1alpha1.cache.burstcache.io,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/mutate-cache-burstcache-io-v1alpha1-cacheinstance,mutating=true,failurePolicy=fail,sideEffects=None,groups=cache.burstcache.io,resources=cacheinstances,verbs=create;update,versions=v1alpha1,name=mcacheinstance-v1alpha1.cache.burstcache.io,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/validate-cache-burstcache-io-v1alpha1-cacheinstance,mutating=false,failurePolicy=fail,sideEffects=None,groups=cache.burstcache.io,resources=cacheinstances,verbs=create;update,versions=v1alpha1,name=vcacheinstance-v1alpha1.cache.burstcache.io,admissionReviewVersions=v1
 
 // CacheInstance is the defaulting and validating webhook of CacheInstances.
@@ -44,13 +46,40 @@ func (w *CacheInstance) SetupWithManager(mgr ctrl.Manager) error {
 
 // Default fills the knobs the instance leaves unset from its pool's
 // defaults. A missing pool is left for the validating webhook to refuse.
+// An update that changes the spec beyond its teardown gets its knobs
+// filled too, from the pool as it is now: a knob taken out of the spec is
+// then the pool's default (or ceiling) again, as the API says, rather than
+// the server's default or no limit at all. The teardown timeout is left as
+// the user wrote it: a timeout the pool added since would drop data the
+// user was promised kept. Other updates (metadata, the teardown alone, an
+// instance being deleted) are left alone: the controller's own patches
+// never change a knob, and a change of the teardown stays one the pool
+// does not govern (see governedChange).
 func (w *CacheInstance) Default(ctx context.Context, inst *cachev1alpha1.CacheInstance) error {
+	fill := policy.Default
+	if req, err := admission.RequestFromContext(ctx); err == nil && req.Operation == admissionv1.Update {
+		governed, err := governedUpdate(req, inst)
+		if err != nil || !governed || !inst.DeletionTimestamp.IsZero() {
+			return err
+		}
+		fill = policy.DefaultKnobs
+	}
 	pool, err := w.pool(ctx, inst)
 	if err != nil || pool == nil {
 		return err
 	}
-	policy.Default(inst, pool)
+	fill(inst, pool)
 	return nil
+}
+
+// governedUpdate reports whether the update req changes the spec of inst
+// beyond its teardown.
+func governedUpdate(req admission.Request, inst *cachev1alpha1.CacheInstance) (bool, error) {
+	old := &cachev1alpha1.CacheInstance{}
+	if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
+		return false, apierrors.NewBadRequest(fmt.Sprintf("decoding the old CacheInstance: %v", err))
+	}
+	return governedChange(old, inst), nil
 }
 
 // ValidateCreate refuses an instance its pool does not allow, or one that
