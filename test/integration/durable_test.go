@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -308,6 +309,42 @@ func TestFsyncOfADirectory(t *testing.T) {
 					t.Errorf("fsync of directory %s: %v", dir, err)
 				}
 				d.Close()
+			}
+		})
+	}
+}
+
+// TestDurabilityBackingAtCloseAndFsync checks spec.writeBack.durability
+// on the data path: with --durability=Backing a close, and an fsync of a
+// file still open, return only once the data is in the backing file,
+// though the dirty watermarks would hold it in the cache; with the default
+// (Cache) the backing file does not have it yet, so the check can fail.
+func TestDurabilityBackingAtCloseAndFsync(t *testing.T) {
+	requireFUSE(t)
+	for durability, written := range map[string]bool{"Backing": true, "Cache": false} {
+		t.Run(durability, func(t *testing.T) {
+			in := dirs(t)
+			up(t, in, 2, append(holdDirty, "--server-arg=--durability="+durability)...)
+			closed := randomBytes(3<<20, 9)
+			writeWhole(t, filepath.Join(in.mount, "closed"), closed)
+			f, err := os.Create(filepath.Join(in.mount, "synced"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			synced := randomBytes(3<<20+5, 10)
+			if _, err := f.Write(synced); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			for name, data := range map[string][]byte{"closed": closed, "synced": synced} {
+				got, _ := os.ReadFile(filepath.Join(in.backing, name))
+				if bytes.Equal(got, data) != written {
+					t.Errorf("durability %s: backing file %s holds the data after close or fsync: %v, want %v",
+						durability, name, !written, written)
+				}
 			}
 		})
 	}
