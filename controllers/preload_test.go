@@ -108,6 +108,33 @@ var _ = Describe("Preload", func() {
 		Eventually(phaseOf(inst), 60*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
 	})
 
+	It("copies up what spec.preload gained while the preload ran before it turns Ready", func() {
+		w := newWorld()
+		kl.SetServerArgs(w.ns, "--backing-read-latency="+slowBacking)
+		first := writeFiles(w, "input", 20)
+		second := writeFiles(w, "extra", 5)
+		inst := w.instance("64Mi")
+		inst.Spec.Preload = []cachev1alpha1.AbsolutePath{cachev1alpha1.AbsolutePath(w.backing + "/input")}
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		kl.RunServers(ctx, inst, 1)
+		Eventually(func(g Gomega) {
+			p := get(inst)(g).Status.Preload
+			g.Expect(p).NotTo(BeNil())
+			g.Expect(p.BytesDone).To(BeNumerically(">", 0))
+		}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
+
+		By("adding a path while the preload of the first runs")
+		cur := get(inst)(Default)
+		cur.Spec.Preload = append(cur.Spec.Preload, cachev1alpha1.AbsolutePath(w.backing+"/extra"))
+		Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+		Expect(preloadedCondition(inst)(Default).Reason).To(Equal(cachev1alpha1.ReasonPreloading),
+			"the preload ended before the change: the test shows nothing")
+
+		Eventually(phaseOf(inst), 60*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
+		Eventually(func(g Gomega) int64 { return get(inst)(g).Status.Usage.CopyUpBytes }, 10*time.Second, 200*time.Millisecond).
+			Should(BeNumerically(">=", first+second), "Ready before every path of spec.preload was copied up")
+	})
+
 	It("refuses a change of spec.preload once the preload is done, which would not run it", func() {
 		w := newWorld()
 		writeFiles(w, "input", 1)

@@ -3,6 +3,7 @@ package cacheinstance
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +34,12 @@ func (r *Reconciler) preload(ctx context.Context, s *scope) (ctrl.Result, error)
 	case hint.Absent:
 		return ctrl.Result{}, r.startPreload(ctx, s, key)
 	case hint.Done:
+		if !slices.Equal(out.Requests, preloadRequests(s.inst)) {
+			// spec.preload changed while the attempt ran, which may change
+			// it until the preload is done: what it gained is not copied
+			// up yet. Paths copied up already are found cached.
+			return ctrl.Result{}, r.startPreload(ctx, s, key)
+		}
 		return ctrl.Result{}, r.endPreload(s, out)
 	}
 	st := s.inst.Status.Preload

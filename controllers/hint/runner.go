@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -48,6 +49,8 @@ type Outcome struct {
 	Bytes int64
 	// Err joins the servers' errors; nil when all succeeded.
 	Err error
+	// Requests are the requests the job ran, as StartAll was given them.
+	Requests []cachev1alpha1.RequestSpec
 }
 
 // Runner runs requests on servers in the background, at most one per key.
@@ -88,7 +91,7 @@ func (r *Runner) StartAll(key string, reqs []cachev1alpha1.RequestSpec, targets 
 	if _, ok := r.jobs[key]; ok {
 		return
 	}
-	j := &job{done: make(chan struct{})}
+	j := &job{done: make(chan struct{}), outcome: Outcome{Requests: slices.Clone(reqs)}}
 	r.jobs[key] = j
 	go func() {
 		defer close(j.done)
