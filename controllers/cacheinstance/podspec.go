@@ -171,6 +171,11 @@ func serverArgs(s *scope, i int) []string {
 	if len(id.SupplementalGroups) > 0 {
 		args = append(args, "--groups="+joinInts(id.SupplementalGroups))
 	}
+	if inst.Spec.AccessMode != "" {
+		// A LoadBalanced server holds whole files and refuses writes; the
+		// mounts of the instance check that it says so.
+		args = append(args, "--access-mode="+string(inst.Spec.AccessMode))
+	}
 	if inst.Spec.WriteBack != nil && inst.Spec.WriteBack.Durability != "" {
 		args = append(args, "--durability="+string(inst.Spec.WriteBack.Durability))
 	}
