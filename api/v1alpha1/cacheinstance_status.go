@@ -18,7 +18,8 @@ type CacheInstanceStatus struct {
 	Phase Phase `json:"phase,omitempty"`
 
 	// conditions are the detailed state: Ready, Accepted, ServersReady,
-	// Preloaded, ReadOnly and, during teardown, Flushed.
+	// Preloaded, ReadOnly, WriteBackFailing, IndexCommitFailing and, during
+	// teardown, Flushed.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -108,8 +109,11 @@ type ServerStatus struct {
 	Dirty *resource.Quantity `json:"dirty,omitempty"`
 }
 
-// Usage is what an instance's servers hold and have done, summed over all of
-// them. Counters count since the instance was created.
+// Usage is what an instance's servers hold and have done, summed over the
+// servers that answered the last poll (dirty data also over those that did
+// not: what they last reported). Counters (hits, misses, copy-up and
+// write-back bytes) count since each server last started: a server that
+// restarts, or does not answer, takes its part out of them.
 type Usage struct {
 	// capacity is the SSD space the servers hold in total; at least
 	// spec.capacity.

@@ -86,7 +86,8 @@ type CacheInstance struct {
 type CacheInstanceSpec struct {
 	// type is "cache" (the default), a transparent cache of spec.backing.path,
 	// or "scratch", space with no backing path whose data can be staged out
-	// with spec.stageOut. It cannot be changed after creation.
+	// with spec.stageOut. This release refuses scratch instances (reason
+	// NotSupported). It cannot be changed after creation.
 	// +optional
 	// +kubebuilder:default=cache
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.type is immutable: create a new instance instead"
@@ -155,7 +156,7 @@ type CacheInstanceSpec struct {
 
 	// stageOut copies the data of a scratch instance to a backing file system
 	// when the instance is deleted, before its servers go away (DataWarp's
-	// stage_out). Type scratch only.
+	// stage_out). Type scratch only, which this release refuses.
 	// +optional
 	StageOut *StageOut `json:"stageOut,omitempty"`
 
