@@ -203,8 +203,8 @@ var _ = Describe("StorageClass media", func() {
 	})
 })
 
-// expectClaimOf checks the cache claim of a server pod: the class, the
-// server's capacity, the instance's labels, the protection finalizer and
+// expectClaimOf checks the cache claim of a server pod: the class, room
+// for the server's capacity, the instance's labels, the protection finalizer and
 // no owner the garbage collector could act on, mounted as the cache.
 func expectClaimOf(inst *cachev1alpha1.CacheInstance, pod *corev1.Pod, class string) {
 	GinkgoHelper()
@@ -212,7 +212,9 @@ func expectClaimOf(inst *cachev1alpha1.CacheInstance, pod *corev1.Pod, class str
 	pvc := &corev1.PersistentVolumeClaim{}
 	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: inst.Namespace, Name: name}, pvc)).To(Succeed())
 	Expect(pvc.Spec.StorageClassName).To(HaveValue(Equal(class)))
-	Expect(pvc.Spec.Resources.Requests.Storage().Cmp(resource.MustParse("64Mi"))).To(Equal(0))
+	// Room for the server's 64Mi and what it and the file system take
+	// beyond it (test/integration starts a server on a volume this size).
+	Expect(pvc.Spec.Resources.Requests.Storage().Cmp(cacheinstance.CacheClaimSize(64<<20, 1<<20))).To(Equal(0))
 	Expect(pvc.Labels).To(Equal(map[string]string{
 		cachev1alpha1.LabelInstance: inst.Name, cachev1alpha1.LabelPool: inst.Spec.Pool,
 		cachev1alpha1.LabelComponent: cachev1alpha1.ComponentServer, cachev1alpha1.LabelServerIndex: pod.Labels[cachev1alpha1.LabelServerIndex],

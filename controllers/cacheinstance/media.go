@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,8 +27,31 @@ func claimMedia(pool *cachev1alpha1.CachePool) bool {
 	return pool != nil && pool.Spec.Media.StorageClass != nil
 }
 
-// buildCacheClaim returns the claim of server i: the server's capacity of
-// the pool's class. It carries the protection finalizer and no owner
+// Room a server takes in its cache directory beyond its capacity, as the
+// cache server takes it (package engine, which the operator may not
+// import): the index reserves 1 KiB per extent and the slots' generation
+// numbers take 8 bytes each; the index's own pages, the log of hidden
+// names and the file system's journal take some MiB more.
+const (
+	cacheBytesPerExtent = 1<<10 + 8
+	cacheDirSlack       = 16 << 20
+)
+
+// CacheClaimSize is the size of the claim of a server of capacity bytes
+// with extents of extentSize: what the server allocates when it starts,
+// and an eighth more for what the file system keeps of a volume's size for
+// itself, which the server, running as runAs, cannot use: ext4 holds back
+// 5 % for root and 1-2 % for its metadata, XFS about 1 %. A volume of just
+// the capacity fails the server's start with ENOSPC.
+func CacheClaimSize(capacity, extentSize int64) resource.Quantity {
+	need := capacity + capacity/extentSize*cacheBytesPerExtent + cacheDirSlack
+	size := need + need/8
+	const mib = 1 << 20
+	return *resource.NewQuantity((size+mib-1)/mib*mib, resource.BinarySI)
+}
+
+// buildCacheClaim returns the claim of server i: room for the server's
+// capacity (CacheClaimSize) of the pool's class. It carries the protection finalizer and no owner
 // reference, so that neither a user's delete nor the garbage collector
 // removes the data before the teardown write-back ended. The server pod is
 // pinned to its node, so a WaitForFirstConsumer class binds a local volume
@@ -41,7 +65,7 @@ func buildCacheClaim(inst *cachev1alpha1.CacheInstance, pool *cachev1alpha1.Cach
 		StorageClassName: &class,
 		AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 		Resources: corev1.VolumeResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceStorage: *srv.Capacity},
+			Requests: corev1.ResourceList{corev1.ResourceStorage: CacheClaimSize(srv.Capacity.Value(), extentSize(pool))},
 		},
 	}
 	return pvc
