@@ -1,0 +1,30 @@
+package controllers_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+)
+
+var _ = Describe("Server pods", func() {
+	It("reach an NFS backing file system at its mount path, and carry the pool's tolerations", func() {
+		toleration := corev1.Toleration{Key: "io-only", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+		w := newWorld(func(p *cachev1alpha1.CachePool) {
+			p.Spec.Nodes.Tolerations = []corev1.Toleration{toleration}
+			fs := &p.Spec.BackingFilesystems[0]
+			fs.HostPath, fs.NFS = nil, &cachev1alpha1.NFSSource{Server: "nfs.example", Export: "/export/pfs"}
+		})
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		Eventually(func() []corev1.Pod { return serverPods(inst) }, 20*time.Second, 200*time.Millisecond).Should(HaveLen(1))
+		pod := serverPods(inst)[0]
+		Expect(pod.Spec.Tolerations).To(ContainElement(toleration))
+		Expect(pod.Spec.Volumes).To(ContainElement(And(HaveField("Name", "backing"),
+			HaveField("VolumeSource.NFS", Equal(&corev1.NFSVolumeSource{Server: "nfs.example", Path: "/export/pfs"})))))
+		Expect(pod.Spec.Containers[0].VolumeMounts).To(ContainElement(And(HaveField("Name", "backing"), HaveField("MountPath", mountAt))))
+	})
+})
