@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 )
@@ -125,14 +126,37 @@ var _ = Describe("Preload", func() {
 
 		By("adding a path while the preload of the first runs")
 		cur := get(inst)(Default)
+		patch := client.MergeFrom(cur.DeepCopy())
 		cur.Spec.Preload = append(cur.Spec.Preload, cachev1alpha1.AbsolutePath(w.backing+"/extra"))
-		Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+		Expect(k8sClient.Patch(ctx, cur, patch)).To(Succeed())
 		Expect(preloadedCondition(inst)(Default).Reason).To(Equal(cachev1alpha1.ReasonPreloading),
 			"the preload ended before the change: the test shows nothing")
 
 		Eventually(phaseOf(inst), 60*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
 		Eventually(func(g Gomega) int64 { return get(inst)(g).Status.Usage.CopyUpBytes }, 10*time.Second, 200*time.Millisecond).
 			Should(BeNumerically(">=", first+second), "Ready before every path of spec.preload was copied up")
+	})
+
+	It("turns Ready without status.preload when spec.preload is emptied while the preload runs", func() {
+		w := newWorld()
+		kl.SetServerArgs(w.ns, "--backing-read-latency="+slowBacking)
+		writeFiles(w, "input", 20)
+		inst := w.instance("64Mi")
+		inst.Spec.Preload = []cachev1alpha1.AbsolutePath{cachev1alpha1.AbsolutePath(w.backing + "/input")}
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		kl.RunServers(ctx, inst, 1)
+		Eventually(func(g Gomega) *cachev1alpha1.PreloadStatus { return get(inst)(g).Status.Preload },
+			20*time.Second, 100*time.Millisecond).ShouldNot(BeNil())
+
+		cur := get(inst)(Default)
+		patch := client.MergeFrom(cur.DeepCopy())
+		cur.Spec.Preload = nil
+		Expect(k8sClient.Patch(ctx, cur, patch)).To(Succeed())
+		Eventually(func(g Gomega) {
+			cur := get(inst)(g)
+			g.Expect(cur.Status.Phase).To(Equal(cachev1alpha1.PhaseReady))
+			g.Expect(cur.Status.Preload).To(BeNil(), "status.preload is set only while the preload runs")
+		}, 20*time.Second, 200*time.Millisecond).Should(Succeed())
 	})
 
 	It("refuses a change of spec.preload once the preload is done, which would not run it", func() {

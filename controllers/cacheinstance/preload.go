@@ -25,7 +25,13 @@ import (
 // an attempt that is cut short, or lost with a restart of the manager, is
 // simply started again.
 func (r *Reconciler) preload(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if preloaded(s.inst) || len(s.inst.Spec.Preload) == 0 || !s.allServersReady() {
+	if len(s.inst.Spec.Preload) == 0 {
+		// Nothing to preload, or nothing any more: spec.preload may be
+		// emptied while its preload runs, which is then over.
+		s.inst.Status.Preload = nil
+		return ctrl.Result{}, nil
+	}
+	if preloaded(s.inst) || !s.allServersReady() {
 		return ctrl.Result{}, nil
 	}
 	key := string(s.inst.UID)
