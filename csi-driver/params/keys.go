@@ -35,22 +35,22 @@ const (
 	MaxFileSize = "maxFileSize"
 	// MaxFiles is a count.
 	MaxFiles = "maxFiles"
-	// WriteWindowMultiplier is a count of capacities per window.
+	// WriteWindowMultiplier is a count of capacities per window, 1 to 1000.
 	WriteWindowMultiplier = "writeWindowMultiplier"
 	// WriteWindowLength is a duration, such as "24h".
 	WriteWindowLength = "writeWindowLength"
 
-	// WriteBackThreads is a count.
+	// WriteBackThreads is a count, 1 to 64.
 	WriteBackThreads = "writeBackThreads"
-	// DirtyHighWatermark is a percentage.
+	// DirtyHighWatermark is a percentage, 1 to 100.
 	DirtyHighWatermark = "dirtyHighWatermark"
-	// DirtyLowWatermark is a percentage.
+	// DirtyLowWatermark is a percentage, 1 to 100.
 	DirtyLowWatermark = "dirtyLowWatermark"
 	// Durability is "Cache" or "Backing".
 	Durability = "durability"
-	// EvictionHighWatermark is a percentage.
+	// EvictionHighWatermark is a percentage, 1 to 100.
 	EvictionHighWatermark = "evictionHighWatermark"
-	// EvictionLowWatermark is a percentage.
+	// EvictionLowWatermark is a percentage, 1 to 100.
 	EvictionLowWatermark = "evictionLowWatermark"
 
 	// Preload is a comma-separated list of absolute paths copied up before

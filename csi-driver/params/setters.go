@@ -36,9 +36,9 @@ var setters = map[string]func(p *Params, v string) error{
 	},
 	MaxFileSize:           func(p *Params, v string) error { return quantity(&limits(p).MaxFileSize, v) },
 	MaxFiles:              func(p *Params, v string) error { return int64Val(&limits(p).MaxFiles, v) },
-	WriteWindowMultiplier: func(p *Params, v string) error { return int32Val(&window(p).Multiplier, v) },
+	WriteWindowMultiplier: func(p *Params, v string) error { return int32Val(&window(p).Multiplier, v, 1000) },
 	WriteWindowLength:     func(p *Params, v string) error { return duration(&window(p).Length, v) },
-	WriteBackThreads:      func(p *Params, v string) error { return int32Val(&writeBack(p).Threads, v) },
+	WriteBackThreads:      func(p *Params, v string) error { return int32Val(&writeBack(p).Threads, v, 64) },
 	DirtyHighWatermark:    func(p *Params, v string) error { return percent(&writeBack(p).DirtyHighWatermark, v) },
 	DirtyLowWatermark:     func(p *Params, v string) error { return percent(&writeBack(p).DirtyLowWatermark, v) },
 	Durability: func(p *Params, v string) error {
@@ -148,10 +148,12 @@ func int64Val(dst **int64, v string) error {
 	return nil
 }
 
-func int32Val(dst **int32, v string) error {
+// int32Val takes an integer from 1 to limit, the range the CacheInstance
+// schema allows the field.
+func int32Val(dst **int32, v string, limit int64) error {
 	n, err := strconv.ParseInt(v, 10, 32)
-	if err != nil || n < 1 {
-		return fmt.Errorf("want a positive integer")
+	if err != nil || n < 1 || n > limit {
+		return fmt.Errorf("want an integer from 1 to %d", limit)
 	}
 	n32 := int32(n)
 	*dst = &n32
@@ -160,8 +162,8 @@ func int32Val(dst **int32, v string) error {
 
 func percent(dst **int32, v string) error {
 	n, err := strconv.ParseInt(v, 10, 32)
-	if err != nil || n < 0 || n > 100 {
-		return fmt.Errorf("want a percentage from 0 to 100")
+	if err != nil || n < 1 || n > 100 {
+		return fmt.Errorf("want a percentage from 1 to 100")
 	}
 	n32 := int32(n)
 	*dst = &n32
