@@ -141,7 +141,11 @@ func recordExit(path string, err error) error {
 // and publishes what the client wrote.
 func serveMount(ctx context.Context, srv *fusefs.Server, c *client.FS, timeout time.Duration, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
+	// Once it ends, the mount still publishes and records its exit (the
+	// caller's recordExit): a second signal, such as local down's stop of
+	// a mount that a first one is bringing down, must not kill it in
+	// between, or its supervisor would read that it lost what it held.
+	defer func() { signal.Ignore(syscall.SIGTERM, syscall.SIGINT); stop() }()
 	gone := make(chan struct{})
 	go func() { srv.Wait(); close(gone) }()
 	var err error
