@@ -71,16 +71,7 @@ func TestHiddenNamesKeepCapabilities(t *testing.T) {
 		}
 	}
 	h.close()
-	for range 2 { // as the log was appended to, then as it was rewritten
-		h, err = openHiddenNames(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(want, h.records()); diff != "" {
-			t.Errorf("reopened records (-want +got):\n%s", diff)
-		}
-		h.close()
-	}
+	expectReopened(t, p, want)
 }
 
 // TestHiddenNamesKeepTheirBytes checks that the log gives back every name
@@ -100,8 +91,15 @@ func TestHiddenNamesKeepTheirBytes(t *testing.T) {
 		}
 	}
 	h.close()
+	expectReopened(t, p, want)
+}
+
+// expectReopened checks that the log at p gives back want when opened, and
+// again after opening rewrote it.
+func expectReopened(t *testing.T, p string, want map[string]ident.Cred) {
+	t.Helper()
 	for range 2 { // as the log was appended to, then as it was rewritten
-		h, err = openHiddenNames(p)
+		h, err := openHiddenNames(p)
 		if err != nil {
 			t.Fatal(err)
 		}
