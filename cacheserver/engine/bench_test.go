@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,8 +90,52 @@ func cpuTime(b *testing.B) time.Duration {
 // report accumulates rates, and CPU times when measured, over the
 // iterations and reports their means.
 type report struct {
-	engine, base       float64
-	engineCPU, baseCPU time.Duration
+	engine, base         float64
+	engineCPU, baseCPU   time.Duration
+	engineDisk, baseDisk diskReads
+}
+
+// diskReads counts the read requests a disk completed and the bytes they
+// read (/proc/diskstats).
+type diskReads struct{ requests, bytes int64 }
+
+// readsOf returns what the disk holding dir has read since it started, and
+// false where the kernel does not say (dir on tmpfs, or no /proc).
+func readsOf(dir string) (diskReads, bool) {
+	var st unix.Stat_t
+	stats, err := os.ReadFile("/proc/diskstats")
+	if err != nil || unix.Stat(dir, &st) != nil {
+		return diskReads{}, false
+	}
+	for line := range strings.Lines(string(stats)) {
+		var major, minor uint32
+		var name string
+		var reads, merged, sectors int64
+		if _, err := fmt.Sscan(line, &major, &minor, &name, &reads, &merged, &sectors); err != nil {
+			continue
+		}
+		if major == unix.Major(st.Dev) && minor == unix.Minor(st.Dev) {
+			return diskReads{reads, sectors * 512}, true
+		}
+	}
+	return diskReads{}, false
+}
+
+// countReads adds to *into the reads of the disk holding dir while fn runs.
+func countReads(dir string, into *diskReads, fn func()) {
+	before, ok := readsOf(dir)
+	fn()
+	if after, ok2 := readsOf(dir); ok && ok2 {
+		into.requests += after.requests - before.requests
+		into.bytes += after.bytes - before.bytes
+	}
+}
+
+// reportRequestSize reports the mean size of the disk's read requests.
+func reportRequestSize(b *testing.B, d diskReads, unit string) {
+	if d.requests > 0 {
+		b.ReportMetric(float64(d.bytes)/float64(d.requests)/1024, unit)
+	}
 }
 
 // timeEngine measures one run of the engine, with CPU time.
@@ -115,6 +160,8 @@ func (r *report) done(b *testing.B) {
 		b.ReportMetric(float64(r.engineCPU.Milliseconds())/gb, "engine-cpu-ms/GB")
 		b.ReportMetric(float64(r.baseCPU.Milliseconds())/gb, "baseline-cpu-ms/GB")
 	}
+	reportRequestSize(b, r.engineDisk, "engine-KiB/read-request")
+	reportRequestSize(b, r.baseDisk, "baseline-KiB/read-request")
 }
 
 func (br *benchRig) engineWrite(p string) error {
@@ -287,11 +334,11 @@ func benchCopyUp(b *testing.B, br *benchRig) {
 		}
 		dropPageCache(b, bp)
 		b.StartTimer()
-		r.timeEngine(b, func() error { return br.engineRead("c") })
+		countReads(bp, &r.engineDisk, func() { r.timeEngine(b, func() error { return br.engineRead("c") }) })
 		b.StopTimer()
 		dropPageCache(b, bp)
 		b.StartTimer()
-		r.timeBase(b, func() error { return br.plainRead(bp) })
+		countReads(bp, &r.baseDisk, func() { r.timeBase(b, func() error { return br.plainRead(bp) }) })
 	}
 	r.done(b)
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -103,6 +104,14 @@ type file struct {
 	// copies (backing.RangeCopier), as the last prefetch found.
 	notReadAhead bool
 	runs         [2]*slotRun // runs of free slots for the next extents
+	// copier says that a prefetch copier of f runs (copierRun): it takes
+	// the runs queued for it in turn, through its one open of the backing
+	// file, as copierCtx's identity. copierStale says that the file it
+	// opened may not be the backing file any more (an invalidation).
+	copier      bool
+	copierStale bool
+	copierCtx   context.Context
+	queued      [][]claim
 }
 
 // xlist is an intrusive doubly linked list of extents: the clean list in

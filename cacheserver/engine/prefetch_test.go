@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -299,6 +301,12 @@ type copyLog struct {
 	inFlight    map[int]int // copies in flight, by run
 	maxInFlight int
 	fsuids      []uint32
+	runUIDs     [][]uint32 // the fsuid of each copy, by run
+	// gate, if set, holds the copies through CopyRanges at the offsets it
+	// names until their channel is closed; gated receives each such offset
+	// as its copy begins to wait.
+	gate  map[int64]chan struct{}
+	gated chan int64
 }
 
 func (l *copyLog) CopyRange(ctx context.Context, p string, off int64, dst int, dstOff, n int64) (int64, error) {
@@ -312,6 +320,7 @@ func (l *copyLog) CopyRanges(ctx context.Context, p string, fn func(backing.Copy
 	l.mu.Lock()
 	run := len(l.runs)
 	l.runs = append(l.runs, nil)
+	l.runUIDs = append(l.runUIDs, nil)
 	l.mu.Unlock()
 	return l.Dir.CopyRanges(ctx, p, func(cp backing.CopyFunc, readsAhead bool) error {
 		return fn(func(off int64, dst int, dstOff, n int64) (int64, error) {
@@ -321,6 +330,7 @@ func (l *copyLog) CopyRanges(ctx context.Context, p string, fn func(backing.Copy
 			l.mu.Lock()
 			l.runs[run] = append(l.runs[run], off)
 			l.fsuids = append(l.fsuids, uint32(uid))
+			l.runUIDs[run] = append(l.runUIDs[run], uint32(uid))
 			if l.inFlight == nil {
 				l.inFlight = map[int]int{}
 			}
@@ -333,6 +343,10 @@ func (l *copyLog) CopyRanges(ctx context.Context, p string, fn func(backing.Copy
 				l.mu.Unlock()
 			}()
 			time.Sleep(l.delay)
+			if g := l.gate[off]; g != nil {
+				l.gated <- off
+				<-g
+			}
 			l.mu.Lock()
 			fail := l.failOnce[off]
 			delete(l.failOnce, off)
@@ -417,6 +431,152 @@ func TestPrefetchCopiesRunsThroughOneOpen(t *testing.T) {
 	}
 	if len(copied) != extents-2 {
 		t.Errorf("runs copied %d extents, want the %d after the first two", len(copied), extents-2)
+	}
+}
+
+// TestPrefetchCopiesAFileThroughOneOpenWhileItsReaderWaits reads a file in
+// order from a store much slower than the reader (10 ms a copy, even under
+// the race detector), so that the reader waits for read-ahead: the runs of read-ahead must then all go through one open of
+// the backing file, so that the kernel's read-ahead of it goes on growing
+// as for one reader of the whole file rather than starting anew at each
+// run, and a parallel file system sees one open for the file.
+func TestPrefetchCopiesAFileThroughOneOpenWhileItsReaderWaits(t *testing.T) {
+	const es, extents = 64 << 10, 40
+	log := &copyLog{delay: 10 * time.Millisecond}
+	r, want := copyLogRig(t, log, es, extents, 5)
+	readInOrder(t, context.Background(), r, "f", want, es)
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.runs) != 1 || len(log.runs[0]) != extents-2 || !slices.IsSorted(log.runs[0]) {
+		t.Errorf("read-ahead opened the file %d times, copying %v: want one open copying the %d extents after the first two in order",
+			len(log.runs), log.runs, extents-2)
+	}
+}
+
+// TestPrefetchCopiesAsEachReader reads two parts of a file in order as two
+// identities at once, far enough apart that each reader has read-ahead of
+// its own: every copy of each reader's read-ahead must run as that reader,
+// never through an open the other made, so that the backing store checks
+// each identity's own access.
+func TestPrefetchCopiesAsEachReader(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to act as two identities")
+	}
+	const es, extents, part = 64 << 10, 60, 20
+	log := &copyLog{delay: 2 * time.Millisecond}
+	r, want := copyLogRig(t, log, es, extents, 9)
+	for _, d := range []string{filepath.Dir(r.root), r.root} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Reader i reads extents [40*i, 40*i+part), and its read-ahead reaches
+	// at most prefetchWindow extents further.
+	uids := []uint32{1001, 1002}
+	var wg sync.WaitGroup
+	for i, uid := range uids {
+		ctx := ident.NewContext(context.Background(), ident.Cred{UID: uid, GID: uid})
+		wg.Go(func() {
+			buf := make([]byte, es)
+			for idx := int64(40 * i); idx < int64(40*i+part); idx++ {
+				if _, err := r.e.ReadAt(ctx, "f", buf, idx*es); err != nil {
+					t.Error(err)
+					return
+				}
+				if !slices.Equal(buf, want[idx*es:(idx+1)*es]) {
+					t.Errorf("extent %d read wrong bytes", idx)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	waitFor(t, func() bool {
+		r.e.mu.Lock()
+		defer r.e.mu.Unlock()
+		return r.e.active == 0
+	})
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for i, run := range log.runs {
+		for j, off := range run {
+			if want := uids[off/es/40]; log.runUIDs[i][j] != want {
+				t.Errorf("extent %d was copied as uid %d, want its reader's %d", off/es, log.runUIDs[i][j], want)
+			}
+		}
+	}
+}
+
+// TestInvalidationReopensForReadAhead invalidates a file replaced on the
+// backing store while a read-ahead copier of it runs, through an open of the
+// old file: read-ahead claimed after the invalidation began must open the
+// backing file anew rather than join that copier, or it would copy the old
+// file's bytes after the invalidation that was to forget them.
+func TestInvalidationReopensForReadAhead(t *testing.T) {
+	const es, extents = 64 << 10, 40
+	release := make(chan struct{})
+	log := &copyLog{gate: map[int64]chan struct{}{6 * es: release}, gated: make(chan int64, 1)}
+	r, v1 := copyLogRig(t, log, es, extents, 11)
+	ctx := context.Background()
+
+	// A reader in order: read-ahead's copier opens the file and waits at
+	// extent 6, and the reader waits for it there.
+	reader := make(chan error, 1)
+	go func() {
+		buf := make([]byte, es)
+		for off := int64(0); off < 10*es; off += es {
+			if _, err := r.e.ReadAt(ctx, "f", buf, off); err != nil {
+				reader <- err
+				return
+			}
+		}
+		reader <- nil
+	}()
+	<-log.gated
+
+	v2 := bytes.Repeat([]byte{0xb2}, len(v1))
+	r.writeBacking("f.new", v2)
+	if err := os.Rename(filepath.Join(r.root, "f.new"), filepath.Join(r.root, "f")); err != nil {
+		t.Fatal(err)
+	}
+	invalidated := make(chan error, 1)
+	go func() { invalidated <- r.e.InvalidatePath(ctx, "f") }()
+	waitFor(t, func() bool {
+		r.e.mu.Lock()
+		defer r.e.mu.Unlock()
+		return r.e.files["f"].copierStale
+	})
+
+	// Another reader, further on: its read-ahead claims extents 22 on.
+	buf := make([]byte, es)
+	for off := int64(20 * es); off < 22*es; off += es {
+		if _, err := r.e.ReadAt(ctx, "f", buf, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	if err := errors.Join(<-reader, <-invalidated); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		r.e.mu.Lock()
+		defer r.e.mu.Unlock()
+		return r.e.active == 0
+	})
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for _, off := range log.runs[0] {
+		if off >= 20*es {
+			t.Errorf("extent %d, claimed after the invalidation began, was copied through the open made before it (copies %v)", off/es, log.runs[0])
+		}
+	}
+	for off := int64(20 * es); off < 30*es; off += es {
+		if _, err := r.e.ReadAt(ctx, "f", buf, off); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(buf, v2[off:off+es]) {
+			t.Errorf("extent %d reads the old file's bytes after the invalidation", off/es)
+		}
 	}
 }
 

@@ -281,6 +281,13 @@ func (e *Engine) InvalidatePath(ctx context.Context, pathOrDir string) error {
 		return err
 	}
 	defer e.leave()
+	e.mu.Lock()
+	for _, f := range e.filesUnderLocked(pathOrDir) {
+		// A copier's open may name the file the caller wants forgotten:
+		// read-ahead claimed from now on opens the backing file anew.
+		f.copierStale = f.copier
+	}
+	e.mu.Unlock()
 	e.dropTree(pathOrDir, keepRecords)
 	e.mu.Lock()
 	files := e.filesUnderLocked(pathOrDir)
