@@ -14,6 +14,7 @@ APISERVER_FLAGS=(
 	--service-account-key-file="$STATE/pki/sa.pub" --service-account-signing-key-file="$STATE/pki/sa.key"
 	--service-cluster-ip-range="$SERVICE_CIDR"
 	--authorization-mode=Node,RBAC --allow-privileged=true --enable-admission-plugins=NodeRestriction
+	--admission-control-config-file="$STATE/admission.yaml"
 	# Reach webhook and aggregated API Services at their endpoints (pod IPs,
 	# routed through cni0), not their ClusterIPs: the service range is
 	# blackholed on the host, and kube-proxy's DNAT comes after the route
@@ -38,6 +39,29 @@ write_configs() {
 	cni_config >"$STATE/cni/10-burstcache.conflist"
 	kubelet_config >"$STATE/kubelet.yaml"
 	kube_proxy_config >"$STATE/kube-proxy.yaml"
+	admission_config >"$STATE/admission.yaml"
+}
+
+# admission_config exempts from Pod Security the burstcache manager of the
+# chart's default install, as the admin guide tells admins to: it creates
+# the cache server pods, which mount host paths, in the namespaces of the
+# instances, which may then enforce Pod Security baseline or restricted.
+admission_config() {
+	cat <<YAML
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: PodSecurity
+  configuration:
+    apiVersion: pod-security.admission.config.k8s.io/v1
+    kind: PodSecurityConfiguration
+    defaults:
+      enforce: privileged
+      enforce-version: latest
+    exemptions:
+      usernames:
+      - system:serviceaccount:burstcache-system:burstcache-manager
+YAML
 }
 
 # containerd 2.x (config version 3). restrict_oom_score_adj: root here lacks
