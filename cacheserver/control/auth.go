@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,12 +41,15 @@ const authLabel = "burstcache control API v2"
 const maxSkew = 5 * time.Minute
 
 // startSlack is how long before a server started a call to it may have
-// been signed. The server remembers the nonces it served only while it
-// runs, so a call signed earlier than this, which a server before a restart
-// may have served, is refused: seen on the network before the restart, it
-// would otherwise be served again after it. A caller whose clock is behind
-// the server's by more than this has its calls refused for that long after
-// a restart, and its retries go through.
+// been signed. A server without a log of the calls it served (see
+// servedLog) remembers them only while it runs, so a call signed earlier
+// than this, which a server before a restart may have served, is refused:
+// seen on the network before the restart, it would otherwise be served
+// again after it. Those signed within it, and those dated ahead by a
+// caller whose clock runs fast, only the log keeps from being served
+// again. A caller whose clock is behind the server's by more than this has
+// its calls refused for that long after a restart, and its retries go
+// through.
 const startSlack = 5 * time.Second
 
 // maxBody bounds the body of a call the server reads to check its mac.
@@ -113,14 +117,29 @@ type authenticator struct {
 	started time.Time
 	log     *slog.Logger
 	refused atomic.Uint64
+	// served records the calls that change something, for the server's
+	// next process; nil keeps them in memory only.
+	served *servedLog
 
 	mu     sync.Mutex
 	seen   map[string]time.Time // nonces of calls served, until they are too old to be served again
 	pruned time.Time
 }
 
-func newAuthenticator(secret []byte, log *slog.Logger) *authenticator {
-	return &authenticator{secret: secret, started: time.Now(), log: log, seen: map[string]time.Time{}}
+// errNotRecorded: a call that changes something could not be recorded as
+// served (see servedLog), and was not served.
+var errNotRecorded = errors.New("the call could not be recorded as served")
+
+// newAuthenticator returns an authenticator that refuses, besides the calls
+// it serves, those that served records as served before it started.
+func newAuthenticator(secret []byte, served *servedLog, log *slog.Logger) *authenticator {
+	a := &authenticator{secret: secret, started: time.Now(), log: log, served: served, seen: map[string]time.Time{}}
+	if served != nil {
+		for nonce, at := range served.served() {
+			a.seen[nonce] = at.Add(maxSkew)
+		}
+	}
+	return a
 }
 
 // wrap serves next only to calls signed with the secret (see authScheme),
@@ -139,6 +158,9 @@ func (a *authenticator) wrap(next http.Handler) http.Handler {
 		if err == nil {
 			err = a.fresh(id)
 		}
+		if err == nil {
+			err = a.record(id, r.Method)
+		}
 		aw := newAnswerWriter()
 		switch {
 		case err == nil:
@@ -146,6 +168,9 @@ func (a *authenticator) wrap(next http.Handler) http.Handler {
 		case id == callID{}:
 			a.refuse(w, r, err)
 			return
+		case errors.Is(err, errNotRecorded):
+			a.log.Error("Not serving a control call that could not be recorded", "call", r.Method+" "+r.URL.Path, "err", err)
+			writeJSON(aw, http.StatusServiceUnavailable, ErrorBody{Error: err.Error(), Errno: int(syscall.EIO)})
 		default:
 			a.refuse(aw, r, err)
 		}
@@ -212,6 +237,19 @@ func (a *authenticator) fresh(id callID) error {
 		return fmt.Errorf("the call was served before")
 	}
 	a.seen[nonce] = at.Add(maxSkew)
+	return nil
+}
+
+// record adds a call that changes something to the log of calls served,
+// durably, before it is served (see servedLog). A call that changes
+// nothing, and any call of a server without a log, is not recorded.
+func (a *authenticator) record(id callID, method string) error {
+	if a.served == nil || method == http.MethodGet || method == http.MethodHead {
+		return nil
+	}
+	if err := a.served.record(id, time.Now()); err != nil {
+		return fmt.Errorf("%w: %w", errNotRecorded, err)
+	}
 	return nil
 }
 

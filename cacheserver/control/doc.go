@@ -34,9 +34,15 @@
 // under the secret of the method, the path, a digest of the body, the time
 // and a nonce. Others get 401 with EACCES and the reason. The server
 // refuses a signature it served before, one more than five minutes from its
-// clock, and one made before it started (it forgets what it served when it
-// stops), so a call seen on the network cannot be sent again, nor made
-// into another. The probes /healthz and /readyz are open to all. Without the
+// clock, and one made more than five seconds before it started, so a call
+// seen on the network cannot be sent again, nor made into another. A server
+// whose handler has a file of calls served (HandlerConfig.ServedCalls), as
+// every cache server keeps in its cache directory, records each call that
+// changes something there, fsynced, before it serves it, and refuses those
+// calls after a restart too; one without it serves again, after a restart,
+// the calls signed in the seconds before it, and those of a caller whose
+// clock runs ahead. A call that cannot be recorded is not served: 503 with
+// EIO. The probes /healthz and /readyz are open to all. Without the
 // check, anyone who reaches the control port could drain an instance,
 // mark its dirty data for discarding, or change its knobs.
 //

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"syscall"
+	"time"
 )
 
 // Service is what a cache server provides through the control API. Its
@@ -56,10 +57,35 @@ func (h *Handler) Refused() uint64 {
 	return h.auth.refused.Load()
 }
 
+// HandlerConfig configures a Handler.
+type HandlerConfig struct {
+	// Secret, when set, is the shared secret that calls must be signed
+	// with (see authScheme).
+	Secret []byte
+	// ServedCalls, with a Secret, is the file in which the handler records
+	// the calls that change something it served, before it serves them,
+	// and from which a handler of the server's next process learns to
+	// refuse them (see servedLog): a file in the server's cache directory,
+	// which outlives the process. Empty, the handler refuses the calls
+	// signed shortly before it started instead, and serves again those
+	// that a caller whose clock runs ahead signed (see startSlack).
+	ServedCalls string
+	Log         *slog.Logger
+}
+
 // NewHandler returns the HTTP handler of the control API over svc. With a
 // secret, it serves only calls signed with it (see authScheme), but for the
-// health and readiness probes.
+// health and readiness probes. It keeps the calls it served in memory (see
+// HandlerConfig.ServedCalls).
 func NewHandler(svc Service, secret []byte, log *slog.Logger) *Handler {
+	h, _ := NewHandlerOf(svc, HandlerConfig{Secret: secret, Log: log}) // no file, no error
+	return h
+}
+
+// NewHandlerOf returns the HTTP handler of the control API over svc as cfg
+// says. It fails when it cannot read or write cfg.ServedCalls.
+func NewHandlerOf(svc Service, cfg HandlerConfig) (*Handler, error) {
+	log := cfg.Log
 	if log == nil {
 		log = slog.Default()
 	}
@@ -77,11 +103,27 @@ func NewHandler(svc Service, secret []byte, log *slog.Logger) *Handler {
 	mux.HandleFunc("PUT /v1/tunables", h.tunables)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", h.ready)
-	if len(secret) == 0 {
-		return &Handler{Handler: mux}
+	if len(cfg.Secret) == 0 {
+		return &Handler{Handler: mux}, nil
 	}
-	a := newAuthenticator(secret, log)
-	return &Handler{Handler: a.wrap(mux), auth: a}
+	var served *servedLog
+	if cfg.ServedCalls != "" {
+		var err error
+		if served, err = openServedLog(cfg.ServedCalls, time.Now()); err != nil {
+			return nil, err
+		}
+	}
+	a := newAuthenticator(cfg.Secret, served, log)
+	return &Handler{Handler: a.wrap(mux), auth: a}, nil
+}
+
+// Close closes the file of the calls served. The handler must not serve
+// calls after it.
+func (h *Handler) Close() error {
+	if h.auth == nil || h.auth.served == nil {
+		return nil
+	}
+	return h.auth.served.close()
 }
 
 type handler struct {

@@ -26,5 +26,11 @@
 // files that mounts unlinked while open (see RemoveHidden). Both files hold
 // paths byte for byte, as control.Path writes them in JSON: the name of
 // a local instance holds its backing directory, and a hidden name the
-// directory of its file, either of which may be any bytes.
+// directory of its file, either of which may be any bytes. served-calls.log
+// records the control calls that change something the server served in the
+// last minutes, before it serves each, so that a call seen on the network
+// cannot be sent again to the server's next process (see
+// control.HandlerConfig.ServedCalls). It stays when the server removes its
+// extents at the end of a teardown: the discard or drain that ended it is
+// among the calls it refuses.
 package server

@@ -122,8 +122,17 @@ type Config struct {
 	// hidden names of files unlinked while open (see RemoveHidden); empty
 	// keeps the records in memory.
 	HiddenNames string
+	// ServedCalls is the file, in the cache directory, that records the
+	// control calls that change something the server served, so that its
+	// next process refuses them too (control.HandlerConfig.ServedCalls);
+	// empty keeps them in memory.
+	ServedCalls string
 	Log         *slog.Logger
 }
+
+// ServedCallsFile is the name of the log of control calls served in a
+// server's cache directory.
+const ServedCallsFile = "served-calls.log"
 
 // Server serves the data path and the control API.
 type Server struct {
@@ -168,7 +177,11 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Log, incarnation: cfg.Incarnation, hidden: hidden, notices: newNotices()}
 	s.wire = wire.Server{Handler: s, Secret: cfg.Secret, Log: cfg.Log, OnConn: s.onConn, Inline: inlineOps}
 	mux := http.NewServeMux()
-	s.control = control.NewHandler(s, cfg.Secret, cfg.Log)
+	s.control, err = control.NewHandlerOf(s, control.HandlerConfig{Secret: cfg.Secret, ServedCalls: cfg.ServedCalls, Log: cfg.Log})
+	if err != nil {
+		hidden.close()
+		return nil, err
+	}
 	mux.Handle("/", s.control)
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	s.http = http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -230,7 +243,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	herr := s.http.Shutdown(hctx)
 	s.hidden.close()
-	return errors.Join(werr, herr)
+	return errors.Join(werr, herr, s.control.Close())
 }
 
 // callerCtx returns the context under which a request touches the backing

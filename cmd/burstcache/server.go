@@ -140,6 +140,7 @@ func runServer(ctx context.Context, f *serverFlags) error {
 		Incarnation:  eng.Incarnation(),
 		LoadBalanced: f.accessMode == "LoadBalanced",
 		HiddenNames:  filepath.Join(f.cacheDir, server.HiddenNamesFile),
+		ServedCalls:  filepath.Join(f.cacheDir, server.ServedCallsFile),
 		Info: control.ServerInfo{
 			Instance: f.instanceName(), Index: f.index, Servers: f.servers, ExtentSize: int64(f.extentSize),
 			DataAddress: data.Addr().String(), Backing: absPath(f.backing), Durability: f.durability,
