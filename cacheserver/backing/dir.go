@@ -191,6 +191,31 @@ func (d *Dir) Sync(ctx context.Context, p string) error {
 	return d.with(ctx, p, unix.O_WRONLY, func(f *os.File) error { return f.Sync() })
 }
 
+// SyncDir implements Store. A directory that the identity in ctx may not
+// read, but may have written a file into (a drop box of mode 0733), a
+// privileged Dir opens with its own rights: an fsync changes nothing and
+// tells nothing. A file system that cannot fsync a directory (EINVAL, as
+// fsync(2) says) has nothing more to make durable.
+func (d *Dir) SyncDir(ctx context.Context, p string) error {
+	err := ident.DoContext(ctx, func() error { return d.syncDir(ctx, p) })
+	if errors.Is(err, fs.ErrPermission) && d.privileged {
+		err = d.syncDir(context.Background(), p)
+	}
+	return err
+}
+
+func (d *Dir) syncDir(ctx context.Context, p string) error {
+	f, err := d.open(ctx, p, unix.O_RDONLY|unix.O_DIRECTORY, 0, false)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil && !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	return nil
+}
+
 // Remove implements Store.
 func (d *Dir) Remove(ctx context.Context, p string) error {
 	return d.inParent(ctx, p, func(dirfd int, name string) error {

@@ -157,3 +157,35 @@ func TestDirWritesFollowNoSymlink(t *testing.T) {
 		t.Errorf("read through the link = %q, %v; reads follow links", b[:n], err)
 	}
 }
+
+// TestSyncDirOfADropBox fsyncs a directory that the caller may write files
+// into but not read (mode 0733), as the engine does after writing a file
+// back there: a privileged Dir syncs it with its own rights, since the
+// name of the caller's file must be made durable and the fsync tells and
+// changes nothing; one that is not refuses, as the kernel does.
+func TestSyncDirOfADropBox(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("switching identities needs root")
+	}
+	root := t.TempDir()
+	os.Chmod(filepath.Dir(root), 0o755)
+	os.Chmod(root, 0o755)
+	if err := os.Mkdir(filepath.Join(root, "box"), 0o733); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(root, "box"), 0o733)
+	ctx := ident.NewContext(context.Background(), ident.Cred{UID: 2000, GID: 2000})
+	d := NewDir(root)
+	if _, err := d.WriteAt(ctx, "box/f", []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"box", "."} {
+		if err := d.SyncDir(ctx, dir); err != nil {
+			t.Errorf("SyncDir(%q) as 2000 in a privileged Dir: %v", dir, err)
+		}
+	}
+	d.privileged = false
+	if err := d.SyncDir(ctx, "box"); !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("SyncDir of the box as 2000 in an unprivileged Dir: %v, want permission denied", err)
+	}
+}

@@ -20,6 +20,7 @@ const (
 	OpStat     Op = "Stat"
 	OpTruncate Op = "Truncate"
 	OpSync     Op = "Sync"
+	OpSyncDir  Op = "SyncDir"
 	OpRemove   Op = "Remove"
 	OpRename   Op = "Rename"
 	OpReadDir  Op = "ReadDir"
@@ -124,6 +125,14 @@ func (f *Faulty) Sync(ctx context.Context, p string) error {
 		return err
 	}
 	return f.Store.Sync(ctx, p)
+}
+
+// SyncDir implements Store.
+func (f *Faulty) SyncDir(ctx context.Context, p string) error {
+	if err := f.enter(OpSyncDir); err != nil {
+		return err
+	}
+	return f.Store.SyncDir(ctx, p)
 }
 
 // Remove implements Store.

@@ -24,6 +24,11 @@ type Store interface {
 	Truncate(ctx context.Context, path string, size int64) error
 	// Sync makes the file's data durable (fsync).
 	Sync(ctx context.Context, path string) error
+	// SyncDir makes the entries of the directory at path durable (fsync of
+	// the directory; "." is the root): the names of the files and
+	// directories in it, which a Sync of a file does not cover on every
+	// file system.
+	SyncDir(ctx context.Context, path string) error
 	// Remove removes a file or an empty directory.
 	Remove(ctx context.Context, path string) error
 	// Rename renames oldPath to newPath like rename(2).
