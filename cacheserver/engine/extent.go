@@ -87,6 +87,7 @@ type file struct {
 	exists      bool   // the backing file existed when statted
 	shared      bool   // the backing file has more than one name: I/O passes through
 	record      bool   // has a durable file record (counts against MaxFiles)
+	named       bool   // the backing file's name was made durable since the engine learned of f (rule 8)
 	cred        *ident.Cred
 	doomed      int       // unlinks under way (Doom): no write-back, writes or size changes meanwhile
 	doomedAt    time.Time // when the first of them began, or recovery found it

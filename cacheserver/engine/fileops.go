@@ -121,8 +121,9 @@ func (e *Engine) ExtendSize(ctx context.Context, path string, size int64) error 
 // Sync makes the data written to path so far durable: on the cache device
 // (Durability Cache: the slab is fdatasynced and the index committed), or on
 // the backing store (Durability Backing: the path's dirty extents are written
-// back and the backing file fsynced). Writes to a file with several names
-// went to the backing file, which is fsynced whatever the durability.
+// back and the backing file fsynced, and its name made durable there, rule 8
+// of the package doc). Writes to a file with several names went to the
+// backing file, which is fsynced whatever the durability.
 func (e *Engine) Sync(ctx context.Context, path string) error {
 	if err := e.enter(); err != nil {
 		return err
@@ -139,7 +140,10 @@ func (e *Engine) Sync(ctx context.Context, path string) error {
 		// Nothing of the file was ever written back: nothing to sync.
 		return nil
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return e.syncPathName(ctx, path)
 }
 
 // known reports whether the cache holds anything of path.

@@ -301,13 +301,14 @@ func (e *Engine) syncer() {
 		par := make(chan struct{}, max(e.tun.WriteBackThreads, 1))
 		e.mu.Unlock()
 		start := time.Now()
+		dirs := newDirSyncs(e.backing)
 		var wg sync.WaitGroup
 		for f, ws := range batch {
 			par <- struct{}{}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				e.syncBacking(f, ws)
+				e.syncBacking(f, ws, dirs)
 				<-par
 			}()
 		}
@@ -361,9 +362,10 @@ func (e *Engine) syncerYield(spent time.Duration) {
 	}
 }
 
-// syncBacking fsyncs the backing file of f, then marks the extents ws,
-// written back to it, clean, or failed.
-func (e *Engine) syncBacking(f *file, ws []wroteBack) {
+// syncBacking fsyncs the backing file of f, and the directories above it
+// the first time (syncNameOf, with the other files of the round through
+// dirs), then marks the extents ws, written back to it, clean, or failed.
+func (e *Engine) syncBacking(f *file, ws []wroteBack, dirs *dirSyncs) {
 	// Holding wbmu keeps truncate, drop and doom from running during the
 	// fsync, as during write-back itself.
 	f.wbmu.RLock()
@@ -375,6 +377,9 @@ func (e *Engine) syncBacking(f *file, ws []wroteBack) {
 		// Durable step: the fsync of the backing file. A crash before it
 		// leaves the extents dirty in the index, to be written back again.
 		err = e.backing.Sync(credContext(cred), f.path)
+		if err == nil {
+			err = e.syncNameOf(credContext(cred), f, dirs)
+		}
 	}
 	f.wbmu.RUnlock()
 	for _, w := range ws {

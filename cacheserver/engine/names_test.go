@@ -1,0 +1,168 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/burstcache/burstcache/cacheserver/backing"
+)
+
+// nameLog is a backing store that records, in order, the files that
+// write-back created and the directories fsynced, to check that the name
+// of a file is durable before the engine says its data is.
+type nameLog struct {
+	backing.Store
+	root string
+
+	mu     sync.Mutex
+	events []string
+}
+
+func (s *nameLog) add(event string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = append(s.events, event)
+}
+
+func (s *nameLog) WriteAt(ctx context.Context, p string, b []byte, off int64) (int, error) {
+	if _, err := os.Stat(filepath.Join(s.root, p)); errors.Is(err, os.ErrNotExist) {
+		s.add("create " + p)
+	}
+	return s.Store.WriteAt(ctx, p, b, off)
+}
+
+func (s *nameLog) SyncDir(ctx context.Context, p string) error {
+	err := s.Store.SyncDir(ctx, p)
+	if err == nil {
+		s.add("fsync directory " + p)
+	}
+	return err
+}
+
+// take returns the events since the last call.
+func (s *nameLog) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ev := s.events
+	s.events = nil
+	return ev
+}
+
+// wantNamed fails the test unless events hold the creation of p followed by
+// an fsync of every directory from p's own up to the root.
+func wantNamed(t *testing.T, events []string, p string) {
+	t.Helper()
+	created := slices.Index(events, "create "+p)
+	if created < 0 {
+		t.Fatalf("events %q: no creation of %s", events, p)
+	}
+	for dir := filepath.Dir(p); ; dir = filepath.Dir(dir) {
+		if !slices.Contains(events[created:], "fsync directory "+dir) {
+			t.Errorf("events %q: directory %q not fsynced after %s was created", events, dir, p)
+		}
+		if dir == "." {
+			return
+		}
+	}
+}
+
+func newNameRig(t *testing.T, durability Durability) (*rig, *nameLog) {
+	var log *nameLog
+	r := newRig(t, 4096, 64, func(c *Config) {
+		c.Tunables = Tunables{WriteBackThreads: 2, DirtyHigh: 90, DirtyLow: 80}
+		c.Durability = durability
+		log = &nameLog{Store: c.Backing}
+		c.Backing = log
+	})
+	log.root = r.root
+	return r, log
+}
+
+// TestFlushMakesNamesDurable writes files that the backing store lacks,
+// in directories it lacks too, and flushes: write-back creates them, and
+// before the flush returns, saying that everything is on the backing
+// store, the directories from each file's own up to the root must be
+// fsynced, or a crash of the backing store's node could lose the names of
+// files whose data it acknowledged. A file whose name was made durable
+// costs no more.
+func TestFlushMakesNamesDurable(t *testing.T) {
+	r, log := newNameRig(t, Cache)
+	ctx := context.Background()
+	files := []string{"a/b/f", "a/b/g", "a/h", "top"}
+	for i, p := range files {
+		r.write(p, 0, bytes.Repeat([]byte{byte('0' + i)}, 5000))
+	}
+	if err := r.e.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	events := log.take()
+	for _, p := range files {
+		wantNamed(t, events, p)
+	}
+	r.write("a/b/f", 100, []byte("again"))
+	if err := r.e.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if events := log.take(); len(events) != 0 {
+		t.Errorf("write-back of a file whose name is durable: %q, want no directory fsynced", events)
+	}
+}
+
+// TestBackingSyncMakesNamesDurable syncs a new file with Durability
+// Backing, as a close or fsync through a mount does: the call must return
+// only once the name of the file is durable too. A file the backing store
+// holds, but the engine does not (created through a mount, with no data
+// yet), gets its name made durable too.
+func TestBackingSyncMakesNamesDurable(t *testing.T) {
+	r, log := newNameRig(t, Backing)
+	ctx := context.Background()
+	r.write("d/e/f", 0, []byte("data"))
+	if err := r.e.Sync(ctx, "d/e/f"); err != nil {
+		t.Fatal(err)
+	}
+	wantNamed(t, log.take(), "d/e/f")
+	r.writeBacking("made/by/create", nil)
+	if err := r.e.Sync(ctx, "made/by/create"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"fsync directory made/by", "fsync directory made", "fsync directory ."}
+	if diff := cmp.Diff(want, log.take()); diff != "" {
+		t.Errorf("Sync of a file the engine does not hold (-want +got):\n%s", diff)
+	}
+}
+
+// TestFailedDirectoryFsyncKeepsExtentsDirty fails the fsync of backing
+// directories: the extents stay dirty and a flush says why, as when the
+// fsync of the file fails; once it works, they are written back.
+func TestFailedDirectoryFsyncKeepsExtentsDirty(t *testing.T) {
+	r := newRig(t, 4096, 64, func(c *Config) {
+		c.Tunables = Tunables{WriteBackThreads: 2, DirtyHigh: 90, DirtyLow: 80}
+	})
+	r.faulty.SetError(backing.OpSyncDir, errInjected)
+	data := bytes.Repeat([]byte("d"), 10000)
+	r.write("d/f", 0, data)
+	fctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := r.e.Flush(fctx); !errors.Is(err, ErrDirtyLeft) || !errors.Is(err, errInjected) {
+		t.Fatalf("Flush while directory fsync fails = %v, want ErrDirtyLeft wrapping its error", err)
+	}
+	if s := r.e.Stats(); s.DirtyBytes != int64(len(data)) {
+		t.Fatalf("dirty bytes while directory fsync fails: %d, want %d", s.DirtyBytes, len(data))
+	}
+	r.faulty.SetError(backing.OpSyncDir, nil)
+	if err := r.e.Flush(context.Background()); err != nil {
+		t.Fatalf("Flush once directory fsync works: %v", err)
+	}
+	if s := r.e.Stats(); s.DirtyBytes != 0 {
+		t.Fatalf("dirty bytes after the flush: %d", s.DirtyBytes)
+	}
+}
