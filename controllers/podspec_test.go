@@ -27,4 +27,20 @@ var _ = Describe("Server pods", func() {
 			HaveField("VolumeSource.NFS", Equal(&corev1.NFSVolumeSource{Server: "nfs.example", Path: "/export/pfs"})))))
 		Expect(pod.Spec.Containers[0].VolumeMounts).To(ContainElement(And(HaveField("Name", "backing"), HaveField("MountPath", mountAt))))
 	})
+
+	It("pull their image as the manager was told, the manager's image included", func() {
+		w := newWorld()
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		Eventually(func() []corev1.Pod { return serverPods(inst) }, 20*time.Second, 200*time.Millisecond).Should(HaveLen(1))
+		pod := serverPods(inst)[0]
+		// The image's tag is latest, for which Kubernetes would default the
+		// policy to Always: an image loaded onto the nodes without a
+		// registry could not start a server.
+		Expect(pod.Spec.Containers[0].Image).To(HaveSuffix(":latest"))
+		Expect(pod.Spec.ImagePullSecrets).To(Equal([]corev1.LocalObjectReference{{Name: suitePullSecret}}))
+		for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+			Expect(c.ImagePullPolicy).To(Equal(corev1.PullIfNotPresent), "container %s", c.Name)
+		}
+	})
 })

@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -113,6 +114,9 @@ func startManager() func() {
 			Resolver: kl.Resolve, StatsInterval: time.Second,
 			FlushAttemptTimeout: 10 * time.Second, CallTimeout: 3 * time.Second,
 			RequestAttemptTimeout: 10 * time.Second,
+			// The pull policy is left to its default, which the server pods
+			// must carry all the same (see podspec_test.go).
+			ServerImagePullSecrets: []corev1.LocalObjectReference{{Name: suitePullSecret}},
 		},
 	})).To(Succeed())
 	done := make(chan struct{})
@@ -127,6 +131,9 @@ func startManager() func() {
 		Eventually(done, 30*time.Second).Should(BeClosed())
 	}
 }
+
+// suitePullSecret is the pull Secret the suite's manager gives server pods.
+const suitePullSecret = "regcred"
 
 func ptr[T any](v T) *T { return &v }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -41,6 +42,7 @@ type csiNodeFlags struct {
 	kubeletDir                                    string
 	stopTimeout                                   time.Duration
 	controllerService                             bool
+	mountPull                                     pullFlags
 }
 
 func newCSINodeCmd() *cobra.Command {
@@ -56,20 +58,24 @@ its mounts again in --state-dir.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runCSINode(cmd.Context(), f) },
 	}
+	f.register(cmd.Flags())
+	return cmd
+}
+
+func (f *csiNodeFlags) register(fl *pflag.FlagSet) {
 	self, _ := os.Executable()
-	fl := cmd.Flags()
 	fl.StringVar(&f.endpoint, "endpoint", "unix:///var/lib/kubelet/plugins/csi.burstcache.io/csi.sock", "CSI endpoint to serve")
 	fl.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "name of this node (default: $NODE_NAME)")
 	fl.StringVar(&f.stateDir, "state-dir", "/var/lib/kubelet/plugins/csi.burstcache.io/state", "directory that records the node's volumes; must survive plugin restarts")
 	fl.StringVar(&f.registrationDir, "registration-dir", registration.DefaultDir, "kubelet's plugin registration directory; empty disables registration")
 	fl.StringVar(&f.mounter, "mounter", "pod", "how FUSE daemons run: pod (a mount pod per instance) or process (a detached process, in the plugin's pid namespace: give its pod hostPID, so that the daemons see their callers' pids)")
 	fl.StringVar(&f.mountImage, "mount-image", "", "image of mount pods (--mounter pod)")
+	f.mountPull.register(fl, "mount-image", "the mount pods' image", "in --mount-namespace")
 	fl.StringVar(&f.mountNamespace, "mount-namespace", os.Getenv("POD_NAMESPACE"), "namespace of mount pods (default: $POD_NAMESPACE)")
 	fl.StringVar(&f.bin, "burstcache-bin", self, "burstcache binary of mount processes (--mounter process)")
 	fl.StringVar(&f.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "kubelet's directory on the host, shared with mount pods (--mounter pod)")
 	fl.BoolVar(&f.controllerService, "controller-service", false, "announce the controller service that `burstcache csi controller` serves in this deployment (with the external-provisioner sidecar)")
 	fl.DurationVar(&f.stopTimeout, "unstage-timeout", 2*time.Minute, "how long an unstage waits for a mount to publish before failing and being retried")
-	return cmd
 }
 
 func runCSINode(ctx context.Context, f *csiNodeFlags) error {
@@ -119,6 +125,9 @@ func (f *csiNodeFlags) validate() error {
 		if f.mountImage == "" || f.mountNamespace == "" {
 			return badInput("--mount-image and --mount-namespace (or $POD_NAMESPACE) are required with --mounter pod")
 		}
+		if err := f.mountPull.validate(); err != nil {
+			return err
+		}
 		// Mount pods see the host's kubelet directory only; the secret and
 		// the exit records must be where they can reach them.
 		if rel, err := filepath.Rel(f.kubeletDir, f.stateDir); err != nil || !filepath.IsLocal(rel) {
@@ -136,6 +145,7 @@ func (f *csiNodeFlags) newMounter(c client.Client) mounter.Mounter {
 		return &mounter.Process{Binary: f.bin}
 	}
 	return &mounter.Pod{Client: c, Namespace: f.mountNamespace, Image: f.mountImage, KubeletDir: f.kubeletDir,
+		PullPolicy: f.mountPull.pullPolicy(), PullSecrets: f.mountPull.pullSecrets(),
 		GracePeriod: f.stopTimeout + time.Minute}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,6 +27,7 @@ type managerFlags struct {
 	leaderElect, noWebhooks, noProvisioner       bool
 	statsInterval, flushAttemptTimeout           time.Duration
 	cert                                         certFlags
+	serverPull                                   pullFlags
 }
 
 func newManagerCmd() *cobra.Command {
@@ -36,7 +38,12 @@ func newManagerCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runManager(f) },
 	}
-	fl := cmd.Flags()
+	f.register(cmd.Flags())
+	cmd.AddCommand(newPrepareCacheDirCmd())
+	return cmd
+}
+
+func (f *managerFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", `Prometheus metrics address ("0" disables)`)
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader, so that several replicas can run with one active")
@@ -45,15 +52,17 @@ func newManagerCmd() *cobra.Command {
 	fl.BoolVar(&f.noWebhooks, "disable-webhooks", false, "do not serve the admission webhooks")
 	fl.BoolVar(&f.noProvisioner, "disable-provisioner", false, "leave burstcache PVCs to the CSI external-provisioner sidecar and `burstcache csi controller`")
 	fl.StringVar(&f.serverImage, "server-image", "burstcache:latest", "image of the cache server pods")
+	f.serverPull.register(fl, "server-image", "the cache server image", "in each instance's namespace (server pods run there)")
 	fl.DurationVar(&f.statsInterval, "stats-interval", 5*time.Second, "how often instance usage is collected from the servers")
 	fl.DurationVar(&f.flushAttemptTimeout, "flush-attempt-timeout", time.Minute, "bound of one blocking flush call at teardown; it is then called again")
 	f.cert.register(fl)
-	cmd.AddCommand(newPrepareCacheDirCmd())
-	return cmd
 }
 
 func runManager(f *managerFlags) error {
 	ctrl.SetLogger(logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, nil)))
+	if err := f.serverPull.validate(); err != nil {
+		return err
+	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -89,11 +98,7 @@ func runManager(f *managerFlags) error {
 }
 
 func startManager(ctx context.Context, mgr ctrl.Manager, f *managerFlags) error {
-	opts := controllers.Options{Webhooks: !f.noWebhooks, DisableProvisioner: f.noProvisioner}
-	opts.Instance.ServerImage = f.serverImage
-	opts.Instance.StatsInterval = f.statsInterval
-	opts.Instance.FlushAttemptTimeout = f.flushAttemptTimeout
-	if err := controllers.Setup(ctx, mgr, opts); err != nil {
+	if err := controllers.Setup(ctx, mgr, f.options()); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -107,6 +112,17 @@ func startManager(ctx context.Context, mgr ctrl.Manager, f *managerFlags) error 
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// options are the controllers' options the flags give.
+func (f *managerFlags) options() controllers.Options {
+	opts := controllers.Options{Webhooks: !f.noWebhooks, DisableProvisioner: f.noProvisioner}
+	opts.Instance.ServerImage = f.serverImage
+	opts.Instance.ServerImagePullPolicy = f.serverPull.pullPolicy()
+	opts.Instance.ServerImagePullSecrets = f.serverPull.pullSecrets()
+	opts.Instance.StatsInterval = f.statsInterval
+	opts.Instance.FlushAttemptTimeout = f.flushAttemptTimeout
+	return opts
 }
 
 // newPrepareCacheDirCmd is run by an init container of each cache server

@@ -36,6 +36,14 @@ func PodIPResolver(_ context.Context, pod *corev1.Pod) (string, error) {
 type Options struct {
 	// ServerImage is the container image that runs `burstcache server`.
 	ServerImage string
+	// ServerImagePullPolicy is the pull policy of ServerImage; default
+	// IfNotPresent, so that a tag such as latest is not pulled again for
+	// every server, and an image loaded onto the nodes without a registry
+	// is used.
+	ServerImagePullPolicy corev1.PullPolicy
+	// ServerImagePullSecrets name the Secrets that pull ServerImage. Server
+	// pods live in their instance's namespace, and so must these Secrets.
+	ServerImagePullSecrets []corev1.LocalObjectReference
 	// ServerRequests are the resource requests of a server container.
 	ServerRequests corev1.ResourceList
 	// Resolver finds a server's control API; default PodIPResolver.
@@ -66,6 +74,9 @@ type Options struct {
 func (o *Options) complete() {
 	if o.ServerImage == "" {
 		o.ServerImage = "burstcache:latest"
+	}
+	if o.ServerImagePullPolicy == "" {
+		o.ServerImagePullPolicy = corev1.PullIfNotPresent
 	}
 	if o.ServerRequests == nil {
 		o.ServerRequests = corev1.ResourceList{

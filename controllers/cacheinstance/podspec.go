@@ -40,6 +40,7 @@ func buildServerPod(s *scope, i int, o Options) *corev1.Pod {
 		InitContainers:     []corev1.Container{prepareContainer(inst, o)},
 		Containers:         []corev1.Container{serverContainer(s, i, o)},
 		Volumes:            volumes(inst, pool, i),
+		ImagePullSecrets:   o.ServerImagePullSecrets,
 		RestartPolicy:      corev1.RestartPolicyAlways,
 		EnableServiceLinks: new(bool),
 	}
@@ -79,7 +80,7 @@ func podSecurityContext(id cachev1alpha1.RunAs) *corev1.PodSecurityContext {
 func prepareContainer(inst *cachev1alpha1.CacheInstance, o Options) corev1.Container {
 	root := int64(0)
 	return corev1.Container{
-		Name: "prepare-cache-dir", Image: o.ServerImage,
+		Name: "prepare-cache-dir", Image: o.ServerImage, ImagePullPolicy: o.ServerImagePullPolicy,
 		Command: []string{"burstcache", "manager", "prepare-cache-dir", "--path=" + cacheMountPath,
 			"--uid=" + strconv.FormatInt(inst.Spec.RunAs.UID, 10), "--gid=" + strconv.FormatInt(inst.Spec.RunAs.GID, 10)},
 		SecurityContext: &corev1.SecurityContext{RunAsUser: &root, RunAsGroup: &root, RunAsNonRoot: ptrTo(false)},
@@ -94,7 +95,7 @@ const serverStartup = 15 * time.Minute
 func serverContainer(s *scope, i int, o Options) corev1.Container {
 	inst, pool := s.inst, s.pool
 	return corev1.Container{
-		Name: "server", Image: o.ServerImage,
+		Name: "server", Image: o.ServerImage, ImagePullPolicy: o.ServerImagePullPolicy,
 		Command: []string{"burstcache", "server"},
 		Args:    serverArgs(s, i),
 		// A server that cannot start says why in its last log line, which

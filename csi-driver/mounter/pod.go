@@ -30,6 +30,11 @@ type Pod struct {
 	// Image is the burstcache image; its entrypoint must be the burstcache
 	// binary.
 	Image string
+	// PullPolicy is the pull policy of Image; empty leaves it to
+	// Kubernetes, which pulls a latest tag every time.
+	PullPolicy corev1.PullPolicy
+	// PullSecrets name the Secrets, in Namespace, that pull Image.
+	PullSecrets []corev1.LocalObjectReference
 	// KubeletDir is the host's kubelet directory, which holds the staging
 	// paths; the plugin's state directory must lie below it.
 	KubeletDir string
@@ -75,10 +80,12 @@ func (p *Pod) BuildPod(s Spec) *corev1.Pod {
 			TerminationGracePeriodSeconds: ptr.To(int64(p.GracePeriod.Seconds())),
 			AutomountServiceAccountToken:  ptr.To(false),
 			EnableServiceLinks:            ptr.To(false),
+			ImagePullSecrets:              p.PullSecrets,
 			Containers: []corev1.Container{{
-				Name:  "mount",
-				Image: p.Image,
-				Args:  s.Args(),
+				Name:            "mount",
+				Image:           p.Image,
+				ImagePullPolicy: p.PullPolicy,
+				Args:            s.Args(),
 				SecurityContext: &corev1.SecurityContext{
 					Privileged: ptr.To(true), RunAsUser: ptr.To(int64(0)),
 				},

@@ -15,7 +15,8 @@ import (
 // The pod mounter runs only on a real cluster (the e2e suite); this checks
 // the pod it asks for.
 func TestBuildPod(t *testing.T) {
-	p := &Pod{Namespace: "burstcache-system", Image: "burstcache:v1", KubeletDir: "/var/lib/kubelet", GracePeriod: 3 * time.Minute}
+	p := &Pod{Namespace: "burstcache-system", Image: "burstcache:v1", KubeletDir: "/var/lib/kubelet", GracePeriod: 3 * time.Minute,
+		PullPolicy: corev1.PullNever, PullSecrets: []corev1.LocalObjectReference{{Name: "regcred"}}}
 	s := Spec{
 		Namespace: "team-a", Instance: "train", Node: "node-1",
 		Target:  "/var/lib/kubelet/plugins/kubernetes.io/csi/csi.burstcache.io/abc/globalmount",
@@ -35,6 +36,8 @@ func TestBuildPod(t *testing.T) {
 		"no service account token":     !*pod.Spec.AutomountServiceAccountToken,
 		"grace period for publishing":  *pod.Spec.TerminationGracePeriodSeconds == 180,
 		"image entrypoint is the tool": len(c.Command) == 0 && c.Image == "burstcache:v1",
+		"image pulled as the plugin's": c.ImagePullPolicy == corev1.PullNever &&
+			slices.Equal(pod.Spec.ImagePullSecrets, []corev1.LocalObjectReference{{Name: "regcred"}}),
 		"runs mount at the target":     c.Args[0] == "mount" && c.Args[len(c.Args)-1] == s.Target,
 		"secret passed as a host file": slices.Contains(c.Args, s.Dir+"/secret"),
 		"load-balanced picks by node":  strings.Contains(strings.Join(c.Args, " "), "--load-balanced --node node-1"),
