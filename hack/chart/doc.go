@@ -4,8 +4,10 @@
 //
 //   - crds/: the CustomResourceDefinitions, unchanged;
 //   - templates/generated/: every other object, with the namespace, labels,
-//     image, pull policy, replicas, resources and scheduling turned into
-//     values, the CSI objects switched by csi.enabled, and the webhook
+//     image, pull policy, pull secrets, replicas, resources and scheduling
+//     turned into values (the image, pull policy and pull secrets also
+//     handed to the manager and the node plugin as flags, for the pods they
+//     create), the CSI objects switched by csi.enabled, and the webhook
 //     certificate issuer switched by certManager.enabled;
 //   - README.md: the values table, from the `# --` comments of values.yaml;
 //   - dashboards/: copies of the Grafana dashboards of config/monitoring,

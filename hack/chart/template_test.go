@@ -19,6 +19,7 @@ type chartCase struct {
 	set         []string
 	wantImage   string
 	wantPolicy  corev1.PullPolicy
+	wantSecrets string // names of imagePullSecrets, as the flags take them
 	wantIssuer  string
 	wantCSI     bool
 	wantExtras  []string // kinds rendered only on request
@@ -40,11 +41,17 @@ func TestTemplate(t *testing.T) {
 				"manager.replicas=3", "csi.enabled=false", "manager.nodeSelector.role=control"},
 			wantImage: "registry.example.com/hpc/burstcache:v1.2.3", wantPolicy: corev1.PullAlways, wantIssuer: "self", wantReplica: 3,
 		},
+		"a private registry: its secrets and policy reach the pods the manager and the node plugin create": {
+			set: []string{"image.repository=registry.example.com/hpc/burstcache", "image.tag=latest", "image.pullPolicy=Never",
+				"imagePullSecrets[0].name=regcred", "imagePullSecrets[1].name=mirror"},
+			wantImage: "registry.example.com/hpc/burstcache:latest", wantPolicy: corev1.PullNever, wantSecrets: "regcred,mirror",
+			wantIssuer: "self", wantCSI: true, wantReplica: 1,
+		},
 		"examples and monitoring switched on": {
 			set: []string{"examples.cachePool.enabled=true", "examples.storageClass.enabled=true", "metrics.serviceMonitor.enabled=true",
 				"metrics.podMonitor.enabled=true", "metrics.dashboard.enabled=true", "imagePullSecrets[0].name=regcred"},
-			wantImage: "burstcache:dev", wantPolicy: corev1.PullIfNotPresent, wantIssuer: "self", wantCSI: true, wantReplica: 1,
-			wantExtras: []string{"CachePool", "StorageClass", "ServiceMonitor", "PodMonitor", "ConfigMap"},
+			wantImage: "burstcache:dev", wantPolicy: corev1.PullIfNotPresent, wantSecrets: "regcred", wantIssuer: "self", wantCSI: true,
+			wantReplica: 1, wantExtras: []string{"CachePool", "StorageClass", "ServiceMonitor", "PodMonitor", "ConfigMap"},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -81,18 +88,32 @@ func checkManager(t *testing.T, objs []*unstructured.Unstructured, tc chartCase)
 	if c.Image != tc.wantImage || c.ImagePullPolicy != tc.wantPolicy {
 		t.Errorf("manager image %s (%s), want %s (%s)", c.Image, c.ImagePullPolicy, tc.wantImage, tc.wantPolicy)
 	}
-	for _, arg := range []string{"--server-image=" + tc.wantImage, "--webhook-cert-issuer=" + tc.wantIssuer} {
+	for _, arg := range append(pullArgs("--server-image", tc), "--server-image="+tc.wantImage, "--webhook-cert-issuer="+tc.wantIssuer) {
 		if !slices.Contains(c.Args, arg) {
 			t.Errorf("manager args %v lack %s", c.Args, arg)
 		}
 	}
 	checkRestricted(t, "manager", d.Spec.Template.ObjectMeta, d.Spec.Template.Spec)
-	for _, s := range []string{"regcred"} {
-		if slices.Contains(tc.set, "imagePullSecrets[0].name="+s) && (len(d.Spec.Template.Spec.ImagePullSecrets) != 1 || d.Spec.Template.Spec.ImagePullSecrets[0].Name != s) {
-			t.Errorf("manager imagePullSecrets = %v, want %s", d.Spec.Template.Spec.ImagePullSecrets, s)
-		}
-	}
+	checkPullSecrets(t, "manager", d.Spec.Template.Spec, tc)
 	return d
+}
+
+// pullArgs are the flags that hand the chart's pull policy and secrets on to
+// the pods that the manager (image "--server-image") or the node plugin
+// (image "--mount-image") create.
+func pullArgs(image string, tc chartCase) []string {
+	return []string{image + "-pull-policy=" + string(tc.wantPolicy), image + "-pull-secrets=" + tc.wantSecrets}
+}
+
+func checkPullSecrets(t *testing.T, what string, spec corev1.PodSpec, tc chartCase) {
+	t.Helper()
+	var names []string
+	for _, s := range spec.ImagePullSecrets {
+		names = append(names, s.Name)
+	}
+	if got := strings.Join(names, ","); got != tc.wantSecrets {
+		t.Errorf("%s imagePullSecrets = %q, want %q", what, got, tc.wantSecrets)
+	}
 }
 
 // checkRestricted evaluates a pod template with the Pod Security Admission
@@ -201,9 +222,15 @@ func checkCSI(t *testing.T, objs []*unstructured.Unstructured, tc chartCase) {
 	d := &appsv1.DaemonSet{}
 	convert(t, ds, d)
 	c := d.Spec.Template.Spec.Containers[0]
-	if c.Image != tc.wantImage || !slices.Contains(c.Args, "--mount-image="+tc.wantImage) {
-		t.Errorf("CSI node image %s args %v, want %s for itself and its mount pods", c.Image, c.Args, tc.wantImage)
+	if c.Image != tc.wantImage || c.ImagePullPolicy != tc.wantPolicy || !slices.Contains(c.Args, "--mount-image="+tc.wantImage) {
+		t.Errorf("CSI node image %s (%s) args %v, want %s (%s) for itself and its mount pods", c.Image, c.ImagePullPolicy, c.Args, tc.wantImage, tc.wantPolicy)
 	}
+	for _, arg := range pullArgs("--mount-image", tc) {
+		if !slices.Contains(c.Args, arg) {
+			t.Errorf("CSI node args %v lack %s, for its mount pods", c.Args, arg)
+		}
+	}
+	checkPullSecrets(t, "CSI node", d.Spec.Template.Spec, tc)
 	checkCSINodePrivileges(t, d.Spec.Template.Spec)
 }
 

@@ -26,6 +26,7 @@ var inlineTemplates = map[string]string{
 	"namespace":       "{{ .Release.Namespace }}",
 	"image":           `{{ include "burstcache.image" . }}`,
 	"pullPolicy":      "{{ .Values.image.pullPolicy }}",
+	"pullSecretNames": `{{ include "burstcache.imagePullSecretNames" . }}`,
 	"managerReplicas": "{{ .Values.manager.replicas }}",
 	"certIssuer":      `{{ if .Values.certManager.enabled }}external{{ else }}self{{ end }}`,
 }
@@ -103,6 +104,7 @@ func templatizeManager(obj map[string]any) {
 		}
 	}
 	c["args"] = append(args, "--server-image="+inlineSentinel+"image")
+	passPull(c, "--server-image")
 }
 
 func templatizeCSINode(obj map[string]any) {
@@ -115,6 +117,16 @@ func templatizeCSINode(obj map[string]any) {
 			c["args"].([]any)[i] = "--mount-image=" + inlineSentinel + "image"
 		}
 	}
+	passPull(c, "--mount-image")
+}
+
+// passPull has the pods that container c creates (cache servers, mount
+// pods) pull the image as the chart's own pods do, through the flags
+// --<image>-pull-policy and --<image>-pull-secrets.
+func passPull(c map[string]any, image string) {
+	c["args"] = append(c["args"].([]any),
+		image+"-pull-policy="+inlineSentinel+"pullPolicy",
+		image+"-pull-secrets="+inlineSentinel+"pullSecretNames")
 }
 
 func podSpec(obj map[string]any) map[string]any {

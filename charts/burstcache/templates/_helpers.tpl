@@ -19,6 +19,15 @@ imagePullSecrets:
 {{- end }}
 {{- end }}
 
+{{/* The names of imagePullSecrets, comma-separated, for the pods the manager and the node plugin create. */}}
+{{- define "burstcache.imagePullSecretNames" -}}
+{{- $names := list }}
+{{- range .Values.imagePullSecrets }}
+{{- $names = append $names .name }}
+{{- end }}
+{{- join "," $names }}
+{{- end }}
+
 {{/* nodeSelector, tolerations and affinity of a pod spec, from a values section. */}}
 {{- define "burstcache.scheduling" -}}
 {{- with .nodeSelector }}
