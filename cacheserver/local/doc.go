@@ -30,5 +30,9 @@
 // Up over a cache directory whose state survives (an earlier Down that could
 // not write everything back, or a crash) starts the servers again over their
 // cache directories, which recovers their dirty data; Up of a running
-// instance restarts the servers that died, on the same addresses.
+// instance restarts the servers that died, on the same addresses. Either
+// starts the servers with the arguments the state records (State.Settings),
+// whatever the Config says, and the mount to match them: the data in their
+// cache directories was cached and written under those. `local up` refuses
+// flags that differ from them rather than ignore them.
 package local

@@ -85,6 +85,9 @@ func Load(mount string) (*State, error) {
 	return loadDir(string(p.CacheDir))
 }
 
+// LoadDir returns the state that the cache directory holds, or ErrNotUp.
+func LoadDir(cacheDir string) (*State, error) { return loadDir(cacheDir) }
+
 func loadDir(cacheDir string) (*State, error) {
 	var st State
 	if err := readJSON(statePath(cacheDir), &st); err != nil {

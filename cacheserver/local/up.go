@@ -76,6 +76,11 @@ func Up(ctx context.Context, cfg Config) (*State, error) {
 		return nil, fmt.Errorf("%w: %s holds the instance mounted at %s", ErrCacheDirInUse, cfg.CacheDir, st.Mount)
 	case err == nil && st.Backing != cfg.Backing:
 		return nil, fmt.Errorf("%w: %s holds an instance of %s", ErrCacheDirInUse, cfg.CacheDir, st.Backing)
+	case err == nil:
+		// The servers start again as they were (see Settings), whatever
+		// cfg says; the mount must check each walk as its caller exactly
+		// when they act as each caller.
+		cfg.ActAsCaller = st.Settings().ActAsCaller
 	}
 	if err != nil {
 		return nil, err

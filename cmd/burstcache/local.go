@@ -37,7 +37,13 @@ func newLocalUpCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "up --backing DIR --mount DIR",
 		Short: "Start servers and a mount in the background; return when the mount serves",
-		Args:  cobra.NoArgs,
+		Long: `up starts servers and a mount in the background and returns when the mount
+serves. Over a cache directory that holds an instance (one whose down could not
+write everything back, or that crashed), it starts the dead servers again with
+the settings they were started with, to recover their data: --servers,
+--capacity, --extent-size, --uid, --gid, --act-as-caller and --server-arg may
+then be left out, or given with the same values; a different value is refused.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Capacity, cfg.ExtentSize = int64(capacity), int64(extent)
 			return runLocalUp(cmd, cfg)
@@ -83,6 +89,9 @@ func runLocalUp(cmd *cobra.Command, cfg local.Config) error {
 		return err
 	}
 	if err := checkLocalMount(&cfg); err != nil {
+		return err
+	}
+	if err := checkStoredSettings(cmd, cfg); err != nil {
 		return err
 	}
 	st, err := local.Up(cmd.Context(), cfg)
