@@ -57,6 +57,11 @@ func (st *State) Settings() Settings {
 	return set
 }
 
+// MountRunning reports whether the mount process of st runs, so that Up
+// leaves it as it is, with the flags it was started with (MountArgs); bin
+// is the burstcache binary, as for Up.
+func (st *State) MountRunning(bin string) bool { return alive(st.MountPID, st.MountStart, bin) }
+
 // optionalID reads flag and its value into id if args start with them, and
 // returns the rest.
 func optionalID(args []string, flag string, id *int) []string {

@@ -42,7 +42,8 @@ serves. Over a cache directory that holds an instance (one whose down could not
 write everything back, or that crashed), it starts the dead servers again with
 the settings they were started with, to recover their data: --servers,
 --capacity, --extent-size, --uid, --gid, --act-as-caller and --server-arg may
-then be left out, or given with the same values; a different value is refused.`,
+then be left out, or given with the same values; a different value is refused.
+A running mount is kept as it is, and --client-cache is held to it likewise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Capacity, cfg.ExtentSize = int64(capacity), int64(extent)

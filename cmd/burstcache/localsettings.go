@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -16,13 +17,18 @@ import (
 type settingFlag struct {
 	name          string
 	given, stored string
+	// keeper says what keeps the stored value.
+	keeper string
 }
+
+const serversKeep = "its servers keep it, to recover the data they hold"
 
 // checkStoredSettings refuses a flag given explicitly whose value differs
 // from the one the instance in the cache directory was started with. Up
 // over that instance starts its servers again with their stored
 // arguments, to recover the data they hold, and would ignore the flag: an
 // identity given anew would silently not be the one the servers take.
+// --client-cache is held to the running mount, which up leaves as it is.
 // Flags left out keep the stored values, and an instance of another mount
 // point or backing directory is left to local.Up to refuse.
 func checkStoredSettings(cmd *cobra.Command, cfg local.Config) error {
@@ -40,13 +46,19 @@ func checkStoredSettings(cmd *cobra.Command, cfg local.Config) error {
 	if st.Mount != cfg.Mount || st.Backing != cfg.Backing {
 		return nil
 	}
-	for _, f := range settingFlags(cfg, st.Settings()) {
+	flags := settingFlags(cfg, st.Settings())
+	if st.MountRunning(cfg.Binary) {
+		// Up keeps a running mount as it is.
+		running := slices.Contains(st.MountArgs, "--client-cache")
+		flags = append(flags, settingFlag{"client-cache", strconv.FormatBool(cfg.ClientCache), strconv.FormatBool(running), "its mount runs with it"})
+	}
+	for _, f := range flags {
 		if cmd.Flags().Changed(f.name) && f.given != f.stored {
 			return badInput("--%s %s differs from %s, which the instance in %s was started with: "+
-				"its servers keep it, to recover the data they hold. Omit --%s to start the instance again as it was; "+
+				"%s. Omit --%s to start the instance again as it was; "+
 				"to change it, first write the instance's data back with `burstcache local down --mount %s` "+
 				"(after a `local up` without --%s, if its servers are not running)",
-				f.name, f.given, f.stored, st.CacheDir, f.name, st.Mount, f.name)
+				f.name, f.given, f.stored, st.CacheDir, f.keeper, f.name, st.Mount, f.name)
 		}
 	}
 	return nil
@@ -56,15 +68,15 @@ func checkStoredSettings(cmd *cobra.Command, cfg local.Config) error {
 func settingFlags(cfg local.Config, stored local.Settings) []settingFlag {
 	servers := int64(max(stored.Servers, 1))
 	return []settingFlag{
-		{"servers", strconv.Itoa(max(cfg.Servers, 1)), strconv.Itoa(stored.Servers)},
+		{"servers", strconv.Itoa(max(cfg.Servers, 1)), strconv.Itoa(stored.Servers), serversKeep},
 		// Each server has its share; a total that gives the same share is
 		// the same capacity.
-		{"capacity", capacityShare(cfg.Capacity, servers), capacityShare(stored.Capacity*servers, servers)},
-		{"extent-size", strconv.FormatInt(cfg.ExtentSize, 10), strconv.FormatInt(stored.ExtentSize, 10)},
-		{"uid", idValue(cfg.UID), idValue(stored.UID)},
-		{"gid", idValue(cfg.GID), idValue(stored.GID)},
-		{"act-as-caller", strconv.FormatBool(cfg.ActAsCaller), strconv.FormatBool(stored.ActAsCaller)},
-		{"server-arg", argsValue(cfg.ServerArgs), argsValue(stored.ServerArgs)},
+		{"capacity", capacityShare(cfg.Capacity, servers), capacityShare(stored.Capacity*servers, servers), serversKeep},
+		{"extent-size", strconv.FormatInt(cfg.ExtentSize, 10), strconv.FormatInt(stored.ExtentSize, 10), serversKeep},
+		{"uid", idValue(cfg.UID), idValue(stored.UID), serversKeep},
+		{"gid", idValue(cfg.GID), idValue(stored.GID), serversKeep},
+		{"act-as-caller", strconv.FormatBool(cfg.ActAsCaller), strconv.FormatBool(stored.ActAsCaller), serversKeep},
+		{"server-arg", argsValue(cfg.ServerArgs), argsValue(stored.ServerArgs), serversKeep},
 	}
 }
 

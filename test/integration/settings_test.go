@@ -17,7 +17,8 @@ import (
 // (above all another identity) must be refused with a message naming the
 // flag, the stored value and the way out, exit 2, and leave nothing
 // running or mounted; flags left out keep the stored values, and flags
-// equal to them pass.
+// equal to them pass. Up of a running mount keeps it as it is, and refuses
+// another --client-cache.
 func TestRestartRefusesOtherSettings(t *testing.T) {
 	requireFUSE(t)
 	in := dirs(t)
@@ -55,8 +56,26 @@ func TestRestartRefusesOtherSettings(t *testing.T) {
 	if args := cmdline(t, st.MountPID); slices.Contains(args, "--per-caller") {
 		t.Errorf("the mount of servers acting as uid 1000 checks walks per caller: %q", args)
 	}
+	// With its mount running, up restarts only the dead servers and keeps
+	// the mount as it is: another --client-cache is refused too.
+	victim := st.Servers[0].PID
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, victim)
+	state, _ := os.ReadFile(filepath.Join(in.cacheDir, "local.json"))
+	r := burstcache(t, append(upArgs(in, 2), "--client-cache")...)
+	if r.code != 2 || !strings.Contains(r.out, "--client-cache true differs from false") {
+		t.Errorf("up with --client-cache over a running mount without it: exit %d, want 2 naming the flag:\n%s", r.code, r.out)
+	}
+	if after, _ := os.ReadFile(filepath.Join(in.cacheDir, "local.json")); !bytes.Equal(after, state) {
+		t.Errorf("the refused up changed the state:\n%s", after)
+	}
 	// Given equal to the stored values, the flags pass.
 	must(t, append(upArgs(in, 2), append(holdDirty, "--uid", "1000", "--gid", "1000", "--extent-size", "1Mi")...)...)
+	if pid := readState(t, in.cacheDir).Servers[0].PID; pid == victim {
+		t.Errorf("server 0 was not started again")
+	}
 	if err := os.WriteFile(filepath.Join(in.mount, "after"), []byte("after the restart\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
