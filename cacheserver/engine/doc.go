@@ -380,7 +380,16 @@
 // 2.0-2.5 MiB to 3.4-3.9 MiB (the plain reader's 3.8-4.0), and, in three
 // runs alternating with the code before on a VM shared with builds,
 // copy-up went from 0.70-0.97x to 0.81-1.12x with the cache on the same
-// disk and from 0.65-0.74x to 0.81-0.84x with the cache on tmpfs.
+// disk and from 0.65-0.74x to 0.81-0.84x with the cache on tmpfs; in four
+// on the quiet VM with its free page reporting off, from 0.69-0.76x to
+// 0.72-0.98x and from 0.69-0.81x to 0.81-0.91x, with the engine's CPU
+// time per GB down from 750-1030 ms to 560-730 (the plain reader's
+// 300-480 that day). A CPU profile splits it: the copier, which writes
+// every byte into the slab, spends about what the plain reader spends in
+// all, and the reader then reads each byte once more from its slot, so
+// copy-up reaches the target in some runs only. Reading the backing file
+// with O_DIRECT instead, one or four copies at once, read the disk in
+// requests of 0.5-1 MiB for no less CPU time, and was slower.
 //
 // A backing store far away makes each copy-up wait for its latency. The
 // kernel splices a file of a FUSE file system through the page cache even
