@@ -27,7 +27,8 @@ type Store interface {
 	// SyncDir makes the entries of the directory at path durable (fsync of
 	// the directory; "." is the root): the names of the files and
 	// directories in it, which a Sync of a file does not cover on every
-	// file system.
+	// file system. A directory that the identity in ctx could not open to
+	// fsync on the backing store counts as done.
 	SyncDir(ctx context.Context, path string) error
 	// Remove removes a file or an empty directory.
 	Remove(ctx context.Context, path string) error

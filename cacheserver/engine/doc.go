@@ -214,7 +214,9 @@
 //     files (10,000 new files of 4 KiB in ten directories: 10,000 fsyncs
 //     of files and 48 of directories, no change in the time to flush
 //     beyond the noise of this VM). A failed fsync of a directory counts
-//     as a failed fsync of the file. A syncfs(2) of the backing file
+//     as a failed fsync of the file; a directory the file's writer may
+//     not read (a drop box) counts as synced, as the writer could not
+//     have fsynced it on the backing store either. A syncfs(2) of the backing file
 //     system after a flush would cover only the flush, not Sync, and on a
 //     parallel file system's client it writes out every other job's data
 //     on the node too.
