@@ -6,6 +6,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 )
@@ -42,5 +44,31 @@ var _ = Describe("Server pods", func() {
 		for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
 			Expect(c.ImagePullPolicy).To(Equal(corev1.PullIfNotPresent), "container %s", c.Name)
 		}
+	})
+
+	It("that run otherwise than the manager makes them now are reported until they are made anew", func() {
+		w := newWorld()
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		outdated := func(g Gomega) *metav1.Condition {
+			c := meta.FindStatusCondition(get(inst)(g).Status.Conditions, cachev1alpha1.ConditionServersOutdated)
+			g.Expect(c).NotTo(BeNil())
+			return c
+		}
+		Eventually(outdated, 20*time.Second, 200*time.Millisecond).Should(HaveField("Status", metav1.ConditionFalse))
+
+		By("a pod whose image is not the manager's, as after an upgrade of the manager")
+		pod := serverPods(inst)[0]
+		pod.Spec.Containers[0].Image = "burstcache:0.1"
+		Expect(k8sClient.Update(ctx, &pod)).To(Succeed())
+		Eventually(outdated, 20*time.Second, 200*time.Millisecond).Should(And(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", cachev1alpha1.ReasonPodsOutdated),
+			HaveField("Message", And(ContainSubstring(pod.Name), ContainSubstring("server image burstcache:0.1, now "),
+				ContainSubstring("delete one at a time")))))
+
+		By("the pod made anew once deleted")
+		Expect(k8sClient.Delete(ctx, &pod)).To(Succeed())
+		Eventually(outdated, 30*time.Second, 200*time.Millisecond).Should(HaveField("Status", metav1.ConditionFalse))
+		Expect(serverPods(inst)).To(ConsistOf(HaveField("Spec.Containers", ContainElement(HaveField("Image", Not(Equal("burstcache:0.1")))))))
 	})
 })

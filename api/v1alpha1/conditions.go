@@ -101,6 +101,15 @@ const (
 	// is lost, and the server retries.
 	ConditionIndexCommitFailing = "IndexCommitFailing"
 
+	// ConditionServersOutdated is True while some server pods run with
+	// another image, pull policy, pull secrets or arguments than the
+	// manager makes them now (made by an earlier release of the manager,
+	// or before a change of the pool that the arguments follow). They are
+	// replaced only when deleted: each comes back on its node and recovers
+	// the data of its cache directory. Knobs that reach running servers
+	// live do not count.
+	ConditionServersOutdated = "ServersOutdated"
+
 	// ConditionFlushed is set during teardown: True when no dirty data is
 	// left on any server, False with the reason while write-back goes on or
 	// fails.
@@ -175,6 +184,10 @@ const (
 	// ReasonIndexCommitErrors means a server's commits of its cache index
 	// fail; the message names the server and the error.
 	ReasonIndexCommitErrors = "IndexCommitErrors"
+
+	// ReasonPodsOutdated means some server pods differ from the pods the
+	// manager makes now; the message names them and how.
+	ReasonPodsOutdated = "PodsOutdated"
 
 	// ReasonPreloadStarted is the reason of the Event recorded when the
 	// servers start copying spec.preload up.

@@ -25,6 +25,7 @@ func setConditions(s *scope, now time.Time) {
 		setReadOnlyCondition(s, now)
 		setWriteBackCondition(s, now)
 		setIndexCommitCondition(s, now)
+		setOutdatedCondition(s, now)
 	}
 	setReadyCondition(s, now)
 	s.inst.Status.Phase = computePhase(s)

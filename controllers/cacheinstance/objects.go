@@ -103,6 +103,7 @@ func (r *Reconciler) ensurePods(ctx context.Context, s *scope) (ctrl.Result, err
 		}
 		s.pods[i] = pod
 	}
+	r.checkPods(s)
 	return ctrl.Result{}, nil
 }
 

@@ -134,6 +134,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope, passErr error) e
 	r.recordReadOnlyTransition(s)
 	r.recordWriteBackTransition(s)
 	r.recordIndexCommitTransition(s)
+	r.recordOutdatedTransition(s)
 	err := r.Client.Status().Patch(ctx, s.inst, client.MergeFrom(s.original))
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -48,6 +48,10 @@ type scope struct {
 
 	// createErr is why a server object could not be created in this pass.
 	createErr error
+	// podsChecked says that this pass compared the server pods with the
+	// pods the manager makes now; outdated are those that differ, and how.
+	podsChecked bool
+	outdated    []string
 
 	// flushErr is why the teardown write-back failed in this pass.
 	flushErr error
