@@ -8,11 +8,12 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/durable"
 )
 
 // servedLog records, in a file that outlives the server process, the
@@ -118,16 +119,9 @@ func (l *servedLog) rewrite(now time.Time) error {
 		}
 		fmt.Fprintf(&buf, "%d %s\n", at.Unix(), nonce)
 	}
-	tmp := l.path + ".new"
-	if err := writeSynced(tmp, buf.Bytes()); err != nil {
-		return fmt.Errorf("writing the control calls served: %w", err)
-	}
-	if err := os.Rename(tmp, l.path); err != nil {
-		return fmt.Errorf("writing the control calls served: %w", err)
-	}
-	// Durable step: the directory entry of the new log. A crash before it
-	// may find the old one, which holds the same calls and more.
-	if err := syncDir(filepath.Dir(l.path)); err != nil {
+	// Durable step: the new log. A crash before it finds the old one,
+	// which holds the same calls and more.
+	if err := durable.WriteFile(l.path, buf.Bytes(), 0o600); err != nil {
 		return fmt.Errorf("writing the control calls served: %w", err)
 	}
 	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND, 0)
@@ -151,25 +145,4 @@ func (l *servedLog) close() error {
 	err := l.f.Close()
 	l.f = nil
 	return err
-}
-
-func writeSynced(p string, data []byte) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	return errors.Join(err, f.Close())
-}
-
-// syncDir makes the entries of dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
 }

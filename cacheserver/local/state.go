@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/burstcache/burstcache/cacheserver/control"
+	"github.com/burstcache/burstcache/cacheserver/durable"
 )
 
 // ErrNotUp is returned for a mount point with no local instance.
@@ -131,15 +132,12 @@ func readJSON(path string, v any) error {
 	return nil
 }
 
-// writeJSON writes v to path atomically.
+// writeJSON writes v to path durably: a crash leaves the old file or the
+// new one, whole.
 func writeJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return durable.WriteFile(path, append(b, '\n'), 0o600)
 }

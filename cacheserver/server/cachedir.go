@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/burstcache/burstcache/cacheserver/control"
+	"github.com/burstcache/burstcache/cacheserver/durable"
 	"github.com/burstcache/burstcache/cacheserver/engine"
 	"github.com/burstcache/burstcache/cacheserver/placement"
 )
@@ -59,18 +60,16 @@ func ClaimCacheDir(dir string, id Identity) (string, error) {
 	return filepath.Join(dir, "extents"), nil
 }
 
-// writeIdentity writes the record atomically: a crash leaves either no
-// record (the next start writes it) or the whole record.
+// writeIdentity writes the record durably: a crash leaves either no
+// record (the next start writes it) or the whole record, never an empty
+// one that would keep the server, and the dirty data it holds, from
+// starting.
 func writeIdentity(p string, id Identity) error {
 	data, err := json.MarshalIndent(id, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
-		return fmt.Errorf("writing cache directory identity: %w", err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
+	if err := durable.WriteFile(p, append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("writing cache directory identity: %w", err)
 	}
 	return nil

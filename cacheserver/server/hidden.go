@@ -10,12 +10,12 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
 
 	"github.com/burstcache/burstcache/cacheserver/control"
+	"github.com/burstcache/burstcache/cacheserver/durable"
 	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/wire"
 )
@@ -131,16 +131,9 @@ func (h *hiddenNames) rewrite() error {
 		}
 		buf.Write(append(line, '\n'))
 	}
-	tmp := h.path + ".new"
-	if err := writeSynced(tmp, buf.Bytes()); err != nil {
-		return fmt.Errorf("writing the hidden names: %w", err)
-	}
-	if err := os.Rename(tmp, h.path); err != nil {
-		return fmt.Errorf("writing the hidden names: %w", err)
-	}
-	// Durable step: the directory entry of the new log. A crash before it
-	// may find the old log, which says the same.
-	if err := syncDir(filepath.Dir(h.path)); err != nil {
+	// Durable step: the new log. A crash before it finds the old log,
+	// which says the same.
+	if err := durable.WriteFile(h.path, buf.Bytes(), 0o600); err != nil {
 		return fmt.Errorf("writing the hidden names: %w", err)
 	}
 	if h.f != nil {
@@ -278,26 +271,4 @@ func (s *Server) RemoveHidden(ctx context.Context) (int, error) {
 		s.log.Info("Removed the hidden names of files unlinked while open by mounts that ended first", "removed", removed)
 	}
 	return removed, nil
-}
-
-// writeSynced writes data to a new file p and syncs it.
-func writeSynced(p string, data []byte) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	return errors.Join(err, f.Close())
-}
-
-// syncDir makes the entries of dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
 }

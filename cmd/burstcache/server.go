@@ -18,6 +18,7 @@ import (
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/control"
+	"github.com/burstcache/burstcache/cacheserver/durable"
 	"github.com/burstcache/burstcache/cacheserver/engine"
 	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/posixns"
@@ -402,17 +403,14 @@ func readSecret(path string) ([]byte, error) {
 	return []byte(s), nil
 }
 
-// writeJSONFile writes v to path atomically.
+// writeJSONFile writes v to path durably: a crash leaves the old file or
+// the new one, whole.
 func writeJSONFile(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return durable.WriteFile(path, append(b, '\n'), 0o600)
 }
 
 // stride is the distance between the extents of a file that this server
