@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
 )
@@ -68,7 +69,14 @@ var _ = Describe("Server pods", func() {
 
 		By("the pod made anew once deleted")
 		Expect(k8sClient.Delete(ctx, &pod)).To(Succeed())
-		Eventually(outdated, 30*time.Second, 200*time.Millisecond).Should(HaveField("Status", metav1.ConditionFalse))
-		Expect(serverPods(inst)).To(ConsistOf(HaveField("Spec.Containers", ContainElement(HaveField("Image", Not(Equal("burstcache:0.1")))))))
+		Eventually(func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(k8sClient.List(ctx, &pods, client.InNamespace(inst.Namespace), client.MatchingLabels{
+				cachev1alpha1.LabelInstance: inst.Name, cachev1alpha1.LabelComponent: cachev1alpha1.ComponentServer,
+			})).To(Succeed())
+			g.Expect(pods.Items).To(ConsistOf(And(HaveField("UID", Not(Equal(pod.UID))),
+				HaveField("Spec.Containers", ContainElement(HaveField("Image", Not(Equal("burstcache:0.1"))))))))
+			g.Expect(outdated(g).Status).To(Equal(metav1.ConditionFalse))
+		}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
 	})
 })
