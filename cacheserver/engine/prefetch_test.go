@@ -88,11 +88,7 @@ func backingReadsOf(t *testing.T, es, extents, slots, stride int64, order []int6
 			t.Fatalf("read extent %d: %v", idx, err)
 		}
 	}
-	waitFor(t, func() bool {
-		r.e.mu.Lock()
-		defer r.e.mu.Unlock()
-		return r.e.active == 0
-	})
+	waitIdle(t, r)
 	return log.extents()
 }
 
@@ -373,11 +369,7 @@ func readInOrder(t *testing.T, ctx context.Context, r *rig, p string, want []byt
 			t.Fatalf("extent %d read wrong bytes", off/es)
 		}
 	}
-	waitFor(t, func() bool {
-		r.e.mu.Lock()
-		defer r.e.mu.Unlock()
-		return r.e.active == 0
-	})
+	waitIdle(t, r)
 }
 
 // copyLogRig opens an engine of es-byte extents with room for twice
@@ -491,11 +483,7 @@ func TestPrefetchCopiesAsEachReader(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	waitFor(t, func() bool {
-		r.e.mu.Lock()
-		defer r.e.mu.Unlock()
-		return r.e.active == 0
-	})
+	waitIdle(t, r)
 	log.mu.Lock()
 	defer log.mu.Unlock()
 	for i, run := range log.runs {
@@ -558,11 +546,7 @@ func TestInvalidationReopensForReadAhead(t *testing.T) {
 	if err := errors.Join(<-reader, <-invalidated); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
-		r.e.mu.Lock()
-		defer r.e.mu.Unlock()
-		return r.e.active == 0
-	})
+	waitIdle(t, r)
 	log.mu.Lock()
 	defer log.mu.Unlock()
 	for _, off := range log.runs[0] {
@@ -666,4 +650,14 @@ func TestFailedCopiesOfAStreamCostOnlyAMiss(t *testing.T) {
 	if s := r.e.Stats(); s.CachedBytes != extents*es {
 		t.Errorf("%d bytes cached after reading the file, want all %d", s.CachedBytes, extents*es)
 	}
+}
+
+// waitIdle waits until no call or read-ahead of r's engine is under way.
+func waitIdle(t *testing.T, r *rig) {
+	t.Helper()
+	waitFor(t, func() bool {
+		r.e.mu.Lock()
+		defer r.e.mu.Unlock()
+		return r.e.active == 0
+	})
 }
