@@ -863,3 +863,55 @@ func TestListingShowsDots(t *testing.T) {
 		})
 	}
 }
+
+// TestSameUserNamespace checks that a process of the mount's user
+// namespace is told apart from one in a namespace of its own, which maps
+// one uid to its root as unshare -Ur does.
+func TestSameUserNamespace(t *testing.T) {
+	if !sameUserNamespace("/proc/self") {
+		t.Fatal("the test's own process is not in its own user namespace")
+	}
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+	}
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no user namespaces here: %v", err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	if sameUserNamespace(procDir(uint32(cmd.Process.Pid))) {
+		t.Error("a process in a user namespace of its own counts as in the mount's")
+	}
+	if sameUserNamespace("/proc/no-such-process") {
+		t.Error("a process that is gone counts as in the mount's user namespace")
+	}
+}
+
+// TestFileHolds checks the comparison of a file's bytes with those wanted.
+func TestFileHolds(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	content := bytes.Repeat([]byte("0 0 4294967295\n"), 100)
+	if err := os.WriteFile(p, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		want []byte
+		ok   bool
+	}{
+		{"same", content, true},
+		{"a prefix", content[:len(content)-1], false},
+		{"longer", append(append([]byte{}, content...), '\n'), false},
+		{"one byte differs", append(append([]byte{}, content[:700]...), append([]byte{'x'}, content[701:]...)...), false},
+		{"nothing", nil, false},
+	} {
+		if got := fileHolds(p, c.want); got != c.ok {
+			t.Errorf("%s: fileHolds = %v, want %v", c.name, got, c.ok)
+		}
+	}
+	if fileHolds(filepath.Join(t.TempDir(), "missing"), nil) {
+		t.Error("a missing file holds nothing, but is not there to hold it")
+	}
+}
