@@ -53,8 +53,9 @@ const (
 	// EvictionLowWatermark is a percentage, 1 to 100.
 	EvictionLowWatermark = "evictionLowWatermark"
 
-	// Preload is a comma-separated list of absolute paths copied up before
-	// the volume is Ready.
+	// Preload is a list of absolute paths copied up before the volume is
+	// Ready: separated by commas, or, for paths that hold commas, a JSON
+	// array of strings.
 	Preload = "preload"
 
 	// RunAsUID, RunAsGID and SupplementalGroups (comma-separated) ask for

@@ -82,10 +82,20 @@ func TestParse(t *testing.T) {
 			sc: base, pvc: map[string]string{AnnotationPrefix + Instance: "shared"},
 			want: &Params{Pool: "fast", Instance: "shared", Spec: cachev1alpha1.CacheInstanceSpec{Backing: &cachev1alpha1.BackingPath{Filesystem: "lustre", Path: "/lus/proj"}}},
 		},
-		"sub-path escaping":        {sc: map[string]string{Instance: "shared", SubPath: "../other"}, wantErr: "relative path inside"},
-		"absolute sub-path":        {sc: map[string]string{Instance: "shared", SubPath: "/etc"}, wantErr: "relative path inside"},
-		"relative preload":         {sc: with(base, Preload, "/lus/proj/a,b"), wantErr: "absolute"},
-		"sidecar keys are ignored": {sc: with(base, "csi.storage.k8s.io/pv/name", "pvc-1"), want: &Params{Pool: "fast", Spec: cachev1alpha1.CacheInstanceSpec{Backing: &cachev1alpha1.BackingPath{Filesystem: "lustre", Path: "/lus/proj"}}}},
+		"sub-path escaping": {sc: map[string]string{Instance: "shared", SubPath: "../other"}, wantErr: "relative path inside"},
+		"absolute sub-path": {sc: map[string]string{Instance: "shared", SubPath: "/etc"}, wantErr: "relative path inside"},
+		"relative preload":  {sc: with(base, Preload, "/lus/proj/a,b"), wantErr: "absolute"},
+		"preload as a JSON array": {
+			sc: with(base, Preload, ` ["/lus/proj/a,b", "/lus/proj/ c "]`),
+			want: &Params{Pool: "fast", Spec: cachev1alpha1.CacheInstanceSpec{
+				Backing: &cachev1alpha1.BackingPath{Filesystem: "lustre", Path: "/lus/proj"},
+				Preload: []cachev1alpha1.AbsolutePath{"/lus/proj/a,b", "/lus/proj/ c "},
+			}},
+		},
+		"preload as a broken JSON array": {sc: with(base, Preload, `["/lus/proj/a"`), wantErr: "JSON array"},
+		"preload as an empty JSON array": {sc: with(base, Preload, `[]`), wantErr: "at least one path"},
+		"relative preload in an array":   {sc: with(base, Preload, `["/lus/proj/a", "b"]`), wantErr: "absolute"},
+		"sidecar keys are ignored":       {sc: with(base, "csi.storage.k8s.io/pv/name", "pvc-1"), want: &Params{Pool: "fast", Spec: cachev1alpha1.CacheInstanceSpec{Backing: &cachev1alpha1.BackingPath{Filesystem: "lustre", Path: "/lus/proj"}}}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

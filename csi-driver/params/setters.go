@@ -1,6 +1,8 @@
 package params
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"strconv"
@@ -48,8 +50,11 @@ var setters = map[string]func(p *Params, v string) error{
 	EvictionHighWatermark: func(p *Params, v string) error { return percent(&eviction(p).HighWatermark, v) },
 	EvictionLowWatermark:  func(p *Params, v string) error { return percent(&eviction(p).LowWatermark, v) },
 	Preload: func(p *Params, v string) error {
-		for _, s := range strings.Split(v, ",") {
-			s = strings.TrimSpace(s)
+		paths, err := pathList(v)
+		if err != nil {
+			return err
+		}
+		for _, s := range paths {
 			if err := absolute(s); err != nil {
 				return err
 			}
@@ -69,6 +74,27 @@ var setters = map[string]func(p *Params, v string) error{
 		}
 		return nil
 	},
+}
+
+// pathList splits a list of paths: a JSON array of strings, for paths that
+// hold commas or begin or end with spaces, or else paths separated by
+// commas, each trimmed of spaces.
+func pathList(v string) ([]string, error) {
+	if !strings.HasPrefix(strings.TrimSpace(v), "[") {
+		paths := strings.Split(v, ",")
+		for i := range paths {
+			paths[i] = strings.TrimSpace(paths[i])
+		}
+		return paths, nil
+	}
+	var paths []string
+	if err := json.Unmarshal([]byte(v), &paths); err != nil {
+		return nil, fmt.Errorf("a JSON array of paths: %w", err)
+	}
+	if len(paths) == 0 {
+		return nil, errors.New("an empty JSON array: name at least one path")
+	}
+	return paths, nil
 }
 
 func backing(p *Params) *cachev1alpha1.BackingPath {
