@@ -31,6 +31,36 @@ var _ = Describe("Server pods", func() {
 		Expect(pod.Spec.Containers[0].VolumeMounts).To(ContainElement(And(HaveField("Name", "backing"), HaveField("MountPath", mountAt))))
 	})
 
+	It("reach a backing file system on a claim of their namespace at its mount path", func() {
+		w := newWorld(func(p *cachev1alpha1.CachePool) {
+			fs := &p.Spec.BackingFilesystems[0]
+			fs.HostPath, fs.PVC = nil, &cachev1alpha1.PVCSource{ClaimName: "pfs", Namespace: fs.AccessRules[0].Namespaces[0]}
+		})
+		inst := w.instance("64Mi")
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		Eventually(func() []corev1.Pod { return serverPods(inst) }, 20*time.Second, 200*time.Millisecond).Should(HaveLen(1))
+		pod := serverPods(inst)[0]
+		Expect(pod.Spec.Volumes).To(ContainElement(And(HaveField("Name", "backing"),
+			HaveField("VolumeSource.PersistentVolumeClaim", Equal(&corev1.PersistentVolumeClaimVolumeSource{ClaimName: "pfs"})))))
+		Expect(pod.Spec.Containers[0].VolumeMounts).To(ContainElement(And(HaveField("Name", "backing"), HaveField("MountPath", mountAt))))
+	})
+
+	It("are refused by a pool whose claim another namespace's rule grants", func() {
+		w := newWorld()
+		updatePool(w, func(p *cachev1alpha1.CachePool) {
+			fs := &p.Spec.BackingFilesystems[0]
+			fs.HostPath, fs.PVC = nil, &cachev1alpha1.PVCSource{ClaimName: "pfs", Namespace: "storage"}
+		})
+		Eventually(func(g Gomega) {
+			var cur cachev1alpha1.CachePool
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(w.pool), &cur)).To(Succeed())
+			c := meta.FindStatusCondition(cur.Status.Conditions, cachev1alpha1.ConditionReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(cachev1alpha1.ReasonMediaUnavailable))
+			g.Expect(c.Message).To(ContainSubstring("claim storage/pfs cannot be mounted by servers in namespace " + w.ns))
+		}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
+	})
+
 	It("pull their image as the manager was told, the manager's image included", func() {
 		w := newWorld()
 		inst := w.instance("64Mi")

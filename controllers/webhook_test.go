@@ -123,6 +123,14 @@ var _ = Describe("Admission", func() {
 				})
 			})
 		}, cachev1alpha1.ReasonIdentityNotAllowed}),
+		Entry("a claim of another namespace, granted by a namespace selector", refusal{func(w *world, i *cachev1alpha1.CacheInstance) {
+			updatePool(w, func(p *cachev1alpha1.CachePool) {
+				fs := &p.Spec.BackingFilesystems[0]
+				fs.HostPath, fs.PVC = nil, &cachev1alpha1.PVCSource{ClaimName: "pfs", Namespace: "storage"}
+				fs.AccessRules[0].Namespaces = nil
+				fs.AccessRules[0].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "climate"}}
+			})
+		}, "which servers in namespace"}),
 		Entry("a pool whose media cannot be used", refusal{func(w *world, _ *cachev1alpha1.CacheInstance) {
 			updatePool(w, func(p *cachev1alpha1.CachePool) { p.Spec.AllocationGranularity = resource.MustParse("512Mi") })
 		}, cachev1alpha1.ReasonMediaUnavailable}),
