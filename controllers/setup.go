@@ -33,6 +33,9 @@ type Options struct {
 	DisableProvisioner bool
 	// Provisioner configures the in-process provisioner.
 	Provisioner provisioner.Options
+	// ServerPodAdminGroups may exec into cache server pods and change them
+	// (webhooks.ServerPodGuard); system:masters if nil.
+	ServerPodAdminGroups []string
 }
 
 // Setup registers the reconcilers, their indexes and, if asked, the
@@ -77,7 +80,19 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&webhooks.PodGate{Reader: mgr.GetClient(), Writer: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the pod scheduling gate webhook: %w", err)
 	}
-	return nil
+	return setupServerPodGuard(ctx, mgr, o)
+}
+
+func setupServerPodGuard(ctx context.Context, mgr ctrl.Manager, o Options) error {
+	self, err := webhooks.ManagerUserName(ctx, mgr.GetClient())
+	if err != nil {
+		return fmt.Errorf("setting up the server pod guard: %w", err)
+	}
+	admins := o.ServerPodAdminGroups
+	if admins == nil {
+		admins = []string{"system:masters"}
+	}
+	return (&webhooks.ServerPodGuard{Reader: mgr.GetClient(), Manager: self, AdminGroups: admins}).SetupWithManager(mgr)
 }
 
 // ControllerOptions are the controller settings of the operator's manager.

@@ -28,6 +28,7 @@ type managerFlags struct {
 	statsInterval, flushAttemptTimeout           time.Duration
 	cert                                         certFlags
 	serverPull                                   pullFlags
+	serverPodAdmins                              []string
 }
 
 func newManagerCmd() *cobra.Command {
@@ -55,6 +56,8 @@ func (f *managerFlags) register(fl *pflag.FlagSet) {
 	f.serverPull.register(fl, "server-image", "the cache server image", "in each instance's namespace (server pods run there)")
 	fl.DurationVar(&f.statsInterval, "stats-interval", 5*time.Second, "how often instance usage is collected from the servers")
 	fl.DurationVar(&f.flushAttemptTimeout, "flush-attempt-timeout", time.Minute, "bound of one blocking flush call at teardown; it is then called again")
+	fl.StringSliceVar(&f.serverPodAdmins, "server-pod-admin-groups", []string{"system:masters"},
+		"groups whose members may exec into cache server pods, attach to them, add ephemeral containers or change them (no one else but the manager may)")
 	f.cert.register(fl)
 }
 
@@ -116,7 +119,7 @@ func startManager(ctx context.Context, mgr ctrl.Manager, f *managerFlags) error 
 
 // options are the controllers' options the flags give.
 func (f *managerFlags) options() controllers.Options {
-	opts := controllers.Options{Webhooks: !f.noWebhooks, DisableProvisioner: f.noProvisioner}
+	opts := controllers.Options{Webhooks: !f.noWebhooks, DisableProvisioner: f.noProvisioner, ServerPodAdminGroups: f.serverPodAdmins}
 	opts.Instance.ServerImage = f.serverImage
 	opts.Instance.ServerImagePullPolicy = f.serverPull.pullPolicy()
 	opts.Instance.ServerImagePullSecrets = f.serverPull.pullSecrets()

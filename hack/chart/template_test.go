@@ -24,12 +24,14 @@ type chartCase struct {
 	wantCSI     bool
 	wantExtras  []string // kinds rendered only on request
 	wantReplica int64
+	wantAdmins  string // groups that may exec into server pods, as the flag takes them
 }
 
 func TestTemplate(t *testing.T) {
 	for name, tc := range map[string]chartCase{
 		"defaults use the locally loaded image and issue their own certificate": {
 			wantImage: "burstcache:dev", wantPolicy: corev1.PullIfNotPresent, wantIssuer: "self", wantCSI: true, wantReplica: 1,
+			wantAdmins: "system:masters",
 		},
 		"cert-manager issues the certificate and injects the caBundle": {
 			set:       []string{"certManager.enabled=true"},
@@ -38,8 +40,9 @@ func TestTemplate(t *testing.T) {
 		},
 		"a registry image, several replicas, no CSI driver": {
 			set: []string{"image.repository=registry.example.com/hpc/burstcache", "image.tag=v1.2.3", "image.pullPolicy=Always",
-				"manager.replicas=3", "csi.enabled=false", "manager.nodeSelector.role=control"},
+				"manager.replicas=3", "csi.enabled=false", "manager.nodeSelector.role=control", "manager.serverPodAdminGroups={hpc-admins,storage-oncall}"},
 			wantImage: "registry.example.com/hpc/burstcache:v1.2.3", wantPolicy: corev1.PullAlways, wantIssuer: "self", wantReplica: 3,
+			wantAdmins: "hpc-admins,storage-oncall",
 		},
 		"a private registry: its secrets and policy reach the pods the manager and the node plugin create": {
 			set: []string{"image.repository=registry.example.com/hpc/burstcache", "image.tag=latest", "image.pullPolicy=Never",
@@ -88,7 +91,11 @@ func checkManager(t *testing.T, objs []*unstructured.Unstructured, tc chartCase)
 	if c.Image != tc.wantImage || c.ImagePullPolicy != tc.wantPolicy {
 		t.Errorf("manager image %s (%s), want %s (%s)", c.Image, c.ImagePullPolicy, tc.wantImage, tc.wantPolicy)
 	}
-	for _, arg := range append(pullArgs("--server-image", tc), "--server-image="+tc.wantImage, "--webhook-cert-issuer="+tc.wantIssuer) {
+	if tc.wantAdmins == "" {
+		tc.wantAdmins = "system:masters"
+	}
+	for _, arg := range append(pullArgs("--server-image", tc), "--server-image="+tc.wantImage, "--webhook-cert-issuer="+tc.wantIssuer,
+		"--server-pod-admin-groups="+tc.wantAdmins) {
 		if !slices.Contains(c.Args, arg) {
 			t.Errorf("manager args %v lack %s", c.Args, arg)
 		}

@@ -29,6 +29,7 @@ var inlineTemplates = map[string]string{
 	"pullSecretNames": `{{ include "burstcache.imagePullSecretNames" . }}`,
 	"managerReplicas": "{{ .Values.manager.replicas }}",
 	"certIssuer":      `{{ if .Values.certManager.enabled }}external{{ else }}self{{ end }}`,
+	"serverPodAdmins": `{{ join "," .Values.manager.serverPodAdminGroups }}`,
 }
 
 var blockTemplates = map[string]string{
@@ -103,7 +104,8 @@ func templatizeManager(obj map[string]any) {
 			args[i] = "--webhook-cert-issuer=" + inlineSentinel + "certIssuer"
 		}
 	}
-	c["args"] = append(args, "--server-image="+inlineSentinel+"image")
+	c["args"] = append(args, "--server-image="+inlineSentinel+"image",
+		"--server-pod-admin-groups="+inlineSentinel+"serverPodAdmins")
 	passPull(c, "--server-image")
 }
 
