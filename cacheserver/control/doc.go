@@ -41,10 +41,13 @@
 // changes something there, fsynced, before it serves it, and refuses those
 // calls after a restart too; one without it serves again, after a restart,
 // the calls signed in the seconds before it, and those of a caller whose
-// clock runs ahead. A call that cannot be recorded is not served: 503 with
-// EIO. The probes /healthz and /readyz are open to all. Without the
-// check, anyone who reaches the control port could drain an instance,
-// mark its dirty data for discarding, or change its knobs.
+// clock runs ahead. The file has room for the calls of the last minutes
+// from the start and records each in place, so a full disk does not stop
+// them; a call that cannot be recorded (a failed disk, or more calls than
+// the file holds when it cannot grow) is not served: 503 with EIO. The
+// probes /healthz and /readyz are open to all. Without the check, anyone
+// who reaches the control port could drain an instance, mark its dirty
+// data for discarding, or change its knobs.
 //
 // The server signs its answer to each signed call in turn (see
 // answerHeader): an HMAC under the secret of the call's method, path, time

@@ -30,7 +30,12 @@ type servedRig struct {
 const servedSecret = "s3cret"
 
 func newServedRig(t *testing.T) *servedRig {
-	r := &servedRig{t: t, file: filepath.Join(t.TempDir(), "served-calls.log"), svc: &fakeService{ready: true}}
+	return newServedRigIn(t, t.TempDir())
+}
+
+// newServedRigIn starts a rig whose file of calls served is in dir.
+func newServedRigIn(t *testing.T, dir string) *servedRig {
+	r := &servedRig{t: t, file: filepath.Join(dir, "served-calls.log"), svc: &fakeService{ready: true}}
 	r.start()
 	t.Cleanup(r.stop)
 	return r
@@ -112,9 +117,7 @@ func TestServedCallsAreRefusedAfterARestart(t *testing.T) {
 
 // TestServedLogKeepsCallsWorthRemembering checks what the file of calls
 // served holds: the calls that change something, not the stats that the
-// operator asks for every few seconds (an fsync each), and not calls too
-// old for any server to serve, which a restart drops. A torn last line, of
-// a call never served, is passed over.
+// operator asks for every few seconds (an fsync each).
 func TestServedLogKeepsCallsWorthRemembering(t *testing.T) {
 	r := newServedRig(t)
 	secret := []byte(servedSecret)
@@ -126,28 +129,179 @@ func TestServedLogKeepsCallsWorthRemembering(t *testing.T) {
 	if code := r.send(http.MethodPost, "/v1/flush", flush.header(secret, http.MethodPost, "/v1/flush", nil)); code != http.StatusOK {
 		t.Fatalf("flush: HTTP %d", code)
 	}
-	r.stop()
-	old := newCallID(time.Now().Add(-maxSkew - time.Minute))
-	f, err := os.OpenFile(r.file, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = f.WriteString("1 0123\n" + formatServed(old) + "17000")
-	if err := errors.Join(err, f.Close()); err != nil {
-		t.Fatal(err)
-	}
-	r.start()
-	b, err := os.ReadFile(r.file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(formatServed(flush), string(b)); diff != "" {
-		t.Errorf("the log after a restart (-want +got):\n%s", diff)
+	r.restart()
+	if diff := cmp.Diff(servedMap(flush), r.h.auth.served.served()); diff != "" {
+		t.Errorf("the calls of the log after a restart (-want +got):\n%s", diff)
 	}
 }
 
-// formatServed returns the line of the log that records id.
-func formatServed(id callID) string { return fmt.Sprintf("%d %s\n", id.ts, id.nonce) }
+// TestServedLogReadsTheEarlierFormat opens a file of calls served as the
+// earlier release wrote it, a line appended per call: the calls worth
+// remembering must be kept, and neither calls too old for any server to
+// serve nor a torn last line of a call never served. The file made anew
+// must read as the earlier format too, so that a server taken back to the
+// earlier release forgets nothing.
+func TestServedLogReadsTheEarlierFormat(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "served-calls.log")
+	now := time.Now()
+	kept := newCallID(now)
+	old := newCallID(now.Add(-maxSkew - time.Minute))
+	earlier := "1 0123\n" + formatLine(old) + formatLine(kept) + "17000"
+	if err := os.WriteFile(file, []byte(earlier), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := openServedLog(file, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	if diff := cmp.Diff(servedMap(kept), l.served()); diff != "" {
+		t.Errorf("the calls of the log (-want +got):\n%s", diff)
+	}
+	fresh := newCallID(now)
+	if err := l.record(fresh, now); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := readSlots(b); !ok {
+		t.Errorf("the log was not made anew in this release's format")
+	}
+	if diff := cmp.Diff([]callID{kept, fresh}, readLines(b), cmp.AllowUnexported(callID{})); diff != "" {
+		t.Errorf("the calls that a server of the earlier release reads in the log (-want +got):\n%s", diff)
+	}
+}
+
+// formatLine returns the line of the earlier format that records id.
+func formatLine(id callID) string { return fmt.Sprintf("%d %s\n", id.ts, id.nonce) }
+
+// servedMap returns the calls as servedLog.served does.
+func servedMap(ids ...callID) map[string]time.Time {
+	m := map[string]time.Time{}
+	for _, id := range ids {
+		m[id.nonce] = time.Unix(id.ts, 0)
+	}
+	return m
+}
+
+// TestServedLogMakesRoomOnlyOfOldCalls records more calls than the file
+// has slots for: it must grow while it may, then refuse the calls it has
+// no room for (errServedFull) rather than forget one that a server might
+// still serve, and take them again once the calls it holds are too old to
+// be served.
+func TestServedLogMakesRoomOnlyOfOldCalls(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "served-calls.log")
+	now := time.Now()
+	l, err := openServedLogSized(file, now, 3, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []callID
+	for range 7 {
+		id := newCallID(now)
+		if err := l.record(id, now); err != nil {
+			t.Fatalf("recording call %d of 7: %v", len(ids)+1, err)
+		}
+		ids = append(ids, id)
+	}
+	if err := l.record(newCallID(now), now); !errors.Is(err, errServedFull) {
+		t.Errorf("recording an eighth call in 7 slots: %v, want errServedFull", err)
+	}
+	later := now.Add(maxSkew + time.Second)
+	last := newCallID(later)
+	if err := l.record(last, later); err != nil {
+		t.Errorf("recording a call once the others are too old to be served: %v", err)
+	}
+	if err := l.close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(file); err != nil || st.Size() != slotOffset(7) {
+		t.Errorf("the file: %v, %v; want %d bytes", st, err, slotOffset(7))
+	}
+	for name, tc := range map[string]struct {
+		at   time.Time
+		want map[string]time.Time
+	}{
+		"at once":   {at: now, want: servedMap(append(ids[1:], last)...)},
+		"once late": {at: later, want: servedMap(last)},
+	} {
+		l, err := openServedLog(file, tc.at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tc.want, l.served()); diff != "" {
+			t.Errorf("the calls of the log opened %s (-want +got):\n%s", name, diff)
+		}
+		l.close()
+	}
+}
+
+// TestServedLogCrashLosesNoCall cuts short, as a crash would, the writing
+// of a call's record, and that of the slots the file grows by: the log
+// opened after it must hold every call recorded before, and not the call
+// whose record was cut short, which was never served: a torn record reads
+// as no call.
+func TestServedLogCrashLosesNoCall(t *testing.T) {
+	for _, before := range []int{2, 3} { // 3 fill the slots: the next grows the file
+		for _, cut := range []int{0, 1, 20, 53, 54, 63, 100, 200} {
+			t.Run(fmt.Sprintf("%d calls, cut at %d", before, cut), func(t *testing.T) {
+				file := filepath.Join(t.TempDir(), "served-calls.log")
+				now := time.Now()
+				l, err := openServedLogSized(file, now, 3, 7)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ids []callID
+				for range before {
+					ids = append(ids, newCallID(now))
+					if err := l.record(ids[len(ids)-1], now); err != nil {
+						t.Fatal(err)
+					}
+				}
+				l.f = &crashingFile{servedFile: l.f, cut: cut}
+				cutShort := newCallID(now)
+				if err := l.record(cutShort, now); !errors.Is(err, errCrash) {
+					t.Fatalf("recording a call in a crash: %v", err)
+				}
+				l.f.Close() // the crashed process's descriptor
+				after, err := openServedLog(file, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer after.close()
+				// A record whose last byte, a newline, was not written is
+				// whole: the slot ended in one.
+				if before == 2 && cut >= servedRecordSize-1 {
+					ids = append(ids, cutShort)
+				}
+				if diff := cmp.Diff(servedMap(ids...), after.served()); diff != "" {
+					t.Errorf("the calls of the log after the crash (-want +got):\n%s", diff)
+				}
+				ids = append(ids, newCallID(now))
+				if err := after.record(ids[len(ids)-1], now); err != nil {
+					t.Errorf("recording a call after the crash: %v", err)
+				}
+			})
+		}
+	}
+}
+
+// errCrash is the error of a write that a crash cut short.
+var errCrash = errors.New("crashed")
+
+// crashingFile writes only the first cut bytes of what it is given, and
+// fails, as a process that was killed meanwhile would.
+type crashingFile struct {
+	servedFile
+	cut int
+}
+
+func (f *crashingFile) WriteAt(p []byte, off int64) (int, error) {
+	n, err := f.servedFile.WriteAt(p[:min(f.cut, len(p))], off)
+	return n, errors.Join(errCrash, err)
+}
 
 // TestUnrecordedCallsAreNotServed breaks the file of calls served: a call
 // that changes something must not be served, since the server's next

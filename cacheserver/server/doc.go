@@ -30,7 +30,11 @@
 // records the control calls that change something the server served in the
 // last minutes, before it serves each, so that a call seen on the network
 // cannot be sent again to the server's next process (see
-// control.HandlerConfig.ServedCalls). It stays when the server removes its
-// extents at the end of a teardown: the discard or drain that ended it is
-// among the calls it refuses.
+// control.HandlerConfig.ServedCalls). It is written whole, 256 KiB, when
+// the server first starts, and each call is recorded in place in it, in a
+// fixed-size record over that of a call too old to be served, so that a
+// full cache disk does not stop the calls of a teardown; it grows only when
+// more calls came in the last minutes than it holds. It stays when the
+// server removes its extents at the end of a teardown: the discard or drain
+// that ended it is among the calls it refuses.
 package server
