@@ -55,29 +55,32 @@ func TestCapturedControlCallsAreRefusedAfterARestart(t *testing.T) {
 // handServer is a cache server process started by hand, over a cache
 // directory that outlives it.
 type handServer struct {
-	args    []string
-	ready   string
-	logFile string
-	secret  []byte
+	args     []string
+	ready    string
+	logFile  string
+	secret   []byte
+	cacheDir string
+	backing  string
 
 	cmd     *exec.Cmd
 	exited  chan error
 	control string
+	data    string
 }
 
 func newHandServer(t *testing.T) *handServer {
 	t.Helper()
 	root := t.TempDir()
-	s := &handServer{ready: filepath.Join(root, "ready"), logFile: filepath.Join(root, "server.log"), secret: []byte("replay-secret")}
+	s := &handServer{ready: filepath.Join(root, "ready"), logFile: filepath.Join(root, "server.log"), secret: []byte("replay-secret"),
+		cacheDir: filepath.Join(root, "cache"), backing: filepath.Join(root, "backing")}
 	secretFile := filepath.Join(root, "secret")
 	if err := os.WriteFile(secretFile, s.secret, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	backing := filepath.Join(root, "backing")
-	if err := os.Mkdir(backing, 0o755); err != nil {
+	if err := os.Mkdir(s.backing, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s.args = []string{"server", "--backing", backing, "--cache-dir", filepath.Join(root, "cache"),
+	s.args = []string{"server", "--backing", s.backing, "--cache-dir", s.cacheDir,
 		"--capacity", "16Mi", "--secret-file", secretFile,
 		"--listen", "127.0.0.1:0", "--control", "127.0.0.1:0", "--ready-file", s.ready}
 	t.Cleanup(func() {
@@ -111,9 +114,12 @@ func (s *handServer) start(t *testing.T) {
 	deadline := time.After(30 * time.Second)
 	for {
 		if b, err := os.ReadFile(s.ready); err == nil {
-			var info struct{ Control string }
+			var info struct {
+				Control string
+				Data    control.Path
+			}
 			if json.Unmarshal(b, &info) == nil && info.Control != "" {
-				s.control = info.Control
+				s.control, s.data = info.Control, string(info.Data)
 				return
 			}
 		}
