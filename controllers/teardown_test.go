@@ -221,7 +221,7 @@ var _ = Describe("Teardown", func() {
 		w := newWorld()
 		inst, data := ready(w, nil)
 		pod := serverPods(inst)[0]
-		Expect(pod.Annotations).To(HaveKeyWithValue(cachev1alpha1.AnnotationControlProtocol, "3"))
+		Expect(pod.Annotations).To(HaveKeyWithValue(cachev1alpha1.AnnotationControlProtocol, "4"))
 
 		By("answering at the server's address, without the secret, that the server is clean and drained")
 		stop := kl.Impersonate(kubelet.PodKey(&pod), http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {

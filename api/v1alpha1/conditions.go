@@ -34,12 +34,14 @@ const (
 
 	// AnnotationControlProtocol is set by the manager on every server pod
 	// it creates; its value is the version of the control API protocol
-	// that the pod's server speaks ("3" for servers that sign their
-	// answers). The manager calls each server as its pod says, never as an
-	// answer at the pod's address says: a pod without it was made by a
-	// manager of an earlier release, whose servers sign calls but not
-	// answers ("2"); an admin sets "1" on a pod whose server is of the
-	// first release, which takes only a fixed bearer token.
+	// that the pod's server speaks ("4" for servers that take only calls
+	// signed for them and sign their answers so; "3" for those of the
+	// release before, whose signatures name no server). The manager calls
+	// each server as its pod says, never as an answer at the pod's address
+	// says: a pod without it was made by a manager of an earlier release,
+	// whose servers sign calls but not answers ("2"); an admin sets "1" on
+	// a pod whose server is of the first release, which takes only a fixed
+	// bearer token.
 	AnnotationControlProtocol = "cache.burstcache.io/control-protocol"
 
 	// AnnotationDirective holds DataWarp directives, one per line (for

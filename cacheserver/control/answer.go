@@ -16,16 +16,23 @@ import (
 //	Authentication-Info: mac=<64 hex digits>
 //
 // where mac is HMAC-SHA256(secret, the lines of answerText): the call it
-// answers (method, URI, time and nonce), the answer's status and a digest
-// of its body. A client of ProtocolSigned takes no answer without it, so
+// answers (method, URI, time and nonce, and the server it was meant for,
+// if it names one), the answer's status and a digest of its body. A client of ProtocolSigned takes no answer without it, so
 // that whoever answers at a server's address (a pod that got the address
 // of a dead server, anyone on the path) cannot make a drain look done or a
 // server look clean, nor hand the answer to one call to another.
 const answerHeader = "Authentication-Info"
 
-// answerLabel starts the text an answer signs. It differs from authLabel,
-// so that the signature of a call is never that of an answer.
+// answerLabel starts the text an answer to a call that names no server
+// signs. It differs from authLabel, so that the signature of a call is
+// never that of an answer.
 const answerLabel = "burstcache control API v2 answer"
+
+// addressedAnswerLabel starts the text an answer to a call that names its
+// server signs. It differs from the other labels, so that no answer to a
+// call that names no server is one to a call that names one: a caller of
+// ProtocolAddressed takes only answers of the server it called.
+const addressedAnswerLabel = "burstcache control API v4 answer"
 
 // maxAnswer bounds the body of an answer the client reads. The largest
 // answers, statistics, are a few KiB.
@@ -34,7 +41,10 @@ const maxAnswer = 1 << 20
 // answerText is what the mac of an answer covers.
 func answerText(method, uri string, id callID, status int, body []byte) []byte {
 	sum := sha256.Sum256(body)
-	return fmt.Appendf(nil, "%s\n%s\n%s\n%d\n%s\n%d\n%x", answerLabel, method, uri, id.ts, id.nonce, status, sum)
+	if id.server == "" {
+		return fmt.Appendf(nil, "%s\n%s\n%s\n%d\n%s\n%d\n%x", answerLabel, method, uri, id.ts, id.nonce, status, sum)
+	}
+	return fmt.Appendf(nil, "%s\n%s\n%s\n%d\n%s\nserver %s\n%d\n%x", addressedAnswerLabel, method, uri, id.ts, id.nonce, id.server, status, sum)
 }
 
 // ErrUnsignedAnswer is matched by the error of a call whose answer does

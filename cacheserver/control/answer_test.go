@@ -152,7 +152,7 @@ func TestUnsignedAnswersAreNothing(t *testing.T) {
 // once sent, lets whoever sees it control the servers of the first release
 // of the instance.
 func TestRefusalsAskingForNoSignatureDowngradeNothing(t *testing.T) {
-	for _, p := range []Protocol{ProtocolSigned, ProtocolSignedCalls} {
+	for _, p := range []Protocol{ProtocolAddressed, ProtocolSigned, ProtocolSignedCalls} {
 		t.Run(p.String(), func(t *testing.T) {
 			var mu sync.Mutex
 			var got []string
@@ -163,7 +163,7 @@ func TestRefusalsAskingForNoSignatureDowngradeNothing(t *testing.T) {
 				writeJSON(w, http.StatusUnauthorized, ErrorBody{Error: "the control API needs the instance's shared secret", Errno: int(syscall.EACCES)})
 			}))
 			defer srv.Close()
-			c := NewClientOf(srv.URL, []byte("s3cret"), p, nil)
+			c := NewClientFor(Server{Addr: srv.URL, Protocol: p}, []byte("s3cret"), nil)
 			for range 2 {
 				if _, err := c.Drain(context.Background()); err == nil {
 					t.Fatalf("Drain succeeded on a refusal")

@@ -3,37 +3,17 @@ package control
 import (
 	"bytes"
 	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 )
-
-// authScheme names the Authorization header of a signed call:
-//
-//	Authorization: BC-HMAC-SHA256 ts=<unix seconds>, nonce=<32 hex digits>, mac=<64 hex digits>
-//
-// where mac is HMAC-SHA256(secret, the lines of signedText). A server
-// serves a call whose mac is right, whose time is within maxSkew of its
-// clock, and whose nonce it has not seen in that window. The secret never
-// crosses the network, and a call seen on it can be neither sent again nor
-// changed into another (a drain into a discard, say).
-const authScheme = "BC-HMAC-SHA256"
-
-// authLabel starts the text a call signs. It differs from anything the
-// data path signs, so that nothing seen on one proves anything on the
-// other.
-const authLabel = "burstcache control API v2"
 
 // maxSkew is how far a call's time may be from the server's clock. Nodes
 // of a cluster keep their clocks within seconds of each other; a call
@@ -55,44 +35,6 @@ const startSlack = 5 * time.Second
 // maxBody bounds the body of a call the server reads to check its mac.
 const maxBody = 1 << 20
 
-// signedText is what the mac of a call covers: the call, its time and
-// nonce, and a digest of its body.
-func signedText(method, uri string, ts int64, nonce string, body []byte) []byte {
-	sum := sha256.Sum256(body)
-	return fmt.Appendf(nil, "%s\n%s\n%s\n%d\n%s\n%x", authLabel, method, uri, ts, nonce, sum)
-}
-
-func mac(secret, text []byte) string {
-	m := hmac.New(sha256.New, secret)
-	m.Write(text)
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-// callID is what makes a signed call one of a kind: its time and nonce.
-// The signature of its answer covers it, so that an answer to one call is
-// no answer to another.
-type callID struct {
-	ts    int64
-	nonce string
-}
-
-// newCallID returns the time and a fresh nonce of a call made at now.
-func newCallID(now time.Time) callID {
-	var n [16]byte
-	_, _ = rand.Read(n[:])
-	return callID{ts: now.Unix(), nonce: hex.EncodeToString(n[:])}
-}
-
-// header returns the Authorization header of the call.
-func (id callID) header(secret []byte, method, uri string, body []byte) string {
-	return fmt.Sprintf("%s ts=%d, nonce=%s, mac=%s", authScheme, id.ts, id.nonce, mac(secret, signedText(method, uri, id.ts, id.nonce, body)))
-}
-
-// sign returns the Authorization header of a call at now.
-func sign(secret []byte, method, uri string, body []byte, now time.Time) string {
-	return newCallID(now).header(secret, method, uri, body)
-}
-
 // legacyLabel is what the bearer token of servers of the first release is
 // an HMAC of. Those servers take nothing else; servers of this release
 // never take it.
@@ -111,12 +53,17 @@ func legacyAuth(secret []byte) string {
 // and they tell nothing and change nothing.
 var openPaths = map[string]bool{"/healthz": true, "/readyz": true}
 
-// authenticator serves the calls signed with its secret.
+// authenticator serves the calls signed with its secret for its server.
 type authenticator struct {
-	secret  []byte
-	started time.Time
-	log     *slog.Logger
-	refused atomic.Uint64
+	secret []byte
+	// server is the index of its server in the instance, in decimal: the
+	// server that the calls it serves must be meant for, if they name one.
+	server string
+	// refuseUnaddressed refuses the calls that name no server.
+	refuseUnaddressed bool
+	started           time.Time
+	log               *slog.Logger
+	refused           atomic.Uint64
 	// served records the calls that change something, for the server's
 	// next process; nil keeps them in memory only.
 	served *servedLog
@@ -130,10 +77,19 @@ type authenticator struct {
 // served (see servedLog), and was not served.
 var errNotRecorded = errors.New("the call could not be recorded as served")
 
-// newAuthenticator returns an authenticator that refuses, besides the calls
-// it serves, those that served records as served before it started.
-func newAuthenticator(secret []byte, served *servedLog, log *slog.Logger) *authenticator {
-	a := &authenticator{secret: secret, started: time.Now(), log: log, served: served, seen: map[string]time.Time{}}
+// errOtherServer: the call is signed for another server of the instance.
+var errOtherServer = errors.New("the call is meant for another server")
+
+// errUnaddressed: the call names no server, and the server refuses such
+// calls (HandlerConfig.RefuseUnaddressed).
+var errUnaddressed = errors.New("the call names no server")
+
+// newAuthenticator returns an authenticator of the calls that cfg says,
+// that refuses, besides the calls it serves, those that served records as
+// served before it started.
+func newAuthenticator(cfg HandlerConfig, served *servedLog, log *slog.Logger) *authenticator {
+	a := &authenticator{secret: cfg.Secret, server: strconv.Itoa(cfg.Index), refuseUnaddressed: cfg.RefuseUnaddressed,
+		started: time.Now(), log: log, served: served, seen: map[string]time.Time{}}
 	if served != nil {
 		for nonce, at := range served.served() {
 			a.seen[nonce] = at.Add(maxSkew)
@@ -145,9 +101,10 @@ func newAuthenticator(secret []byte, served *servedLog, log *slog.Logger) *authe
 // wrap serves next only to calls signed with the secret (see authScheme),
 // but for openPaths, and signs its answers to them (see answerHeader). A
 // refusal is signed too when the call's signature was right (a call too
-// old, or served before), so that its caller can trust the reason; a call
-// signed with another secret gets an unsigned refusal, which its caller
-// could not check anyway.
+// old, served before, or naming no server to a server that refuses such
+// calls), so that its caller can trust the reason; a call signed with
+// another secret, or for another server, gets an unsigned refusal, which
+// its caller could not check anyway.
 func (a *authenticator) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if openPaths[r.URL.Path] {
@@ -155,6 +112,9 @@ func (a *authenticator) wrap(next http.Handler) http.Handler {
 			return
 		}
 		id, err := a.verify(r)
+		if err == nil {
+			err = a.addressed(id)
+		}
 		if err == nil {
 			err = a.fresh(id)
 		}
@@ -189,12 +149,18 @@ func (a *authenticator) refuse(w http.ResponseWriter, r *http.Request, err error
 }
 
 // verify checks the signature of r, gives r its body back to read, and
-// returns the call's time and nonce; a zero callID with an error when the
-// signature is missing or wrong.
+// returns the call's time, nonce and server; a zero callID with an error
+// when the signature is missing or wrong. A call that names a server must
+// be signed for this one: the mac is checked against the text that names
+// it, whichever server the call says.
 func (a *authenticator) verify(r *http.Request) (callID, error) {
-	ts, nonce, got, err := parseAuth(r.Header.Get("Authorization"))
+	id, got, err := parseAuth(r.Header.Get("Authorization"))
 	if err != nil {
 		return callID{}, err
+	}
+	said := id.server
+	if said != "" {
+		id.server = a.server
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil {
@@ -204,11 +170,25 @@ func (a *authenticator) verify(r *http.Request) (callID, error) {
 		return callID{}, fmt.Errorf("a body of more than %d bytes", maxBody)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	want := mac(a.secret, signedText(r.Method, r.URL.RequestURI(), ts, nonce, body))
-	if !hmac.Equal([]byte(got), []byte(want)) {
-		return callID{}, fmt.Errorf("the signature does not match")
+	want := mac(a.secret, signedText(r.Method, r.URL.RequestURI(), id, body))
+	switch {
+	case hmac.Equal([]byte(got), []byte(want)):
+		return id, nil
+	case said != "" && said != a.server:
+		// What the call says is not checked: it only tells the caller,
+		// or whoever sent the call on, why.
+		return callID{}, fmt.Errorf("%w: it says server %s, and this is server %s of its instance", errOtherServer, said, a.server)
 	}
-	return callID{ts: ts, nonce: nonce}, nil
+	return callID{}, fmt.Errorf("the signature does not match")
+}
+
+// addressed checks that a call whose signature is right names its server,
+// if the server takes only such calls.
+func (a *authenticator) addressed(id callID) error {
+	if id.server == "" && a.refuseUnaddressed {
+		return fmt.Errorf("%w: this server takes only calls signed for it (control protocol %d and later), so that a call seen on its way to another server of its instance is no call to it", errUnaddressed, ProtocolAddressed)
+	}
+	return nil
 }
 
 // fresh checks that a call whose signature is right may be served now: it
@@ -251,30 +231,4 @@ func (a *authenticator) record(id callID, method string) error {
 		return fmt.Errorf("%w: %w", errNotRecorded, err)
 	}
 	return nil
-}
-
-// parseAuth reads an Authorization header of authScheme.
-func parseAuth(h string) (ts int64, nonce, mac string, err error) {
-	params, ok := strings.CutPrefix(strings.TrimSpace(h), authScheme+" ")
-	if !ok {
-		return 0, "", "", fmt.Errorf("no %s Authorization header", authScheme)
-	}
-	for _, kv := range strings.Split(params, ",") {
-		k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
-		switch k {
-		case "ts":
-			ts, err = strconv.ParseInt(v, 10, 64)
-		case "nonce":
-			nonce = v
-		case "mac":
-			mac = v
-		}
-		if err != nil {
-			return 0, "", "", fmt.Errorf("a malformed Authorization header")
-		}
-	}
-	if ts == 0 || len(nonce) != 32 || len(mac) != 64 {
-		return 0, "", "", fmt.Errorf("a malformed Authorization header")
-	}
-	return ts, nonce, mac, nil
 }

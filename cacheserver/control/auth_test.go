@@ -106,8 +106,8 @@ func TestClientsTalkToServersOfEarlierReleases(t *testing.T) {
 
 	ctx := context.Background()
 	for name, cl := range map[string]*Client{
-		"first release":    NewClientOf(first.URL, []byte(secret), ProtocolBearer, nil),
-		"release after it": NewClientOf(second.URL, []byte(secret), ProtocolSignedCalls, nil),
+		"first release":    NewClientFor(Server{Addr: first.URL, Protocol: ProtocolBearer}, []byte(secret), nil),
+		"release after it": NewClientFor(Server{Addr: second.URL, Protocol: ProtocolSignedCalls}, []byte(secret), nil),
 	} {
 		svc.calls = nil
 		for range 2 {
@@ -122,7 +122,7 @@ func TestClientsTalkToServersOfEarlierReleases(t *testing.T) {
 			t.Errorf("calls served by the server of the %s (-want +got):\n%s", name, diff)
 		}
 	}
-	if _, err := NewClientOf(first.URL, []byte("guess"), ProtocolBearer, nil).Stats(ctx); !errors.Is(err, syscall.EACCES) {
+	if _, err := NewClientFor(Server{Addr: first.URL, Protocol: ProtocolBearer}, []byte("guess"), nil).Stats(ctx); !errors.Is(err, syscall.EACCES) {
 		t.Errorf("Stats of a first-release server with another secret: %v, want EACCES", err)
 	}
 }

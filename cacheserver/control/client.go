@@ -19,7 +19,7 @@ import (
 // A client speaks the protocol it is made for and never changes it on the
 // word of an answer, which anyone at the server's address could send: the
 // caller learns a server's protocol from a source it trusts, such as the
-// pod spec that the manager wrote (see NewClientOf).
+// pod spec that the manager wrote (see NewClientFor).
 type Protocol int
 
 // Protocols, oldest first.
@@ -32,13 +32,21 @@ const (
 	// call is signed once (see authScheme), but answers are not, so
 	// whoever answers at the server's address is believed.
 	ProtocolSignedCalls Protocol = 2
-	// ProtocolSigned is that of servers of this release: calls are signed,
-	// and so are the answers to them (see answerHeader).
+	// ProtocolSigned is that of servers of the release after that: calls
+	// are signed, and so are the answers to them (see answerHeader), but
+	// a call names no server, so that one seen on its way to a server can
+	// be sent to another server of the instance, which holds the same
+	// secret.
 	ProtocolSigned Protocol = 3
+	// ProtocolAddressed is that of servers of this release: calls and
+	// answers are signed as in ProtocolSigned, and their signatures name
+	// the server the call is meant for (see authScheme), which refuses
+	// calls meant for another.
+	ProtocolAddressed Protocol = 4
 )
 
 // CurrentProtocol is the protocol servers of this release speak.
-const CurrentProtocol = ProtocolSigned
+const CurrentProtocol = ProtocolAddressed
 
 // ParseProtocol reads a protocol as String writes it.
 func ParseProtocol(s string) (Protocol, error) {
@@ -59,30 +67,46 @@ type Client struct {
 	// secret signs every call; nil for a server that has none.
 	secret []byte
 	proto  Protocol
+	index  int
+}
+
+// Server is what a caller must know of a server to call it, from a source
+// it trusts: the manager knows it from the pod it made for the server,
+// `burstcache local` from its state.
+type Server struct {
+	// Addr is the server's control address, "host:port" or a URL.
+	Addr string
+	// Index is the server's index in its instance, which the signatures
+	// of ProtocolAddressed name.
+	Index int
+	// Protocol is the protocol the server speaks. A client of an older
+	// protocol believes unsigned answers, or answers of any server of
+	// the instance, and one of ProtocolBearer sends a token that anyone
+	// who sees it can use against servers of that protocol.
+	Protocol Protocol
 }
 
 // NewClient returns a client of the control API at addr ("host:port" or a
-// URL) that proves it holds secret, the instance's shared secret (nil for
-// a server that has none), and takes only answers signed with it
+// URL) of the first server of an instance, or its only one (index 0),
+// that proves it holds secret, the instance's shared secret (nil for a
+// server that has none), and takes only answers signed with it
 // (CurrentProtocol). A nil hc means http.DefaultClient; give one with a
 // timeout for calls other than Flush and Drain, which block until the
 // flush ends.
 func NewClient(addr string, secret []byte, hc *http.Client) *Client {
-	return NewClientOf(addr, secret, CurrentProtocol, hc)
+	return NewClientFor(Server{Addr: addr, Protocol: CurrentProtocol}, secret, hc)
 }
 
-// NewClientOf returns a client as NewClient does, of a server that speaks
-// p. The caller must know p from a source it trusts: a client of an older
-// protocol believes unsigned answers, and one of ProtocolBearer sends
-// a token that anyone who sees it can use against servers of that protocol.
-func NewClientOf(addr string, secret []byte, p Protocol, hc *http.Client) *Client {
+// NewClientFor returns a client as NewClient does, of server s.
+func NewClientFor(s Server, secret []byte, hc *http.Client) *Client {
+	addr := s.Addr
 	if !strings.Contains(addr, "://") {
 		addr = "http://" + addr
 	}
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	return &Client{base: strings.TrimSuffix(addr, "/"), http: hc, secret: secret, proto: p}
+	return &Client{base: strings.TrimSuffix(addr, "/"), http: hc, secret: secret, proto: s.Protocol, index: s.Index}
 }
 
 // Flush writes back every dirty byte of the server. It blocks until the
@@ -193,6 +217,9 @@ func (c *Client) authorize(req *http.Request, body []byte) callID {
 		return callID{}
 	}
 	id := newCallID(time.Now())
+	if c.proto >= ProtocolAddressed {
+		id = id.to(c.index)
+	}
 	req.Header.Set("Authorization", id.header(c.secret, req.Method, req.URL.RequestURI(), body))
 	return id
 }

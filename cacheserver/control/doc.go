@@ -31,8 +31,12 @@
 //
 // A server with a shared secret (every server of an instance has one)
 // serves only calls signed with it, one by one (see authScheme): an HMAC
-// under the secret of the method, the path, a digest of the body, the time
-// and a nonce. Others get 401 with EACCES and the reason. The server
+// under the secret of the method, the path, a digest of the body, the time,
+// a nonce, and the server the call is meant for, named by its index in the
+// instance (HandlerConfig.Index). Every server of an instance holds the
+// same secret, so a server refuses a call signed for another: a call seen
+// on its way to one server cannot be sent to the others. Others get 401
+// with EACCES and the reason. The server
 // refuses a signature it served before, one more than five minutes from its
 // clock, and one made more than five seconds before it started, so a call
 // seen on the network cannot be sent again, nor made into another. A server
@@ -62,15 +66,32 @@
 // of another secret cannot be signed for it, and so is such an error too.
 // The probes' answers are not signed.
 //
-// Servers of earlier releases sign no answers (ProtocolSignedCalls), and
-// those of the first release take only a fixed bearer token that anyone
-// who sees it go by can send them again (ProtocolBearer). A client speaks
-// the Protocol it is made with (NewClientOf) and never changes it on the
-// word of an answer: a refusal that asks for no signature is an error
-// like any other, not a reason to send the token. The caller must know a
-// server's protocol from a source it trusts; the operator reads it from
-// the server's pod. A client of an earlier protocol believes whatever
-// answers at the server's address, as clients of those releases did.
+// Servers of the release before this one take calls that name no server
+// and sign answers that name none (ProtocolSigned), those of the release
+// before that sign no answers (ProtocolSignedCalls), and those of the
+// first release take only a fixed bearer token that anyone who sees it go
+// by can send them again (ProtocolBearer). A client speaks the Protocol it
+// is made with (NewClientFor) and never changes it on the word of an
+// answer: a refusal that asks for no signature, or for a call that names
+// no server, is an error like any other, not a reason to sign less. The
+// caller must know a server's protocol, and its index, from a source it
+// trusts; the operator reads them from the server's pod, `burstcache
+// local` from its state. A client of an earlier protocol believes whatever
+// answers at the server's address, or any server of the instance, as
+// clients of those releases did.
+//
+// During an upgrade, a client of this release calls a server of the
+// release before as ProtocolSigned when its pod says so; told
+// ProtocolAddressed, it gets that server's refusal, unsigned, and takes
+// nothing of it (ErrUnsignedAnswer), since that server checks the
+// signature of a call that names none. A server of this release serves
+// the calls that name no server, of callers of earlier releases, unless
+// it was told to refuse them (HandlerConfig.RefuseUnaddressed), as the
+// operator tells the servers of the pods it makes, which it calls with
+// ProtocolAddressed; it then refuses them with a signed answer that says
+// why. A server that serves them can be sent, by whoever saw it, such a
+// call meant for another server of its instance; servers that `burstcache
+// local` starts serve them, since their calls cross only the loopback.
 //
 // A failed call answers a non-2xx status with an ErrorBody; the client
 // returns it as an *Error that matches its errno with errors.Is.

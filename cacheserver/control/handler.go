@@ -70,7 +70,19 @@ type HandlerConfig struct {
 	// signed shortly before it started instead, and serves again those
 	// that a caller whose clock runs ahead signed (see startSlack).
 	ServedCalls string
-	Log         *slog.Logger
+	// Index is the server's index in its instance: a call that names a
+	// server (ProtocolAddressed) is served only if its signature names
+	// this one, so that a call seen on its way to another server of the
+	// instance, which holds the same secret, is no call to this one.
+	Index int
+	// RefuseUnaddressed refuses the calls that name no server, those of
+	// callers of the protocols before ProtocolAddressed. The manager asks
+	// for it in the pods it makes, whose servers it calls with
+	// ProtocolAddressed; a server that serves such calls can be sent, by
+	// whoever saw one on its way to another server of the instance, a
+	// call of an earlier caller that was meant for that one.
+	RefuseUnaddressed bool
+	Log               *slog.Logger
 }
 
 // NewHandler returns the HTTP handler of the control API over svc. With a
@@ -113,7 +125,7 @@ func NewHandlerOf(svc Service, cfg HandlerConfig) (*Handler, error) {
 			return nil, err
 		}
 	}
-	a := newAuthenticator(cfg.Secret, served, log)
+	a := newAuthenticator(cfg, served, log)
 	return &Handler{Handler: a.wrap(mux), auth: a}, nil
 }
 

@@ -35,5 +35,5 @@ func (st *State) controlClient(s ServerState, hc *http.Client) (*control.Client,
 	if proto == 0 {
 		proto = control.ProtocolSignedCalls
 	}
-	return control.NewClientOf(s.Control, secret, proto, hc), nil
+	return control.NewClientFor(control.Server{Addr: s.Control, Index: s.Index, Protocol: proto}, secret, hc), nil
 }

@@ -127,7 +127,13 @@ type Config struct {
 	// next process refuses them too (control.HandlerConfig.ServedCalls);
 	// empty keeps them in memory.
 	ServedCalls string
-	Log         *slog.Logger
+	// RefuseUnaddressedCalls refuses the control calls whose signature
+	// names no server, those of callers of earlier releases, so that a
+	// call seen on its way to another server of the instance cannot be
+	// sent to this one (control.HandlerConfig.RefuseUnaddressed). Calls
+	// that name a server are served only if they name this one, Info.Index.
+	RefuseUnaddressedCalls bool
+	Log                    *slog.Logger
 }
 
 // ServedCallsFile is the name of the log of control calls served in a
@@ -177,7 +183,8 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Log, incarnation: cfg.Incarnation, hidden: hidden, notices: newNotices()}
 	s.wire = wire.Server{Handler: s, Secret: cfg.Secret, Log: cfg.Log, OnConn: s.onConn, Inline: inlineOps}
 	mux := http.NewServeMux()
-	s.control, err = control.NewHandlerOf(s, control.HandlerConfig{Secret: cfg.Secret, ServedCalls: cfg.ServedCalls, Log: cfg.Log})
+	s.control, err = control.NewHandlerOf(s, control.HandlerConfig{Secret: cfg.Secret, ServedCalls: cfg.ServedCalls,
+		Index: cfg.Info.Index, RefuseUnaddressed: cfg.RefuseUnaddressedCalls, Log: cfg.Log})
 	if err != nil {
 		hidden.close()
 		return nil, err

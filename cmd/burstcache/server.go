@@ -36,7 +36,7 @@ type serverFlags struct {
 	index, servers                     int
 	uid, gid                           int
 	groups                             []uint
-	actAsCaller                        bool
+	actAsCaller, refuseUnaddressed     bool
 	callerUIDs, callerGIDs             rangesFlag
 	dirtyHigh, dirtyLow                int
 	evictHigh, evictLow, threads       int
@@ -81,6 +81,7 @@ mapped (root, the mount's own identity, always passes).`,
 	fl.Var(&f.callerUIDs, "caller-uids", "with --act-as-caller, the uids callers may have, such as 0,1000-1999; others are refused (default: any)")
 	fl.Var(&f.callerGIDs, "caller-gids", "with --act-as-caller, the gids callers may have; others are refused, and supplementary groups outside them are not used (default: any)")
 	fl.StringVar(&f.secretFile, "secret-file", "", "file holding the secret clients must prove they know")
+	fl.BoolVar(&f.refuseUnaddressed, "refuse-unaddressed-calls", false, "refuse control calls whose signature does not name this server (--index), those of callers of earlier releases, so that a call seen on its way to another server of the instance cannot be sent to this one")
 	fl.StringVar(&f.accessMode, "access-mode", "Striped", "Striped (extents spread over the servers) or LoadBalanced (read-only, whole files on every server)")
 	fl.StringVar(&f.durability, "durability", "Cache", "what fsync guarantees: Cache (on SSD) or Backing (written back)")
 	fl.IntVar(&f.dirtyHigh, "dirty-high", 0, "write-back starts past this percentage of capacity dirty (default 50)")
@@ -138,10 +139,11 @@ func runServer(ctx context.Context, f *serverFlags) error {
 	s, err := server.New(server.Config{
 		Cache: cache, NS: ns, Cred: cred, ActAsCaller: f.actAsCaller, Secret: secret, Log: log,
 		CallerUIDs: f.callerUIDs.ranges, CallerGIDs: f.callerGIDs.ranges,
-		Incarnation:  eng.Incarnation(),
-		LoadBalanced: f.accessMode == "LoadBalanced",
-		HiddenNames:  filepath.Join(f.cacheDir, server.HiddenNamesFile),
-		ServedCalls:  filepath.Join(f.cacheDir, server.ServedCallsFile),
+		Incarnation:            eng.Incarnation(),
+		LoadBalanced:           f.accessMode == "LoadBalanced",
+		HiddenNames:            filepath.Join(f.cacheDir, server.HiddenNamesFile),
+		ServedCalls:            filepath.Join(f.cacheDir, server.ServedCallsFile),
+		RefuseUnaddressedCalls: f.refuseUnaddressed,
 		Info: control.ServerInfo{
 			Instance: f.instanceName(), Index: f.index, Servers: f.servers, ExtentSize: int64(f.extentSize),
 			DataAddress: data.Addr().String(), Backing: absPath(f.backing), Durability: f.durability,

@@ -28,7 +28,10 @@ func (r *Reconciler) client(ctx context.Context, s *scope, i int) (*control.Clie
 	if err != nil {
 		return nil, fmt.Errorf("server %d: %w", i, err)
 	}
-	return control.NewClientOf(addr, secret, proto, nil), nil
+	// The index names the server in the signature of calls of
+	// control.ProtocolAddressed: the one of the pod the manager made for
+	// it, which its server was started with (serverArgs).
+	return control.NewClientFor(control.Server{Addr: addr, Index: i, Protocol: proto}, secret, nil), nil
 }
 
 // serverProtocol returns the control protocol that the server of pod

@@ -19,10 +19,11 @@ func TestServerProtocolComesFromThePod(t *testing.T) {
 		want        control.Protocol
 		wantErr     bool
 	}{
-		"a pod this manager made":               {annotations: map[string]string{cachev1alpha1.AnnotationControlProtocol: "3"}, want: control.ProtocolSigned},
+		"a pod this manager made":               {annotations: map[string]string{cachev1alpha1.AnnotationControlProtocol: "4"}, want: control.ProtocolAddressed},
+		"a pod of the release before":           {annotations: map[string]string{cachev1alpha1.AnnotationControlProtocol: "3"}, want: control.ProtocolSigned},
 		"a pod of an earlier manager":           {want: control.ProtocolSignedCalls},
 		"a pod marked of the first release":     {annotations: map[string]string{cachev1alpha1.AnnotationControlProtocol: "1"}, want: control.ProtocolBearer},
-		"a protocol this release does not know": {annotations: map[string]string{cachev1alpha1.AnnotationControlProtocol: "4"}, wantErr: true},
+		"a protocol this release does not know": {annotations: map[string]string{cachev1alpha1.AnnotationControlProtocol: "5"}, wantErr: true},
 		"no protocol at all":                    {annotations: map[string]string{cachev1alpha1.AnnotationControlProtocol: ""}, wantErr: true},
 	} {
 		t.Run(name, func(t *testing.T) {
