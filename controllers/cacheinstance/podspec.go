@@ -161,6 +161,11 @@ func serverArgs(s *scope, i int) []string {
 		"--uid=" + strconv.FormatInt(id.UID, 10),
 		"--gid=" + strconv.FormatInt(id.GID, 10),
 		"--secret-file=" + secretFile,
+		// The manager calls the server with calls signed for its index
+		// alone (control.ProtocolAddressed, as the pod's annotation says):
+		// calls that name no server, which one seen on its way to another
+		// server of the instance could be, are refused.
+		"--refuse-unaddressed-calls",
 	}
 	if beneath := policy.BackingBeneath(inst, pool, s.nsLabels); beneath != "" {
 		args = append(args, "--backing-beneath="+beneath)
