@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -70,29 +72,46 @@ type handServer struct {
 
 func newHandServer(t *testing.T) *handServer {
 	t.Helper()
+	return newHandServers(t, [][]string{nil})[0]
+}
+
+// newHandServers returns the servers of an instance, one for each element
+// of extra, with the flags in it: they share a secret and a backing
+// directory, and each has a cache directory of its own.
+func newHandServers(t *testing.T, extra [][]string) []*handServer {
+	t.Helper()
 	root := t.TempDir()
-	s := &handServer{ready: filepath.Join(root, "ready"), logFile: filepath.Join(root, "server.log"), secret: []byte("replay-secret"),
-		cacheDir: filepath.Join(root, "cache"), backing: filepath.Join(root, "backing")}
-	secretFile := filepath.Join(root, "secret")
-	if err := os.WriteFile(secretFile, s.secret, 0o600); err != nil {
+	secret := []byte("replay-secret")
+	secretFile, backing := filepath.Join(root, "secret"), filepath.Join(root, "backing")
+	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(s.backing, 0o755); err != nil {
+	if err := os.Mkdir(backing, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s.args = []string{"server", "--backing", s.backing, "--cache-dir", s.cacheDir,
-		"--capacity", "16Mi", "--secret-file", secretFile,
-		"--listen", "127.0.0.1:0", "--control", "127.0.0.1:0", "--ready-file", s.ready}
-	t.Cleanup(func() {
-		if s.cmd != nil {
-			s.stop(t, syscall.SIGKILL)
+	servers := make([]*handServer, len(extra))
+	for i := range extra {
+		dir := filepath.Join(root, fmt.Sprintf("server-%d", i))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
 		}
-		if t.Failed() {
-			b, _ := os.ReadFile(s.logFile)
-			t.Logf("server log:\n%s", b)
-		}
-	})
-	return s
+		s := &handServer{ready: filepath.Join(dir, "ready"), logFile: filepath.Join(dir, "server.log"), secret: secret,
+			cacheDir: filepath.Join(dir, "cache"), backing: backing}
+		s.args = append([]string{"server", "--backing", s.backing, "--cache-dir", s.cacheDir,
+			"--capacity", "16Mi", "--secret-file", secretFile, "--index", strconv.Itoa(i), "--servers", strconv.Itoa(len(extra)),
+			"--listen", "127.0.0.1:0", "--control", "127.0.0.1:0", "--ready-file", s.ready}, extra[i]...)
+		t.Cleanup(func() {
+			if s.cmd != nil {
+				s.stop(t, syscall.SIGKILL)
+			}
+			if t.Failed() {
+				b, _ := os.ReadFile(s.logFile)
+				t.Logf("log of server %d:\n%s", i, b)
+			}
+		})
+		servers[i] = s
+	}
+	return servers
 }
 
 // start starts the server and waits until it serves.
