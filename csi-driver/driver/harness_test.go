@@ -250,8 +250,9 @@ func (w *world) leasePods() string {
 
 // flushServers writes back every dirty byte of every server.
 func flushServers(servers []serverProc) {
-	for _, s := range servers {
-		_, err := control.NewClient(s.control, []byte(secret), nil).Flush(ctx)
+	for i, s := range servers {
+		to := control.Server{Addr: s.control, Index: i, Protocol: control.CurrentProtocol}
+		_, err := control.NewClientFor(to, []byte(secret), nil).Flush(ctx)
 		Expect(err).NotTo(HaveOccurred())
 	}
 }
