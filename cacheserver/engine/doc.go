@@ -201,7 +201,10 @@
 //     a start, all files), it then fsyncs the directories from the file's
 //     own up to the backing root (backing.Store.SyncDir) before the
 //     extents count as clean, and so does Sync with Durability Backing
-//     for a file whose name it did not make durable yet. A Sync of a file
+//     for a file whose name it did not make durable yet. InvalidatePath,
+//     and ForgetRemoved after an unlink, make the names at or under the
+//     path count as not durable again: the backing file may have been
+//     replaced behind the cache, and its directories with it. A Sync of a file
 //     does not make its name durable on every file system, and the
 //     cache creates names the job never fsynced: a write-back that finds
 //     the file missing creates it and its parents, and a mount's create

@@ -166,3 +166,38 @@ func TestFailedDirectoryFsyncKeepsExtentsDirty(t *testing.T) {
 		t.Fatalf("dirty bytes after the flush: %d", s.DirtyBytes)
 	}
 }
+
+// TestReplacedFileNameIsNotDurable removes a file and its directories
+// from the backing store behind the cache, after the file's name was made
+// durable, and invalidates the path (or has an unlink forget what the
+// cache saw of it): the name the file gets next, which the write-back
+// makes with the directories, is not the one made durable, and the flush
+// must fsync the directories again.
+func TestReplacedFileNameIsNotDurable(t *testing.T) {
+	for name, forget := range map[string]func(r *rig, p string) error{
+		"invalidate file":      func(r *rig, p string) error { return r.e.InvalidatePath(context.Background(), p) },
+		"invalidate directory": func(r *rig, p string) error { return r.e.InvalidatePath(context.Background(), "d") },
+		"forget removed":       func(r *rig, p string) error { return r.e.ForgetRemoved(context.Background(), p) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, log := newNameRig(t, Cache)
+			ctx := context.Background()
+			r.write("d/e/f", 0, []byte("first"))
+			if err := r.e.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			wantNamed(t, log.take(), "d/e/f")
+			if err := os.RemoveAll(filepath.Join(r.root, "d")); err != nil {
+				t.Fatal(err)
+			}
+			if err := forget(r, "d/e/f"); err != nil {
+				t.Fatal(err)
+			}
+			r.write("d/e/f", 0, []byte("second"))
+			if err := r.e.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			wantNamed(t, log.take(), "d/e/f")
+		})
+	}
+}

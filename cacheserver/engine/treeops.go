@@ -261,6 +261,8 @@ func (e *Engine) ForgetRemoved(ctx context.Context, p string) error {
 	left := e.dropExtents(f, func(*extent) bool { return true }, false)
 	e.mu.Lock()
 	f.statted = false
+	// A file made at p from now on is not the one whose name was durable.
+	f.named = false
 	e.mu.Unlock()
 	f.wbmu.Unlock()
 	if left == had {
@@ -292,7 +294,9 @@ func (e *Engine) InvalidatePath(ctx context.Context, pathOrDir string) error {
 	e.mu.Lock()
 	files := e.filesUnderLocked(pathOrDir)
 	for _, f := range files {
-		f.statted = false
+		// The backing file may be another now, under a name, or in
+		// directories, that nobody made durable (rule 8).
+		f.statted, f.named = false, false
 	}
 	e.mu.Unlock()
 	e.forgetRemovedRecords(ctx, files)
