@@ -223,6 +223,22 @@
 //     system after a flush would cover only the flush, not Sync, and on a
 //     parallel file system's client it writes out every other job's data
 //     on the node too.
+//     Names that calls through the cache change on the backing store
+//     without write-back, a mount's create, mkdir, mknod, symlink, link
+//     and rename, which its metadata server runs there at once, and
+//     Rename, are made durable too (NamesChanged): a file created and
+//     closed without data has no extent for the syncer to find, and a
+//     renamed file's data is durable under its old name. The engine keeps
+//     the directories of the names changed (for a rename, the old name's
+//     and the new one's) and fsyncs each with the directories above it
+//     before Flush returns; with Durability Backing before the call that
+//     changed the name returns, since a close or fsync of the file need
+//     not reach the engine that was told (the file's metadata server), or
+//     comes after the rename under the new name. A directory removed since
+//     counts as synced: its removal is in its parent's entries, which are
+//     fsynced next. A failed fsync is kept for the next Flush, or Sync
+//     with Durability Backing, to retry, and fails it meanwhile. Which
+//     names changed is not kept across a restart of the engine.
 //
 // A failed fdatasync of the slab is final (ErrCacheDevice): Linux reports
 // a failed write-out once and may drop the pages it could not write, so a

@@ -71,6 +71,12 @@ type Engine struct {
 	// failed, and nothing commits again.
 	deviceErr error
 
+	// changedNames holds the backing directories whose entries calls
+	// through the cache changed and no fsync made durable yet, and
+	// nameSeq counts the changes (see NamesChanged).
+	changedNames map[string]nameChange
+	nameSeq      uint64
+
 	// unsynced holds the extents written back to backing files that wait
 	// for the files' fsync (syncer) before they count as clean.
 	unsynced map[*file][]wroteBack
@@ -111,7 +117,8 @@ func Open(cfg Config) (*Engine, error) {
 		cfg: cfg, log: cfg.Logger, backing: cfg.Backing, es: cfg.ExtentSize, tun: cfg.Tunables,
 		files: map[string]*file{}, dooms: map[*file]struct{}{}, overtaken: map[unlinkKey]time.Time{}, idxExt: map[index.Key]struct{}{}, idxFile: map[string]struct{}{}, durableDirty: map[index.Key]int32{},
 		commitKick: make(chan struct{}, 1), stop: make(chan struct{}),
-		unsynced: map[*file][]wroteBack{}, syncKick: make(chan struct{}, 1), urgentKick: make(chan struct{}, 1),
+		changedNames: map[string]nameChange{},
+		unsynced:     map[*file][]wroteBack{}, syncKick: make(chan struct{}, 1), urgentKick: make(chan struct{}, 1),
 	}
 	e.cond = sync.NewCond(&e.mu)
 	e.bufs.New = func() any { b := make([]byte, e.es); return &b }

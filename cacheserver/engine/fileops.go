@@ -143,7 +143,15 @@ func (e *Engine) Sync(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	return e.syncPathName(ctx, path)
+	if err := e.syncPathName(ctx, path); err != nil {
+		return err
+	}
+	if e.cfg.Durability != Backing {
+		return nil
+	}
+	// Names changed through the cache that an earlier attempt failed to
+	// make durable: the file may be one of them.
+	return e.syncChangedNames()
 }
 
 // known reports whether the cache holds anything of path.

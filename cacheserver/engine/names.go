@@ -2,11 +2,14 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"sync"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
+	"github.com/burstcache/burstcache/cacheserver/ident"
 )
 
 // dirSyncs shares the fsyncs of backing directories among the files whose
@@ -39,7 +42,13 @@ func newDirSyncs(store backing.Store) *dirSyncs {
 // once) is not known after a restart, and an fsync of a directory whose
 // entries are durable already costs a file system little.
 func (d *dirSyncs) syncName(ctx context.Context, p string) error {
-	for dir := path.Dir(p); ; dir = path.Dir(dir) {
+	return d.syncChain(ctx, path.Dir(p))
+}
+
+// syncChain fsyncs dir and the directories above it, up to the backing
+// root.
+func (d *dirSyncs) syncChain(ctx context.Context, dir string) error {
+	for ; ; dir = path.Dir(dir) {
 		if err := d.sync(ctx, dir); err != nil {
 			return err
 		}
@@ -59,7 +68,9 @@ func (d *dirSyncs) sync(ctx context.Context, dir string) error {
 	}
 	d.mu.Unlock()
 	s.once.Do(func() {
-		if err := d.store.SyncDir(ctx, dir); err != nil {
+		// A directory removed since has no entries left to make durable;
+		// its removal is in its parent's, which is fsynced next.
+		if err := d.store.SyncDir(ctx, dir); err != nil && !errorsIsNotExist(err) {
 			s.err = fmt.Errorf("fsync directory %q: %w", dir, err)
 		}
 	})
@@ -98,4 +109,76 @@ func (e *Engine) syncPathName(ctx context.Context, p string) error {
 		return dirs.syncName(ctx, p)
 	}
 	return e.syncNameOf(ctx, f, dirs)
+}
+
+// nameChange is a backing directory whose entries a call through the
+// cache changed, and that no fsync made durable since.
+type nameChange struct {
+	cred *ident.Cred // the caller's, to fsync as
+	seq  uint64      // the engine's count of changes at the last one here
+}
+
+// NamesChanged records that a call through the cache made or moved the
+// names at paths on the backing store itself, not through write-back:
+// a create, mkdir, mknod, symlink or link makes one, a rename moves one
+// (pass both paths; a directory moves everything below it). Their
+// directories, and those above up to the backing root, must be fsynced
+// before the cache says that the name is on the backing store (rule 8 of
+// the package doc), and nothing else would: a file may get no data, and
+// a rename moves data whose name was made durable under the old path.
+// With Durability Backing they are fsynced before NamesChanged returns,
+// since a close or fsync of the file, which need not reach this engine,
+// must find the name durable. Otherwise Flush fsyncs them, and so does a
+// Sync with Durability Backing; one that failed is kept for the next.
+func (e *Engine) NamesChanged(ctx context.Context, paths ...string) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	return e.namesChanged(ctx, paths...)
+}
+
+func (e *Engine) namesChanged(ctx context.Context, paths ...string) error {
+	var cred *ident.Cred
+	if c, ok := ident.FromContext(ctx); ok {
+		cred = &c
+	}
+	e.mu.Lock()
+	for _, p := range paths {
+		e.nameSeq++
+		e.changedNames[path.Dir(p)] = nameChange{cred: cred, seq: e.nameSeq}
+	}
+	e.mu.Unlock()
+	if e.cfg.Durability != Backing {
+		return nil
+	}
+	return e.syncChangedNames()
+}
+
+// syncChangedNames fsyncs the directories that NamesChanged recorded, and
+// those above them, each once, and forgets those that no change came to
+// while they were fsynced.
+func (e *Engine) syncChangedNames() error {
+	e.mu.Lock()
+	todo := maps.Clone(e.changedNames)
+	e.mu.Unlock()
+	dirs := newDirSyncs(e.backing)
+	var errs []error
+	for dir, c := range todo {
+		// Durable step: the changed entries and the directories above
+		// them. A crash before it may bring back the names as they were.
+		if err := dirs.syncChain(credContext(c.cred), dir); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		e.mu.Lock()
+		if e.changedNames[dir].seq == c.seq {
+			delete(e.changedNames, dir)
+		}
+		e.mu.Unlock()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("making names durable: %w", err)
+	}
+	return nil
 }

@@ -201,3 +201,137 @@ func TestReplacedFileNameIsNotDurable(t *testing.T) {
 		})
 	}
 }
+
+// wantDirsSynced fails the test unless events hold an fsync of each of
+// dirs.
+func wantDirsSynced(t *testing.T, events []string, what string, dirs ...string) {
+	t.Helper()
+	for _, dir := range dirs {
+		if !slices.Contains(events, "fsync directory "+dir) {
+			t.Errorf("%s: events %q, want directory %q fsynced", what, events, dir)
+		}
+	}
+}
+
+// TestRenameMakesNamesDurable renames files and trees whose data, and
+// names, are durable on the backing store: the directory of the new name,
+// those above it, and the directory of the old name must be fsynced
+// before the cache says that the rename is on the backing store, or a
+// crash of its node could bring back the old name, or lose both when the
+// old one was new. With Durability Backing that is when the rename
+// returns, since a close after it need not reach this engine; with Cache,
+// when a flush returns.
+func TestRenameMakesNamesDurable(t *testing.T) {
+	for name, tc := range map[string]struct {
+		durability     Durability
+		from, to, file string
+		wantDirs       []string
+	}{
+		"file, Backing":      {Backing, "a/f", "b/c/g", "a/f", []string{"a", "b/c", "b", "."}},
+		"file, Cache":        {Cache, "a/f", "b/c/g", "a/f", []string{"a", "b/c", "b", "."}},
+		"directory, Backing": {Backing, "t/x", "u/v", "t/x/y/f", []string{"t", "u", "."}},
+		"directory, Cache":   {Cache, "t/x", "u/v", "t/x/y/f", []string{"t", "u", "."}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, log := newNameRig(t, tc.durability)
+			ctx := context.Background()
+			r.write(tc.file, 0, []byte("data"))
+			if err := os.MkdirAll(filepath.Join(r.root, filepath.Dir(tc.to)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.e.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			log.take()
+			if err := r.e.Rename(ctx, tc.from, tc.to); err != nil {
+				t.Fatal(err)
+			}
+			if tc.durability == Backing {
+				wantDirsSynced(t, log.take(), "rename", tc.wantDirs...)
+				return
+			}
+			if err := r.e.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			wantDirsSynced(t, log.take(), "flush after the rename", tc.wantDirs...)
+		})
+	}
+}
+
+// TestNamesMadeThroughTheCacheAreDurable has the backing store hold names
+// that calls through the cache made there without write-back (a create
+// of a file that gets no data, a mkdir): the engine is told, and must
+// make them durable, as data that write-back created, before a flush
+// returns, or, with Durability Backing, before it returns itself. A
+// second flush has nothing left to fsync.
+func TestNamesMadeThroughTheCacheAreDurable(t *testing.T) {
+	for _, durability := range []Durability{Cache, Backing} {
+		t.Run(string(durability), func(t *testing.T) {
+			r, log := newNameRig(t, durability)
+			ctx := context.Background()
+			r.writeBacking("made/by/create", nil)
+			if err := os.Mkdir(filepath.Join(r.root, "made/dir"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.e.NamesChanged(ctx, "made/by/create", "made/dir"); err != nil {
+				t.Fatal(err)
+			}
+			if durability == Cache {
+				if events := log.take(); len(events) != 0 {
+					t.Errorf("NamesChanged with Durability Cache: %q, want nothing fsynced before a flush", events)
+				}
+				if err := r.e.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wantDirsSynced(t, log.take(), "names made through the cache", "made/by", "made", ".")
+			if err := r.e.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if events := log.take(); len(events) != 0 {
+				t.Errorf("second flush: %q, want nothing fsynced", events)
+			}
+		})
+	}
+}
+
+// TestFailedNameFsyncIsRetried fails the fsync of the directories of a
+// name made through the cache: NamesChanged with Durability Backing says
+// so, and so does every flush, until the fsync works.
+func TestFailedNameFsyncIsRetried(t *testing.T) {
+	r, log := newNameRig(t, Backing)
+	ctx := context.Background()
+	r.writeBacking("d/f", nil)
+	r.faulty.SetError(backing.OpSyncDir, errInjected)
+	if err := r.e.NamesChanged(ctx, "d/f"); !errors.Is(err, errInjected) {
+		t.Fatalf("NamesChanged while directory fsync fails = %v, want its error", err)
+	}
+	if err := r.e.Flush(ctx); !errors.Is(err, errInjected) {
+		t.Fatalf("Flush while directory fsync fails = %v, want its error", err)
+	}
+	r.faulty.SetError(backing.OpSyncDir, nil)
+	if err := r.e.Flush(ctx); err != nil {
+		t.Fatalf("Flush once directory fsync works: %v", err)
+	}
+	wantDirsSynced(t, log.take(), "flush once directory fsync works", "d", ".")
+}
+
+// TestNameInRemovedDirectory removes the directory of a name made through
+// the cache before the flush: it has no entries left to make durable,
+// its removal is its parent's, and the flush must fsync that one and
+// succeed, not fail for ever.
+func TestNameInRemovedDirectory(t *testing.T) {
+	r, log := newNameRig(t, Cache)
+	ctx := context.Background()
+	r.writeBacking("a/x/f", nil)
+	if err := r.e.NamesChanged(ctx, "a/x/f"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(r.root, "a/x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.e.Flush(ctx); err != nil {
+		t.Fatalf("Flush after the directory was removed: %v", err)
+	}
+	wantDirsSynced(t, log.take(), "flush", "a", ".")
+}

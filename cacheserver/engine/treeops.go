@@ -110,6 +110,8 @@ func (e *Engine) forgetFileLocked(f *file) {
 // Rename renames oldPath to newPath on the backing store. Cached data is
 // keyed by path and placed on servers by a hash of it, so it cannot follow a
 // rename: both paths (files or whole trees) are flushed and dropped first.
+// The new name, and the old one's removal, are made durable as
+// NamesChanged says.
 func (e *Engine) Rename(ctx context.Context, oldPath, newPath string) error {
 	if err := e.enter(); err != nil {
 		return err
@@ -120,7 +122,10 @@ func (e *Engine) Rename(ctx context.Context, oldPath, newPath string) error {
 			return fmt.Errorf("rename %q to %q: %w", oldPath, newPath, err)
 		}
 	}
-	return e.backing.Rename(ctx, oldPath, newPath)
+	if err := e.backing.Rename(ctx, oldPath, newPath); err != nil {
+		return err
+	}
+	return e.namesChanged(ctx, oldPath, newPath)
 }
 
 // FlushAndDrop writes back the dirty extents of a path, or of every file

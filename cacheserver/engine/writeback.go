@@ -419,13 +419,23 @@ func (e *Engine) syncedLocked(x *extent, gen uint64, lo, hi int32) {
 }
 
 // Flush writes back every dirty extent, with all workers, and blocks until
-// no dirty byte is left and the index says so durably. It returns an error wrapping ErrDirtyLeft, saying
+// no dirty byte is left and the index says so durably, and the names that
+// calls through the cache changed on the backing store are durable there
+// too (NamesChanged). It returns an error wrapping ErrDirtyLeft, saying
 // what is left, when ctx ends or write-back keeps failing.
 func (e *Engine) Flush(ctx context.Context) error {
 	if err := e.enter(); err != nil {
 		return err
 	}
 	defer e.leave()
+	if err := e.flushData(ctx); err != nil {
+		return err
+	}
+	return e.syncChangedNames()
+}
+
+// flushData is Flush but for the names.
+func (e *Engine) flushData(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.flushAll++
