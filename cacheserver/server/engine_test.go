@@ -60,11 +60,11 @@ func startOver(t testing.TB, backingDir string, n int, wrap func(i int, c server
 
 // startServers starts n servers with real engines over the backing store
 // that store makes of the backing directory, each engine seen through
-// wrap, serving the data path on network.
-func startServers(t testing.TB, network, backingDir string, n int, wrap func(i int, c server.Cache) server.Cache, store func(backing.Store) backing.Store) (data, ctl []string, engines []*engine.Engine) {
+// wrap and configured further by mods, serving the data path on network.
+func startServers(t testing.TB, network, backingDir string, n int, wrap func(i int, c server.Cache) server.Cache, store func(backing.Store) backing.Store, mods ...func(*engine.Config)) (data, ctl []string, engines []*engine.Engine) {
 	t.Helper()
 	for i := range n {
-		d, c, e, _ := startServer(t, network, backingDir, i, n, wrap, store)
+		d, c, e, _ := startServer(t, network, backingDir, i, n, wrap, store, mods...)
 		data, ctl, engines = append(data, d), append(ctl, c), append(engines, e)
 	}
 	return data, ctl, engines
@@ -72,14 +72,18 @@ func startServers(t testing.TB, network, backingDir string, n int, wrap func(i i
 
 // startServer starts server i of n for startServers and returns its
 // addresses, engine and server; it stops with the test.
-func startServer(t testing.TB, network, backingDir string, i, n int, wrap func(i int, c server.Cache) server.Cache, store func(backing.Store) backing.Store) (data, ctl string, e *engine.Engine, s *server.Server) {
+func startServer(t testing.TB, network, backingDir string, i, n int, wrap func(i int, c server.Cache) server.Cache, store func(backing.Store) backing.Store, mods ...func(*engine.Config)) (data, ctl string, e *engine.Engine, s *server.Server) {
 	t.Helper()
 	dir, err := server.ClaimCacheDir(filepath.Join(t.TempDir(), "cache"), server.Identity{Instance: "t", Index: i, Servers: n, ExtentSize: 1 << 16})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tun := engine.Tunables{}
-	e, err = engine.Open(engine.Config{Dir: dir, Backing: store(backing.NewDir(backingDir)), ExtentSize: 1 << 16, Capacity: 64 << 16, Tunables: tun, Logger: slog.New(slog.DiscardHandler)})
+	cfg := engine.Config{Dir: dir, Backing: store(backing.NewDir(backingDir)), ExtentSize: 1 << 16, Capacity: 64 << 16, Tunables: tun, Logger: slog.New(slog.DiscardHandler)}
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	e, err = engine.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

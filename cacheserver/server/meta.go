@@ -281,7 +281,7 @@ func (s *Server) mkdir(ctx context.Context, req *wire.Request, resp *wire.Respon
 		return err
 	}
 	a, err := s.cfg.NS.Mkdir(ctx, p, mode)
-	return s.answerAttr(ctx, p, resp, a, err)
+	return s.answerAttr(ctx, p, resp, a, s.namesChanged(ctx, err, p))
 }
 
 // creation reads the last arguments of a creation, whose mode was mode: a
@@ -309,7 +309,7 @@ func (s *Server) mknod(ctx context.Context, req *wire.Request, resp *wire.Respon
 	}
 	if mode&syscall.S_IFMT != syscall.S_IFREG {
 		a, err := s.cfg.NS.Mknod(ctx, p, mode, dev)
-		return s.answerAttr(ctx, p, resp, a, err)
+		return s.answerAttr(ctx, p, resp, a, s.namesChanged(ctx, err, p))
 	}
 	// A regular file made by mknod(2) is a create, under the same limits.
 	reserved, err := s.admitWriter(p, false)
@@ -317,7 +317,8 @@ func (s *Server) mknod(ctx context.Context, req *wire.Request, resp *wire.Respon
 		return err
 	}
 	a, err := s.cfg.NS.Mknod(ctx, p, mode, dev)
-	return s.answerAttr(ctx, p, resp, a, s.endReserve(ctx, p, reserved, a, err))
+	err = s.endReserve(ctx, p, reserved, a, err)
+	return s.answerAttr(ctx, p, resp, a, s.namesChanged(ctx, err, p))
 }
 
 // admitWriter admits a create of p, or an open of it for writing: it
@@ -383,7 +384,7 @@ func (s *Server) rename(ctx context.Context, req *wire.Request, _ *wire.Response
 	}
 	// A hidden name given back to its file, after a rename that failed.
 	s.hidden.forget(oldPath)
-	return nil
+	return s.namesChanged(ctx, nil, oldPath, newPath)
 }
 
 func (s *Server) symlink(ctx context.Context, req *wire.Request, resp *wire.Response) error {
@@ -393,7 +394,7 @@ func (s *Server) symlink(ctx context.Context, req *wire.Request, resp *wire.Resp
 		return err
 	}
 	a, err := s.cfg.NS.Symlink(ctx, target, p)
-	return s.answerAttr(ctx, p, resp, a, err)
+	return s.answerAttr(ctx, p, resp, a, s.namesChanged(ctx, err, p))
 }
 
 func (s *Server) readlink(ctx context.Context, req *wire.Request, resp *wire.Response) error {
@@ -407,6 +408,18 @@ func (s *Server) readlink(ctx context.Context, req *wire.Request, resp *wire.Res
 	}
 	resp.Meta.String(target)
 	return nil
+}
+
+// namesChanged tells the cache of the names at paths that a call, which
+// ended with err, made or moved on the backing store, and returns err, or
+// the cache's error making them durable: with Durability Backing, a call
+// that returns has its names durable, as a close or fsync of the file
+// need not come to this server.
+func (s *Server) namesChanged(ctx context.Context, err error, paths ...string) error {
+	if err != nil {
+		return err
+	}
+	return s.cfg.Cache.NamesChanged(ctx, paths...)
 }
 
 // syncDir makes the entries of a backing directory durable.
@@ -432,7 +445,7 @@ func (s *Server) link(ctx context.Context, req *wire.Request, resp *wire.Respons
 		return err
 	}
 	a, err := s.cfg.NS.Link(ctx, oldPath, newPath)
-	return s.answerAttr(ctx, oldPath, resp, a, err)
+	return s.answerAttr(ctx, oldPath, resp, a, s.namesChanged(ctx, err, newPath))
 }
 
 // create creates and opens a regular file, and answers whether it existed.
@@ -461,7 +474,8 @@ func (s *Server) create(ctx context.Context, req *wire.Request, resp *wire.Respo
 		}
 		a, err := s.cfg.NS.Create(ctx, p, flags|syscall.O_EXCL, mode)
 		if !errors.Is(err, syscall.EEXIST) || flags&syscall.O_EXCL != 0 {
-			if err := s.endReserve(ctx, p, reserved, a, err); err != nil {
+			err = s.endReserve(ctx, p, reserved, a, err)
+			if err := s.namesChanged(ctx, err, p); err != nil {
 				return err
 			}
 			resp.Meta.Attr(s.withCacheSize(ctx, p, a)).Bool(false)

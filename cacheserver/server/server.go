@@ -69,6 +69,12 @@ type Cache interface {
 	// for it to be made durable there; nothing is dropped.
 	WriteOut(ctx context.Context, path string) error
 	InvalidatePath(ctx context.Context, path string) error
+	// NamesChanged is told of the names a metadata call made, or moved,
+	// on the backing store itself (a create, mkdir, mknod, symlink, link
+	// or rename; both paths of a rename), which must be made durable
+	// there as the durability says: before it returns with Backing, and
+	// before Flush returns in any case.
+	NamesChanged(ctx context.Context, paths ...string) error
 	// AdmitWriter returns the error a write to path would meet now, for an
 	// open of it for writing: a write window used up (EROFS) or, if
 	// gathered (writes the client's kernel gathers), the backing store's

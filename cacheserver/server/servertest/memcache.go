@@ -270,6 +270,10 @@ func (m *MemCache) ForgetRemoved(_ context.Context, path string) error {
 	return nil
 }
 
+// NamesChanged does nothing: the names are on the backing store, which a
+// MemCache does not make durable.
+func (m *MemCache) NamesChanged(context.Context, ...string) error { return nil }
+
 // HoldDoom records the call.
 func (m *MemCache) HoldDoom(_ context.Context, path string) error {
 	m.mu.Lock()

@@ -1,0 +1,150 @@
+package server_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/burstcache/burstcache/cacheserver/backing"
+	"github.com/burstcache/burstcache/cacheserver/client"
+	"github.com/burstcache/burstcache/cacheserver/control"
+	"github.com/burstcache/burstcache/cacheserver/engine"
+	"github.com/burstcache/burstcache/cacheserver/server"
+)
+
+// dirSyncLog records the backing directories that the engines of several
+// servers fsynced.
+type dirSyncLog struct {
+	mu   sync.Mutex
+	dirs []string
+}
+
+// store wraps s so that its directory fsyncs are recorded.
+func (l *dirSyncLog) store(s backing.Store) backing.Store { return &dirSyncStore{Store: s, log: l} }
+
+// take returns the directories fsynced since the last call.
+func (l *dirSyncLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	dirs := l.dirs
+	l.dirs = nil
+	return dirs
+}
+
+type dirSyncStore struct {
+	backing.Store
+	log *dirSyncLog
+}
+
+func (s *dirSyncStore) SyncDir(ctx context.Context, p string) error {
+	err := s.Store.SyncDir(ctx, p)
+	if err == nil {
+		s.log.mu.Lock()
+		s.log.dirs = append(s.log.dirs, p)
+		s.log.mu.Unlock()
+	}
+	return err
+}
+
+// wantSynced fails the test unless got holds each of want.
+func wantSynced(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	for _, dir := range want {
+		if !slices.Contains(got, dir) {
+			t.Errorf("%s: directories fsynced %q, want %q among them", what, got, dir)
+		}
+	}
+}
+
+// startNamed starts three servers with engines of durability d whose
+// directory fsyncs log records, and a client of them.
+func startNamed(t *testing.T, d engine.Durability, log *dirSyncLog) (*client.FS, []string) {
+	t.Helper()
+	same := func(_ int, c server.Cache) server.Cache { return c }
+	data, ctl, _ := startServers(t, "tcp", t.TempDir(), 3, same, log.store, func(c *engine.Config) { c.Durability = d })
+	f, err := client.New(client.Options{Servers: data, ExtentSize: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := f.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return f, ctl
+}
+
+// makeAndRename creates, through f, a file without data in a new
+// directory and closes it, then renames it into another: the calls a
+// metadata server runs on the backing store itself. between runs after
+// the create and after the rename, with what each must make durable.
+func makeAndRename(t *testing.T, f *client.FS, between func(what string, want ...string)) {
+	t.Helper()
+	ctx := context.Background()
+	for _, dir := range []string{"a", "b"} {
+		if _, err := f.Mkdir(ctx, dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.Create(ctx, "a/f", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Flush(ctx, "a/f"); err != nil {
+		t.Fatal(err)
+	}
+	between("create", "a", ".")
+	if err := f.Rename(ctx, "a/f", "b/g", 0); err != nil {
+		t.Fatal(err)
+	}
+	between("rename", "a", "b", ".")
+}
+
+// TestFlushMakesNamesOfMetadataCallsDurable creates a file that gets no
+// data through a mount's client, and renames it: the metadata server runs
+// both on the backing store, and no write-back comes to fsync their
+// directories, which a flush, saying that everything is on the backing
+// store, must do, or a crash of its node could lose the file, or bring
+// back its old name.
+func TestFlushMakesNamesOfMetadataCallsDurable(t *testing.T) {
+	log := &dirSyncLog{}
+	f, ctl := startNamed(t, engine.Cache, log)
+	makeAndRename(t, f, func(what string, want ...string) {
+		log.take()
+		for _, addr := range ctl {
+			if res, err := control.NewClient(addr, nil, nil).Flush(context.Background()); err != nil || res.RemainingBytes != 0 {
+				t.Fatalf("Flush = %+v, %v", res, err)
+			}
+		}
+		wantSynced(t, "flush after the "+what, log.take(), want...)
+	})
+}
+
+// TestBackingNamesDurableOnReturn is TestFlushMakesNamesOfMetadataCallsDurable
+// with Durability Backing: a close of the new file, which wrote nothing
+// and so asks no server, and the rename must each return with the names
+// durable already, and so must the other calls that make names.
+func TestBackingNamesDurableOnReturn(t *testing.T) {
+	log := &dirSyncLog{}
+	f, _ := startNamed(t, engine.Backing, log)
+	makeAndRename(t, f, func(what string, want ...string) {
+		wantSynced(t, what, log.take(), want...)
+	})
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		make func() error
+		want []string
+	}{
+		"mkdir":   {func() error { _, err := f.Mkdir(ctx, "b/c", 0o755); return err }, []string{"b", "."}},
+		"symlink": {func() error { _, err := f.Symlink(ctx, "g", "a/s"); return err }, []string{"a", "."}},
+		"link":    {func() error { _, err := f.Link(ctx, "b/g", "a/l"); return err }, []string{"a", "."}},
+		"mknod":   {func() error { _, err := f.Mknod(ctx, "b/p", syscall.S_IFIFO|0o644, 0); return err }, []string{"b", "."}},
+	} {
+		log.take()
+		if err := tc.make(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		wantSynced(t, name, log.take(), tc.want...)
+	}
+}
