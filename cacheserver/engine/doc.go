@@ -231,7 +231,7 @@
 //     renamed file's data is durable under its old name. The engine keeps
 //     the directories of the names changed (for a rename, the old name's
 //     and the new one's) and fsyncs each with the directories above it
-//     before Flush returns; with Durability Backing before the call that
+//     before Flush or FlushPath returns; with Durability Backing before the call that
 //     changed the name returns, since a close or fsync of the file need
 //     not reach the engine that was told (the file's metadata server), or
 //     comes after the rename under the new name. A directory removed since

@@ -128,8 +128,9 @@ type nameChange struct {
 // a rename moves data whose name was made durable under the old path.
 // With Durability Backing they are fsynced before NamesChanged returns,
 // since a close or fsync of the file, which need not reach this engine,
-// must find the name durable. Otherwise Flush fsyncs them, and so does a
-// Sync with Durability Backing; one that failed is kept for the next.
+// must find the name durable. Otherwise Flush or FlushPath fsyncs them,
+// and so does a Sync with Durability Backing; one that failed is kept for
+// the next.
 func (e *Engine) NamesChanged(ctx context.Context, paths ...string) error {
 	if err := e.enter(); err != nil {
 		return err

@@ -262,8 +262,8 @@ func TestRenameMakesNamesDurable(t *testing.T) {
 // that calls through the cache made there without write-back (a create
 // of a file that gets no data, a mkdir): the engine is told, and must
 // make them durable, as data that write-back created, before a flush
-// returns, or, with Durability Backing, before it returns itself. A
-// second flush has nothing left to fsync.
+// (of everything, or of the path) returns, or, with Durability Backing,
+// before it returns itself. A second flush has nothing left to fsync.
 func TestNamesMadeThroughTheCacheAreDurable(t *testing.T) {
 	for _, durability := range []Durability{Cache, Backing} {
 		t.Run(string(durability), func(t *testing.T) {
@@ -280,7 +280,7 @@ func TestNamesMadeThroughTheCacheAreDurable(t *testing.T) {
 				if events := log.take(); len(events) != 0 {
 					t.Errorf("NamesChanged with Durability Cache: %q, want nothing fsynced before a flush", events)
 				}
-				if err := r.e.Flush(ctx); err != nil {
+				if err := r.e.FlushPath(ctx, "made"); err != nil {
 					t.Fatal(err)
 				}
 			}
