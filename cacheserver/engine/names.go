@@ -144,16 +144,20 @@ func (e *Engine) namesChanged(ctx context.Context, paths ...string) error {
 	if c, ok := ident.FromContext(ctx); ok {
 		cred = &c
 	}
+	mine := make(map[string]nameChange, len(paths))
 	e.mu.Lock()
 	for _, p := range paths {
 		e.nameSeq++
-		e.changedNames[path.Dir(p)] = nameChange{cred: cred, seq: e.nameSeq}
+		mine[path.Dir(p)] = nameChange{cred: cred, seq: e.nameSeq}
+		e.changedNames[path.Dir(p)] = mine[path.Dir(p)]
 	}
 	e.mu.Unlock()
 	if e.cfg.Durability != Backing {
 		return nil
 	}
-	return e.syncChangedNames()
+	// Only this call's: calls at once each fsyncing all of them would
+	// fsync each directory once per call.
+	return e.syncNames(mine)
 }
 
 // syncChangedNames fsyncs the directories that NamesChanged recorded, and
@@ -163,6 +167,13 @@ func (e *Engine) syncChangedNames() error {
 	e.mu.Lock()
 	todo := maps.Clone(e.changedNames)
 	e.mu.Unlock()
+	return e.syncNames(todo)
+}
+
+// syncNames fsyncs the directories of todo, taken from changedNames, and
+// those above them, each once, and forgets those that no change came to
+// since.
+func (e *Engine) syncNames(todo map[string]nameChange) error {
 	dirs := newDirSyncs(e.backing)
 	var errs []error
 	for dir, c := range todo {

@@ -335,3 +335,31 @@ func TestNameInRemovedDirectory(t *testing.T) {
 	}
 	wantDirsSynced(t, log.take(), "flush", "a", ".")
 }
+
+// TestNamesChangedSyncsItsOwn has a name change with Durability Backing
+// come while another one's directory waits for a retry: the call fsyncs
+// only its own directories, as calls at once that each fsynced every
+// directory waiting would fsync each of them once per call. The one
+// waiting is left to Flush or Sync.
+func TestNamesChangedSyncsItsOwn(t *testing.T) {
+	r, log := newNameRig(t, Backing)
+	ctx := context.Background()
+	r.writeBacking("x/f", nil)
+	r.writeBacking("y/g", nil)
+	r.faulty.SetError(backing.OpSyncDir, errInjected)
+	if err := r.e.NamesChanged(ctx, "x/f"); !errors.Is(err, errInjected) {
+		t.Fatalf("NamesChanged while directory fsync fails = %v, want its error", err)
+	}
+	r.faulty.SetError(backing.OpSyncDir, nil)
+	if err := r.e.NamesChanged(ctx, "y/g"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"fsync directory y", "fsync directory ."}
+	if diff := cmp.Diff(want, log.take()); diff != "" {
+		t.Errorf("NamesChanged of y/g (-want +got):\n%s", diff)
+	}
+	if err := r.e.Sync(ctx, "y/g"); err != nil {
+		t.Fatal(err)
+	}
+	wantDirsSynced(t, log.take(), "Sync after the failure", "x")
+}
