@@ -554,3 +554,87 @@ func writeSyncedFile(p string, data []byte) error {
 	_, err = f.Write(data)
 	return errJoin(err, errJoin(f.Sync(), f.Close()))
 }
+
+// BenchmarkNameChanges times what making the names of metadata calls
+// durable costs them (NamesChanged): empty files created, then renamed
+// within their directories, on the backing store as a metadata server
+// does, each call then telling an engine. With Durability Backing each
+// call fsyncs the directories from its own up to the root before it
+// returns; with Cache it only records them, and the flush after fsyncs
+// each directory once. The baseline makes the same calls on a plain
+// directory, telling nobody, as before the names were made durable.
+func BenchmarkNameChanges(b *testing.B) {
+	const dirs, perDir = 10, 50
+	dir := b.TempDir()
+	engines := map[Durability]*Engine{}
+	for _, d := range []Durability{Cache, Backing} {
+		e, err := Open(Config{
+			Dir: filepath.Join(dir, "cache-"+string(d)), Backing: backing.NewDir(filepath.Join(dir, string(d))),
+			ExtentSize: 4096, Capacity: 64 * 4096, Durability: d, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer e.Close()
+		engines[d] = e
+	}
+	var plain, cached, durable, flush time.Duration
+	for i := range b.N {
+		plain += nameChanges(b, filepath.Join(dir, "plain"), i, dirs, perDir, nil)
+		cached += nameChanges(b, filepath.Join(dir, string(Cache)), i, dirs, perDir, engines[Cache])
+		start := time.Now()
+		if err := engines[Cache].Flush(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		flush += time.Since(start)
+		durable += nameChanges(b, filepath.Join(dir, string(Backing)), i, dirs, perDir, engines[Backing])
+	}
+	ops := float64(2 * b.N * dirs * perDir)
+	b.ReportMetric(ops/plain.Seconds(), "baseline-ops/s")
+	b.ReportMetric(ops/cached.Seconds(), "cache-ops/s")
+	b.ReportMetric(ops/durable.Seconds(), "backing-ops/s")
+	b.ReportMetric(float64(flush.Milliseconds())/float64(b.N), "cache-flush-ms")
+	b.ReportMetric(plain.Seconds()/cached.Seconds(), "cache-x-baseline")
+	b.ReportMetric(plain.Seconds()/durable.Seconds(), "backing-x-baseline")
+}
+
+// nameChanges creates perDir empty files in each of dirs new directories
+// under root, then renames each, telling e of every name (none when nil),
+// and returns the time the creates and renames took, the directories'
+// creation left out.
+func nameChanges(b *testing.B, root string, run, dirs, perDir int, e *Engine) time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	changed := func(paths ...string) {
+		if e == nil {
+			return
+		}
+		if err := e.NamesChanged(ctx, paths...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var spent time.Duration
+	for d := range dirs {
+		sub := fmt.Sprintf("run%d/d%d", run, d)
+		if err := os.MkdirAll(filepath.Join(root, sub), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		for f := range perDir {
+			p := fmt.Sprintf("%s/f%d", sub, f)
+			if err := os.WriteFile(filepath.Join(root, p), nil, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			changed(p)
+		}
+		for f := range perDir {
+			from, to := fmt.Sprintf("%s/f%d", sub, f), fmt.Sprintf("%s/g%d", sub, f)
+			if err := os.Rename(filepath.Join(root, from), filepath.Join(root, to)); err != nil {
+				b.Fatal(err)
+			}
+			changed(from, to)
+		}
+		spent += time.Since(start)
+	}
+	return spent
+}
