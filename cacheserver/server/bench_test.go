@@ -2,11 +2,13 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/burstcache/burstcache/cacheserver/client"
+	"github.com/burstcache/burstcache/cacheserver/engine"
 )
 
 // BenchmarkClientOps measures the latency of single operations through a
@@ -65,5 +67,52 @@ func BenchmarkClientRead1MiB(b *testing.B) {
 		if _, err := f.ReadAt(ctx, "f", buf, int64(i%4)<<20); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkClientNameOps measures creates of empty files (a create and a
+// close) and renames within a directory through a striped client over
+// two engine servers, with each durability in the same run: with Backing
+// each call returns once its names are durable on the backing store,
+// with Cache a flush makes them so later.
+func BenchmarkClientNameOps(b *testing.B) {
+	for _, d := range []engine.Durability{engine.Cache, engine.Backing} {
+		b.Run(string(d), func(b *testing.B) {
+			data, _, _ := startServers(b, "tcp", b.TempDir(), 2, same, sameStore, func(c *engine.Config) { c.Durability = d })
+			f, err := client.New(client.Options{Servers: data, ExtentSize: 1 << 16})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			ctx := context.Background()
+			if _, err := f.Mkdir(ctx, "d", 0o755); err != nil {
+				b.Fatal(err)
+			}
+			create := func(p string) {
+				if _, err := f.Create(ctx, p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
+					b.Fatal(err)
+				}
+				if err := f.Flush(ctx, p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.Run("create", func(b *testing.B) {
+				for i := range b.N {
+					create(fmt.Sprintf("d/c%d-%d", b.N, i))
+				}
+			})
+			b.Run("rename", func(b *testing.B) {
+				b.StopTimer()
+				for i := range b.N {
+					create(fmt.Sprintf("d/r%d-%d", b.N, i))
+				}
+				b.StartTimer()
+				for i := range b.N {
+					if err := f.Rename(ctx, fmt.Sprintf("d/r%d-%d", b.N, i), fmt.Sprintf("d/s%d-%d", b.N, i), 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/client"
 	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/cacheserver/engine"
-	"github.com/burstcache/burstcache/cacheserver/server"
 )
 
 // dirSyncLog records the backing directories that the engines of several
@@ -63,7 +62,6 @@ func wantSynced(t *testing.T, what string, got []string, want ...string) {
 // directory fsyncs log records, and a client of them.
 func startNamed(t *testing.T, d engine.Durability, log *dirSyncLog) (*client.FS, []string) {
 	t.Helper()
-	same := func(_ int, c server.Cache) server.Cache { return c }
 	data, ctl, _ := startServers(t, "tcp", t.TempDir(), 3, same, log.store, func(c *engine.Config) { c.Durability = d })
 	f, err := client.New(client.Options{Servers: data, ExtentSize: 1 << 16})
 	if err != nil {
