@@ -71,7 +71,8 @@ func BenchmarkClientRead1MiB(b *testing.B) {
 }
 
 // BenchmarkClientNameOps measures creates of empty files (a create and a
-// close) and renames within a directory through a striped client over
+// close), of files of 4 KiB (a create, a write and a close) and renames
+// within a directory through a striped client over
 // two engine servers, with each durability in the same run: with Backing
 // each call returns once its names are durable on the backing store,
 // with Cache a flush makes them so later.
@@ -99,6 +100,21 @@ func BenchmarkClientNameOps(b *testing.B) {
 			b.Run("create", func(b *testing.B) {
 				for i := range b.N {
 					create(fmt.Sprintf("d/c%d-%d", b.N, i))
+				}
+			})
+			b.Run("create-write", func(b *testing.B) {
+				buf := make([]byte, 4096)
+				for i := range b.N {
+					p := fmt.Sprintf("d/w%d-%d", b.N, i)
+					if _, err := f.Create(ctx, p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := f.WriteAt(ctx, p, buf, 0); err != nil {
+						b.Fatal(err)
+					}
+					if err := f.Flush(ctx, p); err != nil {
+						b.Fatal(err)
+					}
 				}
 			})
 			b.Run("rename", func(b *testing.B) {
