@@ -42,7 +42,8 @@
 //   - Rename: cached data is keyed by path, and a striped cache places
 //     extents by a hash of the path, so cached data cannot follow a rename.
 //     Rename flushes and drops both paths (a file or a whole tree), then
-//     renames on the backing store.
+//     renames on the backing store, and makes the names durable as a
+//     mount's rename does (rule 8).
 //   - Hard links: a backing file with more than one name is not cached;
 //     its reads and writes pass through to the backing file, as the
 //     caller, and its size is the backing file's. Cached data is keyed by
@@ -228,17 +229,32 @@
 //     and rename, which its metadata server runs there at once, and
 //     Rename, are made durable too (NamesChanged): a file created and
 //     closed without data has no extent for the syncer to find, and a
-//     renamed file's data is durable under its old name. The engine keeps
-//     the directories of the names changed (for a rename, the old name's
-//     and the new one's) and fsyncs each with the directories above it
-//     before Flush or FlushPath returns; with Durability Backing before the call that
-//     changed the name returns, since a close or fsync of the file need
-//     not reach the engine that was told (the file's metadata server), or
-//     comes after the rename under the new name. A directory removed since
-//     counts as synced: its removal is in its parent's entries, which are
-//     fsynced next. A failed fsync is kept for the next Flush, or Sync
-//     with Durability Backing, to retry, and fails it meanwhile. Which
-//     names changed is not kept across a restart of the engine.
+//     renamed file's data is durable under its old name. The engine
+//     keeps the directories of the names changed (for a rename, the old
+//     name's and the new one's) and fsyncs each with the directories
+//     above it before Flush or FlushPath returns; with Durability Backing
+//     before the call that changed the name returns, since a close or
+//     fsync of the file need not reach the engine that was told (the
+//     file's metadata server), or comes after the rename under the new
+//     name. A directory removed since counts as synced: its removal is
+//     in its parent's entries, which are fsynced next. A failed fsync is
+//     kept for the next Flush, or Sync with Durability Backing, to retry,
+//     and fails it meanwhile. Which names changed is not kept in the
+//     index: Close makes them durable, and a crash of the server before
+//     a flush leaves them as the backing store keeps them. Making them
+//     durable at once costs each call the fsyncs of its directories up
+//     to the root: BenchmarkNameChanges, a create and a rename each of
+//     500 empty files in ten directories two below the root, ran at
+//     0.38-0.50x of the same calls on a plain directory with Backing
+//     (1,800-2,600 calls a second against 3,600-6,400), and at
+//     0.91-1.22x with Cache,
+//     whose flush fsynced the twelve directories in 2-4 ms. Through a
+//     client of two servers (BenchmarkClientNameOps, in runs alternating
+//     with the code before on a VM loaded by other builds) a create and
+//     close of an empty file with Backing went from 0.5-0.9 ms to
+//     1.4-2.8, a rename from 1.3-1.9 ms to 1.8-4.2, and a create, write
+//     of 4 KiB and close from 3.1-4.8 ms to 4.2-8.2; with Cache nothing
+//     moved beyond the noise.
 //
 // A failed fdatasync of the slab is final (ErrCacheDevice): Linux reports
 // a failed write-out once and may drop the pages it could not write, so a

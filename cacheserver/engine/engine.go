@@ -262,12 +262,15 @@ func (e *Engine) Close() error {
 	e.mu.Unlock()
 	close(e.stop)
 	e.wg.Wait()
+	// Which names changed is not kept across a restart, when a flush
+	// would not know to make them durable: they are made so now.
+	nameErr := e.syncChangedNames()
 	err := e.commitOnce()
 	if err == nil {
 		err = e.keepIncarnation()
 	}
-	e.log.Info("Closing cache engine", "dir", e.cfg.Dir, "commitErr", err)
-	return joinErr(err, e.idx.Close(), e.slab.Close(), e.gens.close())
+	e.log.Info("Closing cache engine", "dir", e.cfg.Dir, "commitErr", err, "namesErr", nameErr)
+	return joinErr(err, nameErr, e.idx.Close(), e.slab.Close(), e.gens.close())
 }
 
 // enter admits an API call; leave ends it. Close waits for admitted calls.

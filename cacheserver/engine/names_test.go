@@ -363,3 +363,17 @@ func TestNamesChangedSyncsItsOwn(t *testing.T) {
 	}
 	wantDirsSynced(t, log.take(), "Sync after the failure", "x")
 }
+
+// TestCloseMakesChangedNamesDurable closes an engine with Durability Cache
+// that was told of a name no flush made durable yet: the engine after it
+// does not know of the name, and no flush would make it durable, so the
+// close must.
+func TestCloseMakesChangedNamesDurable(t *testing.T) {
+	r, log := newNameRig(t, Cache)
+	r.writeBacking("c/f", nil)
+	if err := r.e.NamesChanged(context.Background(), "c/f"); err != nil {
+		t.Fatal(err)
+	}
+	r.restart()
+	wantDirsSynced(t, log.take(), "close", "c", ".")
+}
