@@ -239,7 +239,12 @@
 //     name. A directory removed since counts as synced: its removal is
 //     in its parent's entries, which are fsynced next. A failed fsync is
 //     kept for the next Flush, or Sync with Durability Backing, to retry,
-//     and fails it meanwhile. Which names changed is not kept in the
+//     and fails it meanwhile. Names removed through the cache (a mount's
+//     unlink and rmdir, NamesRemoved, and Unlink) are kept alike, but
+//     made durable only by those calls, never before the removal
+//     returns: a name that comes back loses no data, and no call of a
+//     job but an fsync of the directory promises it gone. Which names
+//     changed is not kept in the
 //     index: Close makes them durable, and a crash of the server before
 //     a flush leaves them as the backing store keeps them. Making them
 //     durable at once costs each call the fsyncs of its directories up

@@ -140,24 +140,47 @@ func (e *Engine) NamesChanged(ctx context.Context, paths ...string) error {
 }
 
 func (e *Engine) namesChanged(ctx context.Context, paths ...string) error {
-	var cred *ident.Cred
-	if c, ok := ident.FromContext(ctx); ok {
-		cred = &c
-	}
-	mine := make(map[string]nameChange, len(paths))
-	e.mu.Lock()
-	for _, p := range paths {
-		e.nameSeq++
-		mine[path.Dir(p)] = nameChange{cred: cred, seq: e.nameSeq}
-		e.changedNames[path.Dir(p)] = mine[path.Dir(p)]
-	}
-	e.mu.Unlock()
+	mine := e.recordNames(ctx, paths)
 	if e.cfg.Durability != Backing {
 		return nil
 	}
 	// Only this call's: calls at once each fsyncing all of them would
 	// fsync each directory once per call.
 	return e.syncNames(mine)
+}
+
+// NamesRemoved records that a call through the cache removed the names at
+// paths from the backing store (an unlink, an rmdir): Flush, FlushPath,
+// a Sync with Durability Backing and Close make the removals durable, as
+// NamesChanged says, so that a crash of the backing store's node after a
+// flush does not bring the names back. Unlike a change, a removal is not
+// made durable before the call returns, whatever the durability: a name
+// that comes back loses no data, and no call of a job but an fsync of the
+// directory, which a mount passes to the backing store, promises it gone.
+func (e *Engine) NamesRemoved(ctx context.Context, paths ...string) {
+	if err := e.enter(); err != nil {
+		return
+	}
+	defer e.leave()
+	e.recordNames(ctx, paths)
+}
+
+// recordNames records the directories of paths in changedNames, as the
+// identity of ctx, and returns what it recorded.
+func (e *Engine) recordNames(ctx context.Context, paths []string) map[string]nameChange {
+	var cred *ident.Cred
+	if c, ok := ident.FromContext(ctx); ok {
+		cred = &c
+	}
+	mine := make(map[string]nameChange, len(paths))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, p := range paths {
+		e.nameSeq++
+		mine[path.Dir(p)] = nameChange{cred: cred, seq: e.nameSeq}
+		e.changedNames[path.Dir(p)] = mine[path.Dir(p)]
+	}
+	return mine
 }
 
 // syncChangedNames fsyncs the directories that NamesChanged recorded, and

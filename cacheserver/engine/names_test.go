@@ -377,3 +377,37 @@ func TestCloseMakesChangedNamesDurable(t *testing.T) {
 	r.restart()
 	wantDirsSynced(t, log.take(), "close", "c", ".")
 }
+
+// TestFlushMakesRemovalsDurable removes names through the cache (a
+// metadata server's unlink, which tells NamesRemoved, and Unlink): the
+// call does not wait for their directories' fsync, whatever the
+// durability, but a flush must, or a crash of the backing store's node
+// after it could bring back files the job removed.
+func TestFlushMakesRemovalsDurable(t *testing.T) {
+	for _, durability := range []Durability{Cache, Backing} {
+		t.Run(string(durability), func(t *testing.T) {
+			r, log := newNameRig(t, durability)
+			ctx := context.Background()
+			r.writeBacking("gone/f", []byte("x"))
+			r.write("also/gone", 0, []byte("data"))
+			if err := r.e.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			log.take()
+			if err := os.Remove(filepath.Join(r.root, "gone/f")); err != nil {
+				t.Fatal(err)
+			}
+			r.e.NamesRemoved(ctx, "gone/f")
+			if err := r.e.Unlink(ctx, "also/gone"); err != nil {
+				t.Fatal(err)
+			}
+			if events := log.take(); len(events) != 0 {
+				t.Errorf("removals: %q, want nothing fsynced before a flush", events)
+			}
+			if err := r.e.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			wantDirsSynced(t, log.take(), "flush after the removals", "gone", "also", ".")
+		})
+	}
+}

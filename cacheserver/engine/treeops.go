@@ -10,7 +10,8 @@ import (
 
 // Unlink removes path from the backing store, then forgets it in the
 // cache, dirty data included. A file only the cache held (never written
-// back) is not an error; a refused removal leaves the cache alone.
+// back) is not an error; a refused removal leaves the cache alone. The
+// removal is made durable as NamesRemoved says.
 func (e *Engine) Unlink(ctx context.Context, p string) error {
 	if err := e.enter(); err != nil {
 		return err
@@ -18,11 +19,11 @@ func (e *Engine) Unlink(ctx context.Context, p string) error {
 	defer e.leave()
 	f := e.lookup(p)
 	if f == nil {
-		return e.backing.Remove(ctx, p)
+		return e.removeBacking(ctx, p)
 	}
 	// Holding wbmu keeps write-back from recreating the file in between.
 	f.wbmu.Lock()
-	err := e.backing.Remove(ctx, p)
+	err := e.removeBacking(ctx, p)
 	if err != nil && !errorsIsNotExist(err) {
 		f.wbmu.Unlock()
 		return err
@@ -37,6 +38,16 @@ func (e *Engine) Unlink(ctx context.Context, p string) error {
 	// the file back; after it, the file stays gone. (A crash between the
 	// removal and here still can: the unlink had not returned.)
 	return e.waitCommit(ctx)
+}
+
+// removeBacking removes the backing file p, and records the removal for
+// the next flush to make durable.
+func (e *Engine) removeBacking(ctx context.Context, p string) error {
+	err := e.backing.Remove(ctx, p)
+	if err == nil {
+		e.recordNames(ctx, []string{p})
+	}
+	return err
 }
 
 // lookup returns the file at p, nil if the cache holds none.
