@@ -22,7 +22,7 @@ var metaHandlers = map[wire.Op]handlerFunc{
 	wire.OpReadDir:      (*Server).readDir,
 	wire.OpMkdir:        (*Server).mkdir,
 	wire.OpMknod:        (*Server).mknod,
-	wire.OpRmdir:        nsPath(namespace.FS.Rmdir),
+	wire.OpRmdir:        (*Server).rmdir,
 	wire.OpUnlink:       forgetting((*Server).unlink),
 	wire.OpRename:       (*Server).rename,
 	wire.OpSymlink:      (*Server).symlink,
@@ -39,16 +39,6 @@ var metaHandlers = map[wire.Op]handlerFunc{
 	wire.OpMayUnlink:    (*Server).mayUnlink,
 	wire.OpTruncateOpen: forgetting((*Server).truncateOpen),
 	wire.OpNoteHidden:   (*Server).noteHidden,
-}
-
-func nsPath(fn func(namespace.FS, context.Context, string) error) handlerFunc {
-	return func(s *Server, ctx context.Context, req *wire.Request, _ *wire.Response) error {
-		p, err := readPath(req.Args)
-		if err != nil {
-			return err
-		}
-		return fn(s.cfg.NS, ctx, p)
-	}
 }
 
 // withCacheSize folds the size the cache knows into the attributes of a
@@ -361,11 +351,26 @@ func (s *Server) unlink(ctx context.Context, req *wire.Request, _ *wire.Response
 	if err := s.cfg.NS.Unlink(ctx, p); err != nil {
 		return err
 	}
+	s.cfg.Cache.NamesRemoved(ctx, p)
 	s.hidden.forget(p)
 	// What the cache saw of the removed file is stale, but dirty data
 	// stays: a doomed file's waits for the client to end its doom, and a
 	// file that another client created at p meanwhile may hold some.
 	return s.cfg.Cache.ForgetRemoved(ctx, p)
+}
+
+// rmdir removes the directory on the backing store, for the next flush
+// to make the removal durable.
+func (s *Server) rmdir(ctx context.Context, req *wire.Request, _ *wire.Response) error {
+	p, err := readPath(req.Args)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.NS.Rmdir(ctx, p); err != nil {
+		return err
+	}
+	s.cfg.Cache.NamesRemoved(ctx, p)
+	return nil
 }
 
 func (s *Server) rename(ctx context.Context, req *wire.Request, _ *wire.Response) error {

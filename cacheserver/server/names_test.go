@@ -146,3 +146,37 @@ func TestBackingNamesDurableOnReturn(t *testing.T) {
 		wantSynced(t, name, log.take(), tc.want...)
 	}
 }
+
+// TestFlushMakesRemovalsOfMetadataCallsDurable unlinks a file and
+// removes its directory through a mount's client: a flush must make the
+// removals durable, or a crash of the backing store's node after it could
+// bring back names the job removed.
+func TestFlushMakesRemovalsOfMetadataCallsDurable(t *testing.T) {
+	log := &dirSyncLog{}
+	f, ctl := startNamed(t, engine.Cache, log)
+	ctx := context.Background()
+	flush := func(what string, want ...string) {
+		t.Helper()
+		for _, addr := range ctl {
+			if res, err := control.NewClient(addr, nil, nil).Flush(ctx); err != nil || res.RemainingBytes != 0 {
+				t.Fatalf("Flush = %+v, %v", res, err)
+			}
+		}
+		wantSynced(t, "flush after the "+what, log.take(), want...)
+	}
+	if _, err := f.Mkdir(ctx, "a", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Create(ctx, "a/f", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	flush("create")
+	if err := f.Unlink(ctx, "a/f"); err != nil {
+		t.Fatal(err)
+	}
+	flush("unlink", "a", ".")
+	if err := f.Rmdir(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	flush("rmdir", ".")
+}

@@ -75,6 +75,9 @@ type Cache interface {
 	// there as the durability says: before it returns with Backing, and
 	// before Flush returns in any case.
 	NamesChanged(ctx context.Context, paths ...string) error
+	// NamesRemoved is told of the names an unlink or rmdir removed from
+	// the backing store, which must be made durable before Flush returns.
+	NamesRemoved(ctx context.Context, paths ...string)
 	// AdmitWriter returns the error a write to path would meet now, for an
 	// open of it for writing: a write window used up (EROFS) or, if
 	// gathered (writes the client's kernel gathers), the backing store's

@@ -274,6 +274,9 @@ func (m *MemCache) ForgetRemoved(_ context.Context, path string) error {
 // MemCache does not make durable.
 func (m *MemCache) NamesChanged(context.Context, ...string) error { return nil }
 
+// NamesRemoved does nothing, as NamesChanged.
+func (m *MemCache) NamesRemoved(context.Context, ...string) {}
+
 // HoldDoom records the call.
 func (m *MemCache) HoldDoom(_ context.Context, path string) error {
 	m.mu.Lock()
