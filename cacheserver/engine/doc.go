@@ -429,7 +429,10 @@
 // 300-480 that day). A CPU profile splits it: the copier, which writes
 // every byte into the slab, spends about what the plain reader spends in
 // all, and the reader then reads each byte once more from its slot, so
-// copy-up reaches the target in some runs only. Reading the backing file
+// copy-up reaches the target in some runs only (five quiet runs on a later
+// day, the machine otherwise idle: 0.82-1.12x on the same disk, four of
+// them at 0.93x or more, and 0.88-0.93x on tmpfs, with 470-560 ms of CPU
+// per GB against the plain reader's 185-190). Reading the backing file
 // with O_DIRECT instead, one or four copies at once, read the disk in
 // requests of 0.5-1 MiB for no less CPU time, and was slower.
 //
