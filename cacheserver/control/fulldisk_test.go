@@ -3,13 +3,12 @@ package control
 import (
 	"errors"
 	"net/http"
-	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/burstcache/burstcache/test/smalldisk"
 )
 
 // fullDisk mounts a small tmpfs on a new directory and returns it, with a
@@ -17,31 +16,8 @@ import (
 // more, as the cache disk of a server is when others filled it.
 func fullDisk(t *testing.T) (dir string, fill func()) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small file system to fill needs root")
-	}
-	dir = t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
-		t.Fatalf("mounting a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir, func() {
-		t.Helper()
-		f, err := os.Create(filepath.Join(dir, "other-files"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		block := make([]byte, 4096)
-		for {
-			if _, err := f.Write(block); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("filling the disk: %v", err)
-				}
-				return
-			}
-		}
-	}
+	dir = smalldisk.Mount(t, "1m")
+	return dir, func() { smalldisk.Fill(t, filepath.Join(dir, "other-files")) }
 }
 
 // TestServedCallsNeedNoRoomOnAFullDisk fills the disk of the file of calls

@@ -12,44 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/burstcache/burstcache/cacheserver/backing"
+	"github.com/burstcache/burstcache/test/smalldisk"
 )
-
-// smallDisk mounts a tmpfs of size bytes for the test: a real file system
-// that runs out of space.
-func smallDisk(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		t.Fatalf("mounting a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir
-}
-
-// fill writes name until the file system holding it is full.
-func fill(t *testing.T, name string) {
-	t.Helper()
-	f, err := os.Create(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	block := make([]byte, 4096)
-	for {
-		if _, err := f.Write(block); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling the disk: %v", err)
-			}
-			return
-		}
-	}
-}
 
 // TestFullCacheDiskFailsCommitsUntilItHasRoom fills the disk of the cache
 // directory, as another tenant of a node's disk can: the slab has its space
@@ -59,10 +24,10 @@ func fill(t *testing.T, name string) {
 // again, the commits that failed are made, and a restart and a flush find
 // every byte.
 func TestFullCacheDiskFailsCommitsUntilItHasRoom(t *testing.T) {
-	disk := smallDisk(t, "8m")
+	disk := smalldisk.Mount(t, "8m")
 	r := newRig(t, 4096, 256, func(c *Config) { c.Dir = filepath.Join(disk, "cache") })
 	ctx := context.Background()
-	fill(t, filepath.Join(disk, "other-tenant"))
+	smalldisk.Fill(t, filepath.Join(disk, "other-tenant"))
 
 	name := func(i int) string { return fmt.Sprintf("dir/a-file-with-a-long-name-%05d", i) }
 	data := func(i int) []byte { return []byte(fmt.Sprintf("data of file %d", i)) }
@@ -128,7 +93,7 @@ func TestFullCacheDiskFailsCommitsUntilItHasRoom(t *testing.T) {
 // room, a flush writes every byte back, and the refused write succeeds
 // when it is made again.
 func TestWriterGetsTheBackingStoresRefusal(t *testing.T) {
-	pfs := smallDisk(t, "1m")
+	pfs := smalldisk.Mount(t, "1m")
 	const es, slots = 4096, 16
 	r := newRigOver(t, pfs, es, slots, func(c *Config) {
 		c.Tunables = Tunables{WriteBackThreads: 2, DirtyHigh: 50, DirtyLow: 25}
@@ -136,7 +101,7 @@ func TestWriterGetsTheBackingStoresRefusal(t *testing.T) {
 	ctx := context.Background()
 	input := bytes.Repeat([]byte("input "), es)
 	r.writeBacking("in/data", input)
-	fill(t, filepath.Join(pfs, "other-files"))
+	smalldisk.Fill(t, filepath.Join(pfs, "other-files"))
 
 	want := map[string][]byte{}
 	for i := range slots {
@@ -205,11 +170,11 @@ func TestWriterGetsTheBackingStoresRefusal(t *testing.T) {
 // slots can hold is reserved when the cache directory is made, so a disk
 // that another tenant fills afterwards does not fail its commits.
 func TestIndexHasItsRoomOnAFullDisk(t *testing.T) {
-	disk := smallDisk(t, "8m")
+	disk := smalldisk.Mount(t, "8m")
 	const slots = 256
 	r := newRig(t, 4096, slots, func(c *Config) { c.Dir = filepath.Join(disk, "cache") })
 	ctx := context.Background()
-	fill(t, filepath.Join(disk, "other-tenant"))
+	smalldisk.Fill(t, filepath.Join(disk, "other-tenant"))
 	for i := range slots {
 		p := fmt.Sprintf("dir/a-file-with-a-long-name-%05d", i)
 		if _, err := r.e.WriteAt(ctx, p, []byte("data"), 0); err != nil {
@@ -225,7 +190,7 @@ func TestIndexHasItsRoomOnAFullDisk(t *testing.T) {
 // disk that cannot hold the index's reservation is refused at once, with
 // the space it needs, rather than failing commits later.
 func TestNewCacheDirectoryWithoutRoomForItsIndex(t *testing.T) {
-	disk := smallDisk(t, "128k")
+	disk := smalldisk.Mount(t, "128k")
 	cfg := Config{Dir: filepath.Join(disk, "cache"), Backing: backing.NewDir(t.TempDir()), ExtentSize: 4096, Capacity: 256 * 4096}
 	e, err := Open(cfg)
 	if err == nil {

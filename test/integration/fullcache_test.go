@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/burstcache/burstcache/cacheserver/client"
 	"github.com/burstcache/burstcache/cacheserver/control"
+	"github.com/burstcache/burstcache/test/smalldisk"
 )
 
 // TestTeardownCallsOnAFullCacheDisk fills the cache disk of a server
@@ -40,7 +40,7 @@ func TestTeardownCallsOnAFullCacheDisk(t *testing.T) {
 	srv.start(t)
 	data := randomBytes(3<<20, 7)
 	writeDirty(t, srv, "out.dat", data)
-	fillDisk(t, filepath.Join(srv.cacheDir, "other-files"))
+	smalldisk.Fill(t, filepath.Join(srv.cacheDir, "other-files"))
 
 	rec := &recorder{}
 	ctl := control.NewClient(srv.control, srv.secret, &http.Client{Transport: rec, Timeout: time.Minute})
@@ -85,24 +85,5 @@ func writeDirty(t *testing.T, srv *handServer, name string, data []byte) {
 	}
 	if b, err := os.ReadFile(filepath.Join(srv.backing, name)); err == nil && bytes.Equal(b, data) {
 		t.Fatal("the data reached the backing directory at once: nothing is left to flush")
-	}
-}
-
-// fillDisk writes to path until its file system is full.
-func fillDisk(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	block := make([]byte, 1<<16)
-	for {
-		if _, err := f.Write(block); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling the disk: %v", err)
-			}
-			return
-		}
 	}
 }
