@@ -60,12 +60,17 @@ type Durability string
 
 const (
 	// DurabilityCache means fsync and close return once the data is on the
-	// cache servers' SSDs. It is written back later.
+	// cache servers' SSDs. It is written back later; the names that calls
+	// through the cache made, moved or removed are made durable on the
+	// backing file system by a flush and at teardown.
 	DurabilityCache Durability = "Cache"
 
 	// DurabilityBacking means fsync and close return only once the data is
-	// written back to the backing file system. Slower, but a job whose fsync
-	// returned knows its data is on the backing file system.
+	// written back to the backing file system, and with it the file's name
+	// (its directory and those above it); a create, mkdir, link, symlink or
+	// rename returns once the names it made are durable there. Slower, but
+	// a job whose fsync returned knows its data is on the backing file
+	// system.
 	DurabilityBacking Durability = "Backing"
 )
 
