@@ -7,6 +7,7 @@ import (
 	"maps"
 	"path"
 	"sync"
+	"syscall"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/ident"
@@ -68,9 +69,12 @@ func (d *dirSyncs) sync(ctx context.Context, dir string) error {
 	}
 	d.mu.Unlock()
 	s.once.Do(func() {
-		// A directory removed since has no entries left to make durable;
-		// its removal is in its parent's, which is fsynced next.
-		if err := d.store.SyncDir(ctx, dir); err != nil && !errorsIsNotExist(err) {
+		// A directory removed since, or replaced by a file or by a
+		// symbolic link that leads out of the backing directory, has no
+		// entries left to make durable; its removal is in its parent's,
+		// which is fsynced next. Failing instead would fail every flush
+		// of the server for as long as the name is not a directory.
+		if err := d.store.SyncDir(ctx, dir); err != nil && !dirGone(err) {
 			s.err = fmt.Errorf("fsync directory %q: %w", dir, err)
 		}
 	})
@@ -216,4 +220,10 @@ func (e *Engine) syncNames(todo map[string]nameChange) error {
 		return fmt.Errorf("making names durable: %w", err)
 	}
 	return nil
+}
+
+// dirGone reports whether err, of an fsync of a directory by its path,
+// says that the path names no directory of the backing store any more.
+func dirGone(err error) bool {
+	return errorsIsNotExist(err) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EXDEV)
 }

@@ -321,19 +321,42 @@ func TestFailedNameFsyncIsRetried(t *testing.T) {
 // its removal is its parent's, and the flush must fsync that one and
 // succeed, not fail for ever.
 func TestNameInRemovedDirectory(t *testing.T) {
-	r, log := newNameRig(t, Cache)
-	ctx := context.Background()
-	r.writeBacking("a/x/f", nil)
-	if err := r.e.NamesChanged(ctx, "a/x/f"); err != nil {
-		t.Fatal(err)
+	for name, replace := range map[string]func(t *testing.T, dir string){
+		"removed": func(*testing.T, string) {},
+		"replaced by a file": func(t *testing.T, dir string) {
+			if err := os.WriteFile(dir, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"replaced by a symbolic link": func(t *testing.T, dir string) {
+			if err := os.Symlink(".", dir); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"replaced by a symbolic link out of the backing directory": func(t *testing.T, dir string) {
+			if err := os.Symlink("/", dir); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, log := newNameRig(t, Cache)
+			ctx := context.Background()
+			r.writeBacking("a/x/f", nil)
+			if err := r.e.NamesChanged(ctx, "a/x/f"); err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(r.root, "a/x")
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+			replace(t, dir)
+			if err := r.e.Flush(ctx); err != nil {
+				t.Fatalf("Flush after the directory was %s: %v", name, err)
+			}
+			wantDirsSynced(t, log.take(), "flush", "a", ".")
+		})
 	}
-	if err := os.RemoveAll(filepath.Join(r.root, "a/x")); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.e.Flush(ctx); err != nil {
-		t.Fatalf("Flush after the directory was removed: %v", err)
-	}
-	wantDirsSynced(t, log.take(), "flush", "a", ".")
 }
 
 // TestNamesChangedSyncsItsOwn has a name change with Durability Backing
