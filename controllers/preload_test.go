@@ -159,6 +159,37 @@ var _ = Describe("Preload", func() {
 		}, 20*time.Second, 200*time.Millisecond).Should(Succeed())
 	})
 
+	It("stops copying up what spec.preload no longer asks for", func() {
+		w := newWorld()
+		// Slower than the other specs': the preload would run for 15 s.
+		kl.SetServerArgs(w.ns, "--backing-read-latency=300ms")
+		total := writeFiles(w, "input", 50)
+		inst := w.instance("64Mi")
+		inst.Spec.Preload = []cachev1alpha1.AbsolutePath{cachev1alpha1.AbsolutePath(w.backing + "/input")}
+		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
+		kl.RunServers(ctx, inst, 1)
+		Eventually(func(g Gomega) {
+			p := get(inst)(g).Status.Preload
+			g.Expect(p).NotTo(BeNil())
+			g.Expect(p.BytesDone).To(BeNumerically(">", 0))
+		}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
+
+		cur := get(inst)(Default)
+		patch := client.MergeFrom(cur.DeepCopy())
+		cur.Spec.Preload = nil
+		Expect(k8sClient.Patch(ctx, cur, patch)).To(Succeed())
+		Eventually(phaseOf(inst), 20*time.Second, 200*time.Millisecond).Should(Equal(cachev1alpha1.PhaseReady))
+
+		By("the server copying up nothing more of the paths no longer asked for")
+		copied := func(g Gomega) int64 { return get(inst)(g).Status.Usage.CopyUpBytes }
+		// Usage comes every second; the copy-up that was under way when
+		// the preload was cancelled may still land in the first.
+		time.Sleep(2 * time.Second)
+		before := copied(Default)
+		Expect(before).To(BeNumerically("<", total/2), "the preload ran far before it was cancelled: the test shows nothing")
+		Consistently(copied, 4*time.Second, 500*time.Millisecond).Should(Equal(before))
+	})
+
 	It("refuses a change of spec.preload once the preload is done, which would not run it", func() {
 		w := newWorld()
 		writeFiles(w, "input", 1)

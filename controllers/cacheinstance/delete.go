@@ -27,6 +27,10 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 		s.gone = true
 		return ctrl.Result{}, nil
 	}
+	// A preload that still runs would go on copying up data the teardown
+	// is about to drop, on the disks and the backing file system the
+	// flush needs.
+	r.preloads.Drop(string(s.inst.UID))
 	return runPhases(ctx, s, []phaseFunc{
 		r.loadServerPodsFresh,
 		r.loadCacheClaimsFresh,

@@ -25,17 +25,25 @@ import (
 // an attempt that is cut short, or lost with a restart of the manager, is
 // simply started again.
 func (r *Reconciler) preload(ctx context.Context, s *scope) (ctrl.Result, error) {
+	key := string(s.inst.UID)
 	if len(s.inst.Spec.Preload) == 0 {
 		// Nothing to preload, or nothing any more: spec.preload may be
 		// emptied while its preload runs, which is then over.
+		r.preloads.Drop(key)
 		s.inst.Status.Preload = nil
 		return ctrl.Result{}, nil
 	}
 	if preloaded(s.inst) || !s.allServersReady() {
 		return ctrl.Result{}, nil
 	}
-	key := string(s.inst.UID)
 	state, out := r.preloads.Poll(key)
+	if state == hint.Running && !slices.Equal(out.Requests, preloadRequests(s.inst)) {
+		// spec.preload changed while the attempt runs: it would copy up
+		// paths no longer asked for, up to its end, before the new ones
+		// start. Cancelled, it ends with its servers' next extent, and
+		// the next pass starts the preload of the paths asked for now.
+		r.preloads.Cancel(key)
+	}
 	switch state {
 	case hint.Absent:
 		return ctrl.Result{}, r.startPreload(ctx, s, key)

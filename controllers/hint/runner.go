@@ -32,7 +32,8 @@ const (
 	// started, its outcome was taken, or the manager restarted.
 	Absent State = iota
 	// Running means some server has not answered yet; Outcome.Bytes says
-	// what the servers that answered preloaded so far.
+	// what the servers that answered preloaded so far, and
+	// Outcome.Requests what runs.
 	Running
 	// Done means every server answered; Outcome says how it went.
 	Done
@@ -65,7 +66,8 @@ type Runner struct {
 }
 
 type job struct {
-	done chan struct{}
+	done   chan struct{}
+	cancel context.CancelFunc
 	// mu guards outcome while the job runs.
 	mu      sync.Mutex
 	outcome Outcome
@@ -91,12 +93,39 @@ func (r *Runner) StartAll(key string, reqs []cachev1alpha1.RequestSpec, targets 
 	if _, ok := r.jobs[key]; ok {
 		return
 	}
-	j := &job{done: make(chan struct{}), outcome: Outcome{Requests: slices.Clone(reqs)}}
+	ctx, cancel := context.WithCancel(r.base)
+	j := &job{done: make(chan struct{}), cancel: cancel, outcome: Outcome{Requests: slices.Clone(reqs)}}
 	r.jobs[key] = j
 	go func() {
 		defer close(j.done)
-		r.run(j, reqs, targets)
+		defer cancel()
+		r.run(ctx, j, reqs, targets)
 	}()
+}
+
+// Cancel ends the request that runs under key, if any: its calls to the
+// servers are cancelled, which ends what they do, and the request is Done
+// with their errors. A request that would run for nothing, as a preload of
+// paths the instance no longer asks for, or of an instance going away,
+// then leaves the servers' disks to what they are asked now.
+func (r *Runner) Cancel(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if j, ok := r.jobs[key]; ok {
+		j.cancel()
+	}
+}
+
+// Drop cancels the request under key, as Cancel does, and forgets it: its
+// outcome is of no use to anyone, as that of a preload an instance no
+// longer asks for, or of an instance being deleted.
+func (r *Runner) Drop(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if j, ok := r.jobs[key]; ok {
+		j.cancel()
+		delete(r.jobs, key)
+	}
 }
 
 // Poll says where the request under key is. A Done outcome is handed out
@@ -115,18 +144,18 @@ func (r *Runner) Poll(key string) (State, Outcome) {
 		delete(r.jobs, key)
 		return Done, j.outcome
 	default:
-		return Running, Outcome{Bytes: j.outcome.Bytes}
+		return Running, Outcome{Bytes: j.outcome.Bytes, Requests: j.outcome.Requests}
 	}
 }
 
 // run calls every server at once and waits for all of them, adding what
 // each call returns to the job's outcome as it returns.
-func (r *Runner) run(j *job, reqs []cachev1alpha1.RequestSpec, targets []Target) {
+func (r *Runner) run(ctx context.Context, j *job, reqs []cachev1alpha1.RequestSpec, targets []Target) {
 	var wg sync.WaitGroup
 	for _, t := range targets {
 		wg.Go(func() {
 			for _, req := range reqs {
-				res, err := r.attempt(t, req)
+				res, err := r.attempt(ctx, t, req)
 				j.mu.Lock()
 				j.outcome.Remaining += res.Remaining
 				j.outcome.Bytes += res.Bytes
@@ -144,8 +173,8 @@ func (r *Runner) run(j *job, reqs []cachev1alpha1.RequestSpec, targets []Target)
 }
 
 // attempt runs req on one target, within the runner's Timeout.
-func (r *Runner) attempt(t Target, req cachev1alpha1.RequestSpec) (Outcome, error) {
-	ctx, cancel := context.WithTimeout(r.base, r.Timeout)
+func (r *Runner) attempt(ctx context.Context, t Target, req cachev1alpha1.RequestSpec) (Outcome, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
 	return call(ctx, t.Client, req)
 }

@@ -121,3 +121,51 @@ func TestStartAllStopsATargetAtItsFirstFailure(t *testing.T) {
 		t.Errorf("failing server's preloads (-want +got):\n%s", diff)
 	}
 }
+
+// TestCancelEndsTheCallsOfARequest cancels a preload whose server holds
+// its answer back: the server's call ends, by its context, and the
+// request is Done with the error, so that a request with other paths can
+// start at once rather than after the old one ran to its end. A Cancel of
+// a key that runs nothing does nothing.
+func TestCancelEndsTheCallsOfARequest(t *testing.T) {
+	slow := &preloadServer{bytes: map[string]int64{"a": 20}, hold: make(chan struct{})}
+	defer close(slow.hold)
+	r := NewRunner(context.Background(), time.Hour)
+	r.Cancel("k")
+	r.StartAll("k", preloads("a", "b"), []Target{target(t, "server-0", slow)})
+	if state, out := r.Poll("k"); state != Running || !cmp.Equal(out.Requests, preloads("a", "b")) {
+		t.Fatalf("Poll = %v, %+v; want Running the requests started", state, out)
+	}
+	for len(slow.called()) == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.Cancel("k")
+	out := poll(t, r, "k", Done, 0)
+	if out.Err == nil || !strings.Contains(out.Err.Error(), `server-0: preload "a"`) {
+		t.Errorf("outcome error = %v, want the cancelled call of server-0", out.Err)
+	}
+	if diff := cmp.Diff([]string{"a"}, slow.called()); diff != "" {
+		t.Errorf("server's preloads (-want +got):\n%s", diff)
+	}
+}
+
+// TestDropForgetsARequest drops a running preload: its call ends, and the
+// key is Absent at once, free for another request.
+func TestDropForgetsARequest(t *testing.T) {
+	slow := &preloadServer{hold: make(chan struct{})}
+	defer close(slow.hold)
+	r := NewRunner(context.Background(), time.Hour)
+	r.StartAll("k", preloads("a"), []Target{target(t, "server-0", slow)})
+	for len(slow.called()) == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.Drop("k")
+	if state, _ := r.Poll("k"); state != Absent {
+		t.Fatalf("Poll after Drop = %v, want Absent", state)
+	}
+	fast := &preloadServer{bytes: map[string]int64{"b": 3}}
+	r.StartAll("k", preloads("b"), []Target{target(t, "server-0", fast)})
+	if out := poll(t, r, "k", Done, 3); out.Err != nil {
+		t.Errorf("the request started after the drop: %v", out.Err)
+	}
+}
