@@ -39,9 +39,15 @@ var _ = Describe("Mount accounting", func() {
 		By("holding the finalizer and the dirty data while a Lease is left")
 		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
 		Expect(k8sClient.Delete(ctx, published)).To(Succeed())
-		Eventually(func(g Gomega) []cachev1alpha1.Mount {
-			return get(inst)(g).Status.ActiveMounts
-		}, 10*time.Second, 200*time.Millisecond).Should(ConsistOf(cachev1alpha1.Mount{Node: "node-b"}))
+		// A pass that had not seen the deletion yet may count the Leases
+		// before the teardown says it waits for them: wait for both.
+		Eventually(func(g Gomega) {
+			cur := get(inst)(g)
+			g.Expect(cur.Status.ActiveMounts).To(ConsistOf(cachev1alpha1.Mount{Node: "node-b"}))
+			c := meta.FindStatusCondition(cur.Status.Conditions, cachev1alpha1.ConditionFlushed)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(cachev1alpha1.ReasonWaitingForUnmount))
+		}, 10*time.Second, 200*time.Millisecond).Should(Succeed())
 		Consistently(func(g Gomega) {
 			cur := get(inst)(g)
 			g.Expect(cur.Finalizers).To(ContainElement(cachev1alpha1.Finalizer))
