@@ -42,6 +42,17 @@ func preloadedCondition(inst *cachev1alpha1.CacheInstance) func(Gomega) metav1.C
 	}
 }
 
+// waitForPreloadProgress waits until the instance's status counts bytes
+// its preload copied up.
+func waitForPreloadProgress(inst *cachev1alpha1.CacheInstance) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		p := get(inst)(g).Status.Preload
+		g.Expect(p).NotTo(BeNil())
+		g.Expect(p.BytesDone).To(BeNumerically(">", 0))
+	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
+}
+
 var _ = Describe("Preload", func() {
 	It("shows its progress in status while it runs, without holding the reconciler, then turns Ready", func() {
 		admin := kubeconfigOf("preload-admin", "system:masters")
@@ -118,11 +129,7 @@ var _ = Describe("Preload", func() {
 		inst.Spec.Preload = []cachev1alpha1.AbsolutePath{cachev1alpha1.AbsolutePath(w.backing + "/input")}
 		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
 		kl.RunServers(ctx, inst, 1)
-		Eventually(func(g Gomega) {
-			p := get(inst)(g).Status.Preload
-			g.Expect(p).NotTo(BeNil())
-			g.Expect(p.BytesDone).To(BeNumerically(">", 0))
-		}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
+		waitForPreloadProgress(inst)
 
 		By("adding a path while the preload of the first runs")
 		cur := get(inst)(Default)
@@ -168,11 +175,7 @@ var _ = Describe("Preload", func() {
 		inst.Spec.Preload = []cachev1alpha1.AbsolutePath{cachev1alpha1.AbsolutePath(w.backing + "/input")}
 		Expect(k8sClient.Create(ctx, inst)).To(Succeed())
 		kl.RunServers(ctx, inst, 1)
-		Eventually(func(g Gomega) {
-			p := get(inst)(g).Status.Preload
-			g.Expect(p).NotTo(BeNil())
-			g.Expect(p.BytesDone).To(BeNumerically(">", 0))
-		}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
+		waitForPreloadProgress(inst)
 
 		cur := get(inst)(Default)
 		patch := client.MergeFrom(cur.DeepCopy())
