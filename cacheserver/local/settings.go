@@ -27,10 +27,14 @@ type Settings struct {
 
 // fixedServerFlags are the flags, each with a value, that fresh puts first
 // on a server's command line; the optional identity flags follow, then
-// Config.ServerArgs.
+// refuseUnaddressed, then Config.ServerArgs.
 var fixedServerFlags = []string{
 	"--listen", "--control", "--backing", "--cache-dir", "--capacity", "--extent-size", "--index", "--servers", "--secret-file",
 }
+
+// refuseUnaddressed is the flag, after the optional identity flags, that
+// makes a server refuse control calls that do not name it.
+const refuseUnaddressed = "--refuse-unaddressed-calls"
 
 // Settings returns the settings of st, read from the command line of its
 // first server as fresh wrote it.
@@ -50,6 +54,10 @@ func (st *State) Settings() Settings {
 	args = optionalID(args, "--gid", &set.GID)
 	if len(args) > 0 && args[0] == "--act-as-caller" {
 		set.ActAsCaller, args = true, args[1:]
+	}
+	// States of earlier releases lack it; it is no setting of the user's.
+	if len(args) > 0 && args[0] == refuseUnaddressed {
+		args = args[1:]
 	}
 	if len(args) > 0 {
 		set.ServerArgs = slices.Clone(args)

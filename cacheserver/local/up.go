@@ -149,6 +149,10 @@ func fresh(cfg Config) (*State, error) {
 		if cfg.ActAsCaller {
 			args = append(args, "--act-as-caller")
 		}
+		// The callers of this instance are the local commands of this
+		// release, which name the server they call: a call seen on its
+		// way to one server must not be served by another.
+		args = append(args, refuseUnaddressed)
 		st.Servers = append(st.Servers, ServerState{Index: i, Args: append(args, cfg.ServerArgs...)})
 	}
 	return st, nil

@@ -1,8 +1,11 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -56,4 +59,33 @@ func TestCallsCapturedOnTheirWayToOneServerAreRefusedByAnother(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLocalServersRefuseCallsThatNameNoServer: the servers that local up
+// starts are called only by the local commands of their release, which
+// name the server they call, so a call that names none, captured on its
+// way to server 0, must be refused by server 1. They used to serve such
+// calls, as servers do for callers of earlier releases.
+func TestLocalServersRefuseCallsThatNameNoServer(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 2)
+	st := readState(t, in.cacheDir)
+	secret, err := os.ReadFile(filepath.Join(in.cacheDir, "secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret = bytes.TrimSpace(secret)
+	rec := &recorder{}
+	hc := &http.Client{Transport: rec, Timeout: 30 * time.Second}
+	ctx := context.Background()
+	old := control.NewClientFor(control.Server{Addr: st.Servers[0].Control, Index: 0, Protocol: control.ProtocolSigned}, secret, hc)
+	if _, err := old.Flush(ctx); err == nil {
+		t.Errorf("a flush that names no server was served by server 0")
+	}
+	status, body := rec.last().sendTo(t, st.Servers[1].Control)
+	if status != http.StatusUnauthorized || !strings.Contains(body, "the call names no server") {
+		t.Errorf("a flush that names no server, sent to server 1: HTTP %d %s; want 401 saying the call names no server", status, strings.TrimSpace(body))
+	}
+	must(t, "local", "flush", "--mount", in.mount, in.mount)
 }
