@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestInvalidateDropsTheClientCache changes files behind a mount with the
@@ -47,6 +48,7 @@ func TestInvalidateDropsTheClientCache(t *testing.T) {
 		}
 	}
 
+	waitReleased(t, s, "d/shrunk", "d/grown")
 	s.Invalidate([]string{"d"})
 	if got, err := os.ReadFile(filepath.Join(backing, "d/dirty")); err != nil || !bytes.Equal(got, written) {
 		t.Errorf("the backing file of a file open with dirty pages has %d bytes (%v), want the %d written", len(got), err, len(written))
@@ -88,6 +90,7 @@ func TestInvalidateWarnsOfOpenFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	waitReleased(t, s, "closed")
 	s.Invalidate([]string{""})
 	out := logs.String()
 	if !strings.Contains(out, "keep the size") || !strings.Contains(out, "files=1 paths=[open]") {
@@ -113,6 +116,28 @@ func TestInvalidateWarnsOnceOfManyOpenFiles(t *testing.T) {
 	lines := strings.Count(logs.String(), "open through the mount")
 	if lines != 1 || !strings.Contains(logs.String(), fmt.Sprintf("files=%d ", files)) {
 		t.Errorf("%d open files gave %d warnings, want one that counts them:\n%s", files, lines, logs.String())
+	}
+}
+
+// waitReleased waits until the mount has released every handle of the
+// files at paths. close(2) returns before the kernel tells the mount of the
+// release, and a file that Invalidate finds open keeps its size in the
+// kernel, as it must.
+func waitReleased(t *testing.T, s *Server, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		in := &s.root.Inode
+		for name := range strings.SplitSeq(p, "/") {
+			if in = in.GetChild(name); in == nil {
+				t.Fatalf("the mount does not know %s", p)
+			}
+		}
+		n := in.Operations().(*node)
+		for deadline := time.Now().Add(10 * time.Second); n.isOpen(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still open in the mount 10 s after its last close", p)
+			}
+		}
 	}
 }
 
