@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +26,9 @@ type Options struct {
 	Servers []string
 	// Secret is the servers' shared secret.
 	Secret []byte
+	// MountKey signs the handshake with each server, for servers that
+	// admit only mounts (wire.Credentials.MountKey).
+	MountKey ed25519.PrivateKey
 	// ExtentSize is the striping unit; 0 means placement.DefaultExtentSize.
 	ExtentSize int64
 	// Conns is the number of connections per server; 0 means
@@ -174,7 +178,7 @@ func New(opts Options) (*FS, error) {
 		f.indexes = []int{int(placement.Hash(opts.Node) % uint64(len(opts.Servers)))}
 	}
 	f.layout = placement.Layout{Servers: len(f.indexes), ExtentSize: opts.ExtentSize}
-	wopts := wire.ClientOptions{Secret: opts.Secret, Conns: opts.Conns, DialTimeout: opts.DialTimeout}
+	wopts := wire.ClientOptions{Secret: opts.Secret, MountKey: opts.MountKey, Conns: opts.Conns, DialTimeout: opts.DialTimeout}
 	f.addrs, f.wopts = opts.Servers, wopts
 	for _, i := range f.indexes {
 		addr := opts.Servers[i]
@@ -185,7 +189,7 @@ func New(opts Options) (*FS, error) {
 		}
 		var l *localSlab
 		if wire.IsLocal(addr) && !opts.RemoteReads {
-			l = newLocalSlab(addr, opts.Secret, opts.DialTimeout, opts.ExtentSize)
+			l = newLocalSlab(addr, wire.Credentials{Secret: opts.Secret, MountKey: opts.MountKey}, opts.DialTimeout, opts.ExtentSize)
 		}
 		f.local = append(f.local, l)
 	}

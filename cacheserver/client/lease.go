@@ -240,7 +240,7 @@ func (ls *leases) mapped(ctx context.Context, l *localSlab, id slabID, slot int6
 		return true
 	}
 	ls.resetLocked()
-	f, _, err := wire.FetchFile(ctx, l.addr, l.secret, ident.Process(), wire.OpSlotGens, nil)
+	f, _, err := wire.FetchFile(ctx, l.addr, l.creds, ident.Process(), wire.OpSlotGens, nil)
 	if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EOPNOTSUPP) {
 		ls.off = true
 		return false

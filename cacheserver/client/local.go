@@ -22,8 +22,8 @@ import (
 // server answers where the bytes are and pins them (wire.OpReadSpans), and
 // the client reads them itself and releases the pin.
 type localSlab struct {
-	addr   string
-	secret []byte
+	addr  string
+	creds wire.Credentials
 	// srv has one connection: pins belong to the connection that made
 	// them, and OpUnpin must travel on it.
 	srv *wire.Client
@@ -50,9 +50,9 @@ type localSlab struct {
 // slabID identifies a slab file by device and inode.
 type slabID struct{ dev, ino uint64 }
 
-func newLocalSlab(addr string, secret []byte, timeout time.Duration, extentSize int64) *localSlab {
-	l := &localSlab{addr: addr, secret: secret}
-	l.srv = wire.NewClient(addr, wire.ClientOptions{Secret: secret, Conns: 1, DialTimeout: timeout})
+func newLocalSlab(addr string, creds wire.Credentials, timeout time.Duration, extentSize int64) *localSlab {
+	l := &localSlab{addr: addr, creds: creds}
+	l.srv = wire.NewClient(addr, wire.ClientOptions{Secret: creds.Secret, MountKey: creds.MountKey, Conns: 1, DialTimeout: timeout})
 	l.unpins.send = l.sendUnpins
 	l.leases.es, l.leases.unpins = extentSize, &l.unpins
 	return l
@@ -84,7 +84,7 @@ func (l *localSlab) slab(ctx context.Context, id slabID) (*os.File, error) {
 	if l.file != nil && l.id == id {
 		return l.file, nil
 	}
-	f, _, err := wire.FetchFile(ctx, l.addr, l.secret, ident.Process(), wire.OpSlabFile, nil)
+	f, _, err := wire.FetchFile(ctx, l.addr, l.creds, ident.Process(), wire.OpSlabFile, nil)
 	if err != nil {
 		return nil, err
 	}

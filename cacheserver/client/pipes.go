@@ -74,7 +74,7 @@ func (ps *writePipes) get(ctx context.Context, l *localSlab) *writePipe {
 }
 
 func fetchPipe(ctx context.Context, l *localSlab) (*writePipe, error) {
-	w, meta, err := wire.FetchFile(ctx, l.addr, l.secret, ident.Process(), wire.OpWritePipe, nil)
+	w, meta, err := wire.FetchFile(ctx, l.addr, l.creds, ident.Process(), wire.OpWritePipe, nil)
 	if err != nil {
 		return nil, err
 	}

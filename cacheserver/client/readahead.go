@@ -90,7 +90,7 @@ func (l *localSlab) readAheadFile(ctx context.Context, id slabID) *os.File {
 	if l.raOff {
 		return nil
 	}
-	f, _, err := wire.FetchFile(ctx, l.addr, l.secret, ident.Process(), wire.OpSlabFile, nil)
+	f, _, err := wire.FetchFile(ctx, l.addr, l.creds, ident.Process(), wire.OpSlabFile, nil)
 	if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EOPNOTSUPP) {
 		l.raOff = true
 	}

@@ -4,7 +4,8 @@
 //
 // It is the only package under cacheserver/ that code outside it may
 // import, and it imports nothing of the server: the server implements
-// Service.
+// Service. It also makes and reads mount keys (NewMountKey), which the
+// operator gives the servers and mounts of shared instances.
 //
 // The API is HTTP with JSON bodies on the server's control address:
 //

@@ -143,7 +143,7 @@ func TestPinsOfAClosedConnectionAreReleased(t *testing.T) {
 func TestSlabFileOnlyOverUnixSockets(t *testing.T) {
 	backingDir := t.TempDir()
 	unix, _, engines := startOn(t, "unix", backingDir, 1, same)
-	f, _, err := wire.FetchFile(context.Background(), unix[0], nil, ident.Process(), wire.OpSlabFile, nil)
+	f, _, err := wire.FetchFile(context.Background(), unix[0], wire.Credentials{}, ident.Process(), wire.OpSlabFile, nil)
 	if err != nil {
 		t.Fatalf("FetchFile over a Unix socket: %v", err)
 	}
@@ -160,7 +160,7 @@ func TestSlabFileOnlyOverUnixSockets(t *testing.T) {
 	}
 
 	tcp, _ := startEngineServers(t, backingDir, 1)
-	if _, _, err := wire.FetchFile(context.Background(), tcp[0], nil, ident.Process(), wire.OpSlabFile, nil); !errors.Is(err, wire.ErrNotLocal) {
+	if _, _, err := wire.FetchFile(context.Background(), tcp[0], wire.Credentials{}, ident.Process(), wire.OpSlabFile, nil); !errors.Is(err, wire.ErrNotLocal) {
 		t.Fatalf("FetchFile over TCP: %v, want ErrNotLocal", err)
 	}
 	c := wire.NewClient(tcp[0], wire.ClientOptions{})
@@ -189,7 +189,7 @@ func TestLocalWritesGoThroughPipes(t *testing.T) {
 	backingDir := t.TempDir()
 	data, ctl, _ := startOn(t, "unix", backingDir, 1, same)
 	ctx := context.Background()
-	slab, _, err := wire.FetchFile(ctx, data[0], nil, ident.Process(), wire.OpSlabFile, nil)
+	slab, _, err := wire.FetchFile(ctx, data[0], wire.Credentials{}, ident.Process(), wire.OpSlabFile, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestLocalWritesGoThroughPipes(t *testing.T) {
 	}
 	pipe := func() (*os.File, uint64) {
 		t.Helper()
-		w, meta, err := wire.FetchFile(ctx, data[0], nil, ident.Process(), wire.OpWritePipe, nil)
+		w, meta, err := wire.FetchFile(ctx, data[0], wire.Credentials{}, ident.Process(), wire.OpWritePipe, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -123,6 +124,9 @@ type Config struct {
 	LoadBalanced bool
 	// Secret is the shared secret of the data path.
 	Secret []byte
+	// MountKeys, if not empty, admit to the data path only clients that
+	// sign with one of them besides proving Secret (wire.Server.MountKeys).
+	MountKeys []ed25519.PublicKey
 	// Incarnation names the run of the cache in which nothing it
 	// acknowledged was lost (engine.Engine.Incarnation); 0 draws a new
 	// one, as if the server had crashed before.
@@ -190,7 +194,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, incarnation: cfg.Incarnation, hidden: hidden, notices: newNotices()}
-	s.wire = wire.Server{Handler: s, Secret: cfg.Secret, Log: cfg.Log, OnConn: s.onConn, Inline: inlineOps}
+	s.wire = wire.Server{Handler: s, Secret: cfg.Secret, MountKeys: cfg.MountKeys, Log: cfg.Log, OnConn: s.onConn, Inline: inlineOps}
 	mux := http.NewServeMux()
 	s.control, err = control.NewHandlerOf(s, control.HandlerConfig{Secret: cfg.Secret, ServedCalls: cfg.ServedCalls,
 		Index: cfg.Info.Index, RefuseUnaddressed: cfg.RefuseUnaddressedCalls, Log: cfg.Log})

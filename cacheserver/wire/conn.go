@@ -101,18 +101,19 @@ func Answered(err error) bool {
 // call was not sent.
 var ErrUnreachable = errors.New("cache server unreachable")
 
-func dialConn(ctx context.Context, addr string, secret []byte, timeout time.Duration) (*conn, error) {
+func dialConn(ctx context.Context, addr string, creds Credentials, timeout time.Duration) (*conn, error) {
 	d := net.Dialer{Timeout: timeout, KeepAlive: 15 * time.Second}
-	nc, err := d.DialContext(ctx, network(addr), addr)
+	nc, key, err := greet(addr, creds, func() (net.Conn, error) {
+		nc, err := d.DialContext(ctx, network(addr), addr)
+		if err != nil {
+			return nil, fmt.Errorf("dialing cache server %s: %w: %w", addr, ErrUnreachable, errnoOf(err))
+		}
+		setSocketBuffers(nc)
+		_ = nc.SetDeadline(time.Now().Add(timeout))
+		return nc, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("dialing cache server %s: %w: %w", addr, ErrUnreachable, errnoOf(err))
-	}
-	setSocketBuffers(nc)
-	_ = nc.SetDeadline(time.Now().Add(timeout))
-	key, err := clientHandshake(nc, secret)
-	if err != nil {
-		_ = nc.Close()
-		return nil, fmt.Errorf("handshake with cache server %s: %w: %w", addr, ErrUnreachable, err)
+		return nil, err
 	}
 	_ = nc.SetDeadline(time.Time{})
 	c := &conn{nc: nc, w: newFrameWriter(nc, newSealer(key)), calls: map[uint64]*pending{}}

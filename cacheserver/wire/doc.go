@@ -40,13 +40,25 @@
 // first-release server, which takes only that answer, reports
 // ErrUnauthenticated.
 //
+// A client given a mount key (Credentials.MountKey) answers "BCW3" instead,
+// the "BCW2" answer followed by its Ed25519 signature of "burstcache mount"
+// | server nonce | client nonce. A server told public mount keys
+// (Server.MountKeys) admits only such an answer, signed with one of them,
+// and refuses every other with the errno EPERM (ErrMountKeyRefused on the
+// client); a server told none takes "BCW3" as "BCW2". A server of an
+// earlier release refuses "BCW3" with EACCES, as it would a wrong secret,
+// so a client refused that way after a signed answer connects once more
+// and answers "BCW2".
+//
 // The handshake matters because every request carries the identity of the
 // calling process (uid, gid, groups, capabilities) and a server started with
 // --act-as-caller runs backing-store operations as that identity, trusting
 // it. Only a peer that holds the secret (the FUSE daemon, which learns the
-// identity from the kernel) may speak for a caller. Without a secret, a server
-// must listen only where every peer is trusted, such as loopback on a
-// single-user machine.
+// identity from the kernel) may speak for a caller, and, where others may
+// hold the secret too (on Kubernetes, whoever may read Secrets in the
+// instance's namespace), only a peer that holds the mount key as well.
+// Without a secret, a server must listen only where every peer is trusted,
+// such as loopback on a single-user machine.
 //
 // Both sides then derive the connection's session key, HMAC-SHA256(secret,
 // "burstcache session" | server nonce | client nonce), and the client tags

@@ -49,25 +49,27 @@ func (w *frameWriter) writeFrameFile(h header, meta []byte, f *os.File) error {
 // addr, a Unix socket, and returns the file descriptor the server attached
 // to its reply, with the reply's metadata. The connection is closed before
 // it returns.
-func FetchFile(ctx context.Context, addr string, secret []byte, cred ident.Cred, op Op, args []byte) (*os.File, []byte, error) {
+func FetchFile(ctx context.Context, addr string, creds Credentials, cred ident.Cred, op Op, args []byte) (*os.File, []byte, error) {
 	if !IsLocal(addr) {
 		return nil, nil, ErrNotLocal
 	}
 	d := net.Dialer{Timeout: DefaultDialTimeout}
-	nc, err := d.DialContext(ctx, "unix", addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("dialing cache server %s: %w", addr, errnoOf(err))
-	}
-	defer func() { _ = nc.Close() }()
 	deadline := time.Now().Add(DefaultDialTimeout)
 	if dl, ok := ctx.Deadline(); ok {
 		deadline = dl
 	}
-	_ = nc.SetDeadline(deadline)
-	key, err := clientHandshake(nc, secret)
+	nc, key, err := greet(addr, creds, func() (net.Conn, error) {
+		nc, err := d.DialContext(ctx, "unix", addr)
+		if err != nil {
+			return nil, fmt.Errorf("dialing cache server %s: %w", addr, errnoOf(err))
+		}
+		_ = nc.SetDeadline(deadline)
+		return nc, nil
+	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("handshake with cache server %s: %w: %w", addr, ErrUnreachable, err)
+		return nil, nil, err
 	}
+	defer func() { _ = nc.Close() }()
 	var e Encoder
 	cred.Caps, cred.HasCaps = 0, false // as a server of any release reads it
 	e.Cred(cred)

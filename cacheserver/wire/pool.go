@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"sync"
@@ -19,7 +20,7 @@ const DefaultDialTimeout = 3 * time.Second
 // on first use and again after a connection breaks.
 type Client struct {
 	addr    string
-	secret  []byte
+	creds   Credentials
 	timeout time.Duration
 	next    atomic.Uint64
 	slots   []slot
@@ -35,6 +36,9 @@ type slot struct {
 type ClientOptions struct {
 	// Secret is the shared secret of the servers.
 	Secret []byte
+	// MountKey signs the handshake, for servers that admit only mounts
+	// (Credentials.MountKey).
+	MountKey ed25519.PrivateKey
 	// Conns is the number of connections; 0 means DefaultConns.
 	Conns int
 	// DialTimeout bounds a dial and handshake; 0 means DefaultDialTimeout.
@@ -53,7 +57,7 @@ func NewClient(addr string, opts ClientOptions) *Client {
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = DefaultDialTimeout
 	}
-	return &Client{addr: addr, secret: opts.Secret, timeout: opts.DialTimeout, slots: make([]slot, opts.Conns)}
+	return &Client{addr: addr, creds: Credentials{Secret: opts.Secret, MountKey: opts.MountKey}, timeout: opts.DialTimeout, slots: make([]slot, opts.Conns)}
 }
 
 // Addr returns the address of the server.
@@ -98,7 +102,7 @@ func (s *slot) get(ctx context.Context, cl *Client) (*conn, error) {
 	if s.c != nil && !s.c.dead() {
 		return s.c, nil
 	}
-	c, err := dialConn(ctx, cl.addr, cl.secret, cl.timeout)
+	c, err := dialConn(ctx, cl.addr, cl.creds, cl.timeout)
 	if err != nil {
 		return nil, err
 	}

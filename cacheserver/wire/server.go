@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"io"
 	"log/slog"
@@ -71,6 +72,12 @@ type Server struct {
 	// Secret is the shared secret clients must prove they hold; empty
 	// admits every client.
 	Secret []byte
+	// MountKeys, if not empty, admit only clients that sign the handshake
+	// with the private key of one of them (Credentials.MountKey) besides
+	// proving Secret: mounts of the node plugin that holds the key, not
+	// everyone who can read the instance's Secret. A server that acts as
+	// its callers believes the identities a client sends.
+	MountKeys []ed25519.PublicKey
 	// InFlight bounds the requests served at once per connection; 0 means 64.
 	InFlight int
 	Log      *slog.Logger
@@ -212,9 +219,9 @@ func (s *Server) log() *slog.Logger {
 func (s *Server) serveConn(c net.Conn) {
 	setSocketBuffers(c)
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	key, err := serverHandshake(c, s.Secret)
+	key, err := serverHandshake(c, s.Secret, s.MountKeys)
 	if err != nil {
-		if errors.Is(err, ErrUnauthenticated) {
+		if errors.Is(err, ErrUnauthenticated) || errors.Is(err, ErrMountKeyRefused) {
 			s.refused.Add(1)
 		}
 		s.log().Warn("Refusing client", "remote", c.RemoteAddr(), "err", err)

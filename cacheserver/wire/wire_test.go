@@ -205,7 +205,7 @@ func TestMissingSocketIsRefused(t *testing.T) {
 	if !errors.Is(err, syscall.ECONNREFUSED) || !errors.Is(err, ErrUnreachable) || errors.Is(err, syscall.ENOENT) {
 		t.Fatalf("Do: %v, want ECONNREFUSED and not ENOENT", err)
 	}
-	if _, _, err := FetchFile(context.Background(), path, nil, ident.Process(), OpSlabFile, nil); !errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+	if _, _, err := FetchFile(context.Background(), path, Credentials{}, ident.Process(), OpSlabFile, nil); !errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
 		t.Fatalf("FetchFile: %v, want ECONNREFUSED and not ENOENT", err)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,12 +18,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/burstcache/burstcache/cacheserver/client"
+	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/cacheserver/fusefs"
 )
 
 type mountFlags struct {
 	servers     []string
 	secretFile  string
+	mountKey    string
 	clientCache bool
 	perCaller   bool
 	extentSize  sizeFlag
@@ -53,6 +56,7 @@ or published (its log names the files).`,
 	fl := cmd.Flags()
 	fl.StringSliceVar(&f.servers, "servers", nil, "data addresses of the servers, in index order")
 	fl.StringVar(&f.secretFile, "secret-file", "", "file holding the servers' shared secret")
+	fl.StringVar(&f.mountKey, "mount-key-file", "", "file holding the private mount key (base64 of its seed), for servers that admit only mounts that sign with it (--mount-public-key)")
 	fl.BoolVar(&f.perCaller, "per-caller", false, "the servers act as each caller (--act-as-caller): trust no name below a directory that not everyone may search, so that each walk is checked as its caller")
 	fl.BoolVar(&f.clientCache, "client-cache", false, "use the kernel's page cache and write-back cache (no close-to-open consistency between mounts)")
 	fl.Var(&f.extentSize, "extent-size", "extent size of the instance")
@@ -80,7 +84,11 @@ func runMount(ctx context.Context, f *mountFlags, mountpoint string) error {
 	if err != nil {
 		return err
 	}
-	opts := client.Options{Servers: f.servers, Secret: secret, ExtentSize: int64(f.extentSize), LoadBalanced: f.loadBalance, Node: f.node, Log: log,
+	mountKey, err := readMountKey(f.mountKey)
+	if err != nil {
+		return err
+	}
+	opts := client.Options{Servers: f.servers, Secret: secret, MountKey: mountKey, ExtentSize: int64(f.extentSize), LoadBalanced: f.loadBalance, Node: f.node, Log: log,
 		GathersWrites: f.clientCache}
 	if opts.Node == "" {
 		opts.Node, _ = os.Hostname()
@@ -110,6 +118,23 @@ func runMount(ctx context.Context, f *mountFlags, mountpoint string) error {
 		}
 	}
 	return serveMount(ctx, srv, c, f.timeout, log)
+}
+
+// readMountKey reads the private mount key from path; an empty path means
+// none.
+func readMountKey(path string) (ed25519.PrivateKey, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, badInput("--mount-key-file: %w", err)
+	}
+	k, err := control.ParseMountKey(string(b))
+	if err != nil {
+		return nil, badInput("--mount-key-file %s: %w", path, err)
+	}
+	return k, nil
 }
 
 // exitInfo is what a mount writes to --exit-file as it ends. A supervisor

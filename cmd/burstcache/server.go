@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +46,7 @@ type serverFlags struct {
 	windowLength                       time.Duration
 	commitInterval                     time.Duration
 	backingReadLatency                 time.Duration
+	mountPublicKeys                    []string
 }
 
 func newServerCmd() *cobra.Command {
@@ -81,6 +83,7 @@ mapped (root, the mount's own identity, always passes).`,
 	fl.Var(&f.callerUIDs, "caller-uids", "with --act-as-caller, the uids callers may have, such as 0,1000-1999; others are refused (default: any)")
 	fl.Var(&f.callerGIDs, "caller-gids", "with --act-as-caller, the gids callers may have; others are refused, and supplementary groups outside them are not used (default: any)")
 	fl.StringVar(&f.secretFile, "secret-file", "", "file holding the secret clients must prove they know")
+	fl.StringSliceVar(&f.mountPublicKeys, "mount-public-key", nil, "admit only data-path clients that also sign with the private half of this public mount key (base64; repeat, or separate with commas, to admit several): mounts of the node plugin, not whoever can read the shared secret (needs --secret-file)")
 	fl.BoolVar(&f.refuseUnaddressed, "refuse-unaddressed-calls", false, "refuse control calls whose signature does not name this server (--index), those of callers of earlier releases, so that a call seen on its way to another server of the instance cannot be sent to this one")
 	fl.StringVar(&f.accessMode, "access-mode", "Striped", "Striped (extents spread over the servers) or LoadBalanced (read-only, whole files on every server)")
 	fl.StringVar(&f.durability, "durability", "Cache", "what fsync guarantees: Cache (on SSD) or Backing (written back)")
@@ -122,6 +125,10 @@ func runServer(ctx context.Context, f *serverFlags) error {
 	if err != nil {
 		return err
 	}
+	mountKeys, err := f.parseMountKeys()
+	if err != nil {
+		return err
+	}
 	ns, store, err := f.openBacking()
 	if err != nil {
 		return err
@@ -137,7 +144,7 @@ func runServer(ctx context.Context, f *serverFlags) error {
 		return err
 	}
 	s, err := server.New(server.Config{
-		Cache: cache, NS: ns, Cred: cred, ActAsCaller: f.actAsCaller, Secret: secret, Log: log,
+		Cache: cache, NS: ns, Cred: cred, ActAsCaller: f.actAsCaller, Secret: secret, MountKeys: mountKeys, Log: log,
 		CallerUIDs: f.callerUIDs.ranges, CallerGIDs: f.callerGIDs.ranges,
 		Incarnation:            eng.Incarnation(),
 		LoadBalanced:           f.accessMode == "LoadBalanced",
@@ -268,6 +275,8 @@ func (f *serverFlags) validate(cred ident.Cred) error {
 		return badInput("--caller-uids and --caller-gids need --act-as-caller")
 	case f.actAsCaller && f.secretFile == "":
 		return badInput("--act-as-caller trusts the identity clients send, so it needs --secret-file")
+	case len(f.mountPublicKeys) > 0 && f.secretFile == "":
+		return badInput("--mount-public-key adds to the proof of the shared secret, so it needs --secret-file")
 	case f.accessMode != "Striped" && f.accessMode != "LoadBalanced":
 		return badInput("--access-mode %q: want Striped or LoadBalanced", f.accessMode)
 	case f.durability != string(engine.Cache) && f.durability != string(engine.Backing):
@@ -387,6 +396,19 @@ func (f *serverFlags) listeners() (net.Listener, net.Listener, error) {
 		return nil, nil, badInput("--control: %w", err)
 	}
 	return data, ctl, nil
+}
+
+// parseMountKeys reads the public mount keys of --mount-public-key.
+func (f *serverFlags) parseMountKeys() ([]ed25519.PublicKey, error) {
+	var keys []ed25519.PublicKey
+	for _, s := range f.mountPublicKeys {
+		k, err := control.ParseMountPublicKey(s)
+		if err != nil {
+			return nil, badInput("--mount-public-key: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
 }
 
 // readSecret reads the shared secret from path; an empty path means none.

@@ -61,6 +61,21 @@ func TestBadInput(t *testing.T) {
 			},
 			wantCode: 5, wantText: "reaching the cache servers",
 		},
+		"a mount key that cannot be read": {
+			prepare: func(t *testing.T, in instance) []string {
+				return []string{"mount", "--servers", "127.0.0.1:1", "--mount-key-file", filepath.Join(in.backing, "nope"), in.mount}
+			},
+			wantCode: 2, wantText: "--mount-key-file",
+		},
+		"a public mount key that is none": {
+			prepare: func(t *testing.T, in instance) []string {
+				secret := filepath.Join(in.backing, "secret")
+				os.WriteFile(secret, []byte("s"), 0o600)
+				return []string{"server", "--backing", in.backing, "--cache-dir", in.cacheDir, "--capacity", "16Mi",
+					"--secret-file", secret, "--mount-public-key", "bm90IGEga2V5"}
+			},
+			wantCode: 2, wantText: "public mount key is the base64 of 32 bytes",
+		},
 		"down of nothing": {
 			prepare: func(t *testing.T, in instance) []string {
 				return []string{"local", "down", "--mount", in.mount}

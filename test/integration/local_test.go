@@ -128,18 +128,24 @@ func mountAgain(t *testing.T, in instance) string {
 	if err := os.Mkdir(mp, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ready := filepath.Join(filepath.Dir(in.mount), "mnt2.ready")
-	cmd := exec.Command(bin, "mount", "--servers", strings.Join(addrs, ","),
-		"--secret-file", filepath.Join(in.cacheDir, "secret"), "--ready-file", ready, mp)
-	log, _ := os.Create(filepath.Join(filepath.Dir(in.mount), "mnt2.log"))
+	return mountByHand(t, mp, "--servers", strings.Join(addrs, ","), "--secret-file", filepath.Join(in.cacheDir, "secret"))
+}
+
+// mountByHand runs burstcache mount with flags on the directory mp until
+// the test ends, and returns mp once it serves.
+func mountByHand(t *testing.T, mp string, flags ...string) string {
+	t.Helper()
+	ready, logName := mp+".ready", mp+".log"
+	cmd := exec.Command(bin, append(append([]string{"mount"}, flags...), "--ready-file", ready, mp)...)
+	log, _ := os.Create(logName)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			b, _ := os.ReadFile(log.Name())
-			t.Logf("second mount's log:\n%s", b)
+			b, _ := os.ReadFile(logName)
+			t.Logf("log of the mount on %s:\n%s", mp, b)
 		}
 		cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
@@ -156,8 +162,8 @@ func mountAgain(t *testing.T, in instance) string {
 			return mp
 		}
 	}
-	b, _ := os.ReadFile(log.Name())
-	t.Fatalf("second mount did not come up:\n%s", b)
+	b, _ := os.ReadFile(logName)
+	t.Fatalf("the mount on %s did not come up:\n%s", mp, b)
 	return ""
 }
 
