@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/controllers/cacheinstance"
 )
 
@@ -96,6 +97,13 @@ var _ = Describe("Provisioning", func() {
 		Expect(c.SecurityContext.Capabilities.Add).To(ContainElements(corev1.Capability("SETUID"), corev1.Capability("SETGID"), corev1.Capability("DAC_READ_SEARCH")))
 		Expect(c.SecurityContext.Capabilities.Add).NotTo(ContainElement(corev1.Capability("SYS_ADMIN")))
 
+		By("admitting only mounts that sign with the mount key the manager made, not whoever reads the instance's Secret")
+		key := &corev1.Secret{}
+		Expect(k8sClient.Get(ctx, suiteMountKey, key)).To(Succeed())
+		pub, err := control.MountPublicKey(string(key.Data[cachev1alpha1.MountKeySecretKey]))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Args).To(ContainElement("--mount-public-key=" + pub))
+
 		By("starting real servers with those arguments")
 		kl.RunServers(ctx, inst, 1)
 		Eventually(func(g Gomega) {
@@ -108,6 +116,7 @@ var _ = Describe("Provisioning", func() {
 		Eventually(func() []corev1.Pod { pods = serverPods(other); return pods }, 20*time.Second, 100*time.Millisecond).Should(HaveLen(1))
 		c = pods[0].Spec.Containers[0]
 		Expect(c.Args).NotTo(ContainElement("--act-as-caller"))
+		Expect(c.Args).NotTo(ContainElement(HavePrefix("--mount-public-key")))
 		Expect(c.SecurityContext.Capabilities.Add).To(BeEmpty())
 	})
 

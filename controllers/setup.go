@@ -16,6 +16,7 @@ import (
 	"github.com/burstcache/burstcache/controllers/cacheinstance"
 	"github.com/burstcache/burstcache/controllers/cachepool"
 	"github.com/burstcache/burstcache/controllers/metrics"
+	"github.com/burstcache/burstcache/controllers/mountkey"
 	"github.com/burstcache/burstcache/controllers/webhooks"
 	"github.com/burstcache/burstcache/csi-driver/provisioner"
 )
@@ -36,11 +37,22 @@ type Options struct {
 	// ServerPodAdminGroups may exec into cache server pods and change them
 	// (webhooks.ServerPodGuard); system:masters if nil.
 	ServerPodAdminGroups []string
+	// MountKeySecret, if its name is set, is the Secret of the mount key
+	// (package mountkey), made if it is missing: the servers of instances
+	// that act as their callers admit only mounts that sign with it.
+	MountKeySecret client.ObjectKey
 }
 
 // Setup registers the reconcilers, their indexes and, if asked, the
 // webhooks with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
+	if o.MountKeySecret.Name != "" {
+		pub, err := mountkey.Ensure(ctx, mgr.GetAPIReader(), mgr.GetClient(), o.MountKeySecret)
+		if err != nil {
+			return err
+		}
+		o.Instance.MountPublicKey = pub
+	}
 	inst := &cacheinstance.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),

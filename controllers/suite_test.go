@@ -109,7 +109,8 @@ func startManager() func() {
 	Expect(err).NotTo(HaveOccurred())
 	mctx, mcancel := context.WithCancel(ctx)
 	Expect(controllers.Setup(mctx, mgr, controllers.Options{
-		Webhooks: true,
+		Webhooks:       true,
+		MountKeySecret: suiteMountKey,
 		Instance: cacheinstance.Options{
 			Resolver: kl.Resolve, StatsInterval: time.Second,
 			FlushAttemptTimeout: 10 * time.Second, CallTimeout: 3 * time.Second,
@@ -134,6 +135,10 @@ func startManager() func() {
 
 // suitePullSecret is the pull Secret the suite's manager gives server pods.
 const suitePullSecret = "regcred"
+
+// suiteMountKey is the Secret of the suite's mount key, which its manager
+// makes.
+var suiteMountKey = client.ObjectKey{Namespace: "default", Name: cachev1alpha1.MountKeySecretName}
 
 func ptr[T any](v T) *T { return &v }
 

@@ -21,6 +21,17 @@ const (
 	// DataSecretKey is the key, in an instance's data Secret, of the shared
 	// secret that the instance's servers and mounts prove to each other.
 	DataSecretKey = "secret"
+
+	// MountKeySecretName is the default name of the Secret, in the
+	// namespace burstcache is installed in, that holds the mount key: the
+	// manager creates it and gives its public half to the servers of
+	// instances that act as their callers, which then admit only mounts
+	// that sign with its private half, which the CSI node plugins read.
+	// Users who may read the instances' data Secrets cannot read it.
+	MountKeySecretName = "burstcache-mount-key"
+	// MountKeySecretKey is the key, in that Secret, of the private mount
+	// key (see cacheserver/control.NewMountKey).
+	MountKeySecretKey = "mount.key"
 )
 
 // DataSecretName returns the name of the Secret, in the instance's

@@ -39,7 +39,7 @@ func newCSICmd() *cobra.Command {
 type csiNodeFlags struct {
 	endpoint, nodeName, stateDir, registrationDir string
 	mounter, mountImage, mountNamespace, bin      string
-	kubeletDir                                    string
+	kubeletDir, mountKeySecret, mountKeyNamespace string
 	stopTimeout                                   time.Duration
 	controllerService                             bool
 	mountPull                                     pullFlags
@@ -74,6 +74,8 @@ func (f *csiNodeFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.mountNamespace, "mount-namespace", os.Getenv("POD_NAMESPACE"), "namespace of mount pods (default: $POD_NAMESPACE)")
 	fl.StringVar(&f.bin, "burstcache-bin", self, "burstcache binary of mount processes (--mounter process)")
 	fl.StringVar(&f.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "kubelet's directory on the host, shared with mount pods (--mounter pod)")
+	fl.StringVar(&f.mountKeySecret, "mount-key-secret", cachev1alpha1.MountKeySecretName, "Secret, in --mount-key-namespace, whose mount key the mounts of instances that act as their callers sign with (the manager's --mount-key-secret); empty: none")
+	fl.StringVar(&f.mountKeyNamespace, "mount-key-namespace", os.Getenv("POD_NAMESPACE"), "namespace of --mount-key-secret (default: $POD_NAMESPACE)")
 	fl.BoolVar(&f.controllerService, "controller-service", false, "announce the controller service that `burstcache csi controller` serves in this deployment (with the external-provisioner sidecar)")
 	fl.DurationVar(&f.stopTimeout, "unstage-timeout", 2*time.Minute, "how long an unstage waits for a mount to publish before failing and being retried")
 }
@@ -91,6 +93,7 @@ func runCSINode(ctx context.Context, f *csiNodeFlags) error {
 	d, err := driver.New(driver.Options{
 		NodeName: f.nodeName, StateDir: f.stateDir, Client: c, Mounter: f.newMounter(c), Logger: log,
 		Version: version, StopTimeout: f.stopTimeout, AnnounceController: f.controllerService,
+		MountKeySecret: f.mountKey(),
 	})
 	if err != nil {
 		return badInput("%w", err)
@@ -110,6 +113,15 @@ func runCSINode(ctx context.Context, f *csiNodeFlags) error {
 	err = g.Wait()
 	log.Info("Stopped; the node's mounts keep running")
 	return err
+}
+
+// mountKey names the Secret of the mount key, or nothing without a
+// namespace to look in.
+func (f *csiNodeFlags) mountKey() client.ObjectKey {
+	if f.mountKeyNamespace == "" {
+		return client.ObjectKey{}
+	}
+	return client.ObjectKey{Namespace: f.mountKeyNamespace, Name: f.mountKeySecret}
 }
 
 func (f *csiNodeFlags) validate() error {

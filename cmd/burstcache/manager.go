@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -23,6 +24,7 @@ import (
 
 type managerFlags struct {
 	metricsAddr, probeAddr, certDir, serverImage string
+	mountKeySecret                               string
 	webhookPort                                  int
 	leaderElect, noWebhooks, noProvisioner       bool
 	statsInterval, flushAttemptTimeout           time.Duration
@@ -58,6 +60,8 @@ func (f *managerFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.flushAttemptTimeout, "flush-attempt-timeout", time.Minute, "bound of one blocking flush call at teardown; it is then called again")
 	fl.StringSliceVar(&f.serverPodAdmins, "server-pod-admin-groups", []string{"system:masters"},
 		"groups whose members may exec into cache server pods, attach to them, add ephemeral containers or change them (no one else but the manager may)")
+	fl.StringVar(&f.mountKeySecret, "mount-key-secret", cachev1alpha1.MountKeySecretName,
+		"Secret, in $POD_NAMESPACE, of the mount key, made if missing: the servers of instances that act as their callers admit only mounts that sign with it, which the CSI node plugins read (empty: none, and such servers admit whoever can read the instance's Secret)")
 	f.cert.register(fl)
 }
 
@@ -120,6 +124,9 @@ func startManager(ctx context.Context, mgr ctrl.Manager, f *managerFlags) error 
 // options are the controllers' options the flags give.
 func (f *managerFlags) options() controllers.Options {
 	opts := controllers.Options{Webhooks: !f.noWebhooks, DisableProvisioner: f.noProvisioner, ServerPodAdminGroups: f.serverPodAdmins}
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" && f.mountKeySecret != "" {
+		opts.MountKeySecret = client.ObjectKey{Namespace: ns, Name: f.mountKeySecret}
+	}
 	opts.Instance.ServerImage = f.serverImage
 	opts.Instance.ServerImagePullPolicy = f.serverPull.pullPolicy()
 	opts.Instance.ServerImagePullSecrets = f.serverPull.pullSecrets()

@@ -44,6 +44,10 @@ type Options struct {
 	// ServerImagePullSecrets name the Secrets that pull ServerImage. Server
 	// pods live in their instance's namespace, and so must these Secrets.
 	ServerImagePullSecrets []corev1.LocalObjectReference
+	// MountPublicKey, if set, is the public half of the mount key (package
+	// mountkey): the servers of instances that act as their callers admit
+	// only mounts that sign with its private half.
+	MountPublicKey string
 	// ServerRequests are the resource requests of a server container.
 	ServerRequests corev1.ResourceList
 	// Resolver finds a server's control API; default PodIPResolver.

@@ -97,7 +97,7 @@ func serverContainer(s *scope, i int, o Options) corev1.Container {
 	return corev1.Container{
 		Name: "server", Image: o.ServerImage, ImagePullPolicy: o.ServerImagePullPolicy,
 		Command: []string{"burstcache", "server"},
-		Args:    serverArgs(s, i),
+		Args:    serverArgs(s, i, o),
 		// A server that cannot start says why in its last log line, which
 		// the reconciler shows in the ServersReady condition.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -145,7 +145,7 @@ func serverCapabilities(inst *cachev1alpha1.CacheInstance) *corev1.Capabilities 
 // server is told the prefix its backing directory must stay beneath, so
 // that a symbolic link in the backing path cannot lead it out of what the
 // pool granted.
-func serverArgs(s *scope, i int) []string {
+func serverArgs(s *scope, i int, o Options) []string {
 	inst, pool, srv, servers := s.inst, s.pool, s.inst.Status.Servers[i], len(s.inst.Status.Servers)
 	id := inst.Spec.RunAs
 	args := []string{
@@ -173,6 +173,12 @@ func serverArgs(s *scope, i int) []string {
 	if ActsAsCaller(inst) {
 		uids, gids := policy.CallerIDs(inst, pool, s.nsLabels)
 		args = append(args, "--act-as-caller", "--caller-uids="+joinRanges(uids), "--caller-gids="+joinRanges(gids))
+		if o.MountPublicKey != "" {
+			// The server believes the callers a client names: only
+			// mounts of the node plugins may name them, not whoever can
+			// read the instance's Secret.
+			args = append(args, "--mount-public-key="+o.MountPublicKey)
+		}
 	}
 	if len(id.SupplementalGroups) > 0 {
 		args = append(args, "--groups="+joinInts(id.SupplementalGroups))

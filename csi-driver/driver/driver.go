@@ -34,6 +34,12 @@ type Options struct {
 	Client client.Client
 	// Reader, if set, reads CacheInstances and CachePools (a cache, say).
 	Reader client.Reader
+	// MountKeySecret, if its name is set, is the Secret whose
+	// cachev1alpha1.MountKeySecretKey the mounts of instances whose servers
+	// act as their callers sign with: such servers admit no other client.
+	// Client reads it at every stage, so a key made after the plugin
+	// started is used. A Secret that is not there gives mounts no key.
+	MountKeySecret client.ObjectKey
 	// Mounter starts and stops the FUSE daemons.
 	Mounter mounter.Mounter
 	// Controller, if set, is served too, and the identity service then

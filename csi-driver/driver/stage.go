@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -38,8 +39,11 @@ func (n *nodeServer) stage(ctx context.Context, ns, name, staging, secret string
 	}
 	st = &volumeState{VolumeID: volume.ID(ns, name), Mount: spec, Targets: map[string]publication{}}
 	// The record comes first: after a crash from here on, a restarted plugin
-	// finds the volume and its secret, and the watcher mounts it.
+	// finds the volume and its secrets, and the watcher mounts it.
 	if err := writeSecret(dir, secret); err != nil {
+		return err
+	}
+	if st.Mount.MountKey, err = n.writeMountKey(ctx, spec); err != nil {
 		return err
 	}
 	if err := st.save(); err != nil {
@@ -67,6 +71,12 @@ func (n *nodeServer) restage(ctx context.Context, st *volumeState, staging, secr
 	}
 	if err := writeSecret(st.Mount.Dir, secret); err != nil {
 		return err
+	}
+	if st.Mount.MountKey {
+		// A key replaced since is the one a remount must sign with.
+		if _, err := n.writeMountKey(ctx, st.Mount); err != nil {
+			return err
+		}
 	}
 	if err := n.putLease(ctx, st.Mount.Namespace, st.Mount.Instance, st.pods()); err != nil {
 		return err
@@ -153,13 +163,41 @@ func (n *nodeServer) extentSize(ctx context.Context, pool string) (int64, error)
 	return cp.Spec.ExtentSize.Value(), nil
 }
 
+// writeMountKey writes the mount key, readable by root only, where the
+// daemon's --mount-key-file points, for a mount of an instance whose
+// servers act as their callers, and reports whether it did. Without the
+// key such servers refuse the mount: a missing key Secret is logged, and
+// the mount goes on without, for servers started before there was one.
+func (n *nodeServer) writeMountKey(ctx context.Context, spec mounter.Spec) (bool, error) {
+	if !spec.PerCaller || n.opts.MountKeySecret.Name == "" {
+		return false, nil
+	}
+	s := &corev1.Secret{}
+	if err := n.opts.Client.Get(ctx, n.opts.MountKeySecret, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			logf(ctx).Info("No mount key: servers that admit only mounts of the node plugin will refuse this one", "secret", n.opts.MountKeySecret, "volume", volume.ID(spec.Namespace, spec.Instance))
+			return false, nil
+		}
+		return false, fmt.Errorf("reading the mount key: %w", err)
+	}
+	key := s.Data[cachev1alpha1.MountKeySecretKey]
+	if len(key) == 0 {
+		return false, fmt.Errorf("%w: Secret %s has no %q", ErrUnavailable, n.opts.MountKeySecret, cachev1alpha1.MountKeySecretKey)
+	}
+	return true, writeRootOnly(filepath.Join(spec.Dir, mounter.MountKeyFile), key, "the mount key")
+}
+
 // writeSecret writes the data-path secret, readable by root only, where the
 // daemon's --secret-file points. It is never put in argv, the environment
 // or a volume context, where other users of the node could read it.
 func writeSecret(dir, secret string) error {
-	path := filepath.Join(dir, mounter.SecretFile)
-	if err := os.WriteFile(path+".tmp", []byte(secret), 0o600); err != nil {
-		return fmt.Errorf("writing the data secret: %w", err)
+	return writeRootOnly(filepath.Join(dir, mounter.SecretFile), []byte(secret), "the data secret")
+}
+
+// writeRootOnly replaces the file at path with b, readable by root only.
+func writeRootOnly(path string, b []byte, what string) error {
+	if err := os.WriteFile(path+".tmp", b, 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", what, err)
 	}
 	return os.Rename(path+".tmp", path)
 }

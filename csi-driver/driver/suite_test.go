@@ -175,12 +175,17 @@ func createPool() {
 // createInstance creates a Ready instance whose status lists the servers,
 // as the operator would write it.
 func createInstance(name string, servers []serverProc) {
+	createInstanceAs(name, servers, cachev1alpha1.RunAs{UID: 1500, GID: 1500})
+}
+
+// createInstanceAs is createInstance of an instance that runs as id.
+func createInstanceAs(name string, servers []serverProc, id cachev1alpha1.RunAs) {
 	ci := &cachev1alpha1.CacheInstance{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: cachev1alpha1.CacheInstanceSpec{
 			Pool: "fast", Capacity: resource.MustParse("20Gi"),
 			Backing: &cachev1alpha1.BackingPath{Filesystem: "lustre", Path: "/lus/global/team-a/run"},
-			RunAs:   cachev1alpha1.RunAs{UID: 1500, GID: 1500},
+			RunAs:   id,
 		},
 	}
 	Expect(k8sClient.Create(ctx, ci)).To(Succeed())

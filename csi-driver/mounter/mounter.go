@@ -29,9 +29,11 @@ var (
 // Files of a mount's state directory; see the package documentation.
 const (
 	SecretFile = "secret"
-	readyFile  = "ready.json"
-	exitFile   = "exit.json"
-	logFile    = "mount.log"
+	// MountKeyFile is the private mount key, for a Spec with MountKey.
+	MountKeyFile = "mount.key"
+	readyFile    = "ready.json"
+	exitFile     = "exit.json"
+	logFile      = "mount.log"
 )
 
 // Spec is one FUSE mount of a cache instance on this node.
@@ -57,6 +59,9 @@ type Spec struct {
 	ClientCache bool
 	// PerCaller mounts an instance whose servers act as each caller.
 	PerCaller bool
+	// MountKey signs the handshake with the servers with the key in
+	// MountKeyFile of Dir, for servers that admit only mounts.
+	MountKey bool
 }
 
 // Args returns the arguments of `burstcache mount` for the spec.
@@ -76,6 +81,9 @@ func (s Spec) Args() []string {
 	}
 	if s.PerCaller {
 		args = append(args, "--per-caller")
+	}
+	if s.MountKey {
+		args = append(args, "--mount-key-file", filepath.Join(s.Dir, MountKeyFile))
 	}
 	return append(args, s.Target)
 }

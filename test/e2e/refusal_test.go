@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/wire"
 )
 
 var _ = Describe("Access to the PFS", func() {
@@ -95,6 +97,19 @@ var _ = Describe("A shared instance acting as the caller", func() {
 		outsider := cacheJob(w, "outsider", annotations, "cat", "/cache/project/data")
 		Expect(k8sClient.Create(ctx, outsider)).To(Succeed())
 		expectPermissionDenied(outsider, "a job outside the group read the file")
+
+		By("refusing a client that holds the instance's Secret, which users of the namespace may read, but not the node plugins' mount key")
+		list := &cachev1alpha1.CacheInstanceList{}
+		Expect(k8sClient.List(ctx, list, client.InNamespace(w.ns))).To(Succeed())
+		Expect(list.Items).NotTo(BeEmpty())
+		inst := list.Items[0]
+		sec := &corev1.Secret{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: cachev1alpha1.DataSecretName(inst.Name)}, sec)).To(Succeed())
+		Expect(inst.Status.Servers).NotTo(BeEmpty())
+		c := wire.NewClient(inst.Status.Servers[0].Endpoint, wire.ClientOptions{Secret: sec.Data[cachev1alpha1.DataSecretKey], Conns: 1})
+		defer c.Close()
+		_, err := c.Do(ctx, &wire.Call{Op: wire.OpStatFS, Cred: ident.Cred{UID: 0, GID: 0}})
+		Expect(err).To(MatchError(wire.ErrMountKeyRefused))
 	})
 })
 

@@ -1,0 +1,69 @@
+package driver_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	"github.com/burstcache/burstcache/cacheserver/control"
+	"github.com/burstcache/burstcache/csi-driver/driver"
+	"github.com/burstcache/burstcache/csi-driver/mounter"
+)
+
+var _ = Describe("Mounts of an instance that acts as its callers", func() {
+	It("sign with the mount key, which its servers ask of every mount", func() {
+		priv, pub, err := control.NewMountKey()
+		Expect(err).NotTo(HaveOccurred())
+		dir := GinkgoT().TempDir()
+		secretFile, shared := filepath.Join(dir, "secret"), filepath.Join(dir, "backing")
+		Expect(os.WriteFile(secretFile, []byte(secret), 0o600)).To(Succeed())
+		Expect(os.Mkdir(shared, 0o755)).To(Succeed())
+		srv := startServer([]string{"server", "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0",
+			"--backing", shared, "--cache-dir", filepath.Join(dir, "cache"), "--capacity", "64Mi", "--extent-size", "1048576",
+			"--secret-file", secretFile, "--act-as-caller", "--mount-public-key", pub})
+		DeferCleanup(func() { _ = srv.cmd.Process.Signal(syscall.SIGTERM); _ = srv.cmd.Wait() })
+		w := newWorld()
+		w.instance = "shared"
+		createInstanceAs(w.instance, []serverProc{srv}, cachev1alpha1.RunAs{UID: 0, GID: 0})
+		DeferCleanup(func() {
+			_ = k8sClient.Delete(ctx, &cachev1alpha1.CacheInstance{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: w.instance}})
+		})
+		keyRef := client.ObjectKey{Namespace: namespace, Name: cachev1alpha1.MountKeySecretName}
+		p := startPluginLogging(w, &mounter.Process{Binary: bin}, time.Hour, GinkgoLogr, func(o *driver.Options) { o.MountKeySecret = keyRef })
+
+		By("failing the stage while there is no mount key: the servers refuse a mount with the data secret alone")
+		_, err = p.node.NodeStageVolume(ctx, stageReq(w))
+		Expect(err).To(MatchError(ContainSubstring("admits only mounts")))
+		Expect(isMounted(w.staging)).To(BeFalse())
+
+		By("staging once the manager made the key, with the key readable by root only")
+		key := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: keyRef.Namespace, Name: keyRef.Name},
+			Data:       map[string][]byte{cachev1alpha1.MountKeySecretKey: []byte(priv)},
+		}
+		Expect(k8sClient.Create(ctx, key)).To(Succeed())
+		DeferCleanup(func() { _ = k8sClient.Delete(ctx, key) })
+		_, err = p.node.NodeStageVolume(ctx, stageReq(w))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(slices.Contains(w.daemonArgs(), "--mount-key-file")).To(BeTrue(), "daemon arguments %q", w.daemonArgs())
+		fi, err := os.Stat(filepath.Join(w.volumeDir(), mounter.MountKeyFile))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(fi.Mode().Perm()).To(Equal(os.FileMode(0o600)))
+		Expect(os.WriteFile(filepath.Join(w.staging, "f"), []byte("as root"), 0o644)).To(Succeed())
+		Expect(os.ReadFile(filepath.Join(w.staging, "f"))).To(Equal([]byte("as root")))
+
+		_, err = p.node.NodeUnstageVolume(ctx, unstageReq(w))
+		Expect(err).NotTo(HaveOccurred())
+		flushServers([]serverProc{srv})
+		Expect(os.ReadFile(filepath.Join(shared, "f"))).To(Equal([]byte("as root")))
+	})
+})
