@@ -63,7 +63,10 @@ const (
 	// durable on the cache device.
 	Cache Durability = "Cache"
 	// Backing makes Sync return once the file's dirty data is written back
-	// and fsynced on the backing store.
+	// and fsynced on the backing store, and NamesChanged and AttrsChanged
+	// return once the names and inodes they were told of are fsynced there
+	// (rule 8 of the package doc). With Cache, Flush, FlushPath and Close
+	// make those durable.
 	Backing Durability = "Backing"
 )
 

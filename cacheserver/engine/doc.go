@@ -260,6 +260,23 @@
 //     1.4-2.8, a rename from 1.3-1.9 ms to 1.8-4.2, and a create, write
 //     of 4 KiB and close from 3.1-4.8 ms to 4.2-8.2; with Cache nothing
 //     moved beyond the noise.
+//     Attributes that calls through the cache change on the backing store
+//     at the call, a mount's truncate (Truncate, and the metadata
+//     server's cut of the backing file), chmod, chown, utimes, open with
+//     O_TRUNC and change of extended attributes, are made durable the same
+//     way (AttrsChanged), by an fsync of the file: a file with no dirty
+//     data is not written back, so nothing else fsyncs it, and a crash of
+//     the backing store's node after a flush could bring back a truncated
+//     file's old size, and the bytes past the end the job set, or its old
+//     mode, owner or times. The engine keeps the paths, and fsyncs each
+//     once at the points where it fsyncs the recorded names, sharing the
+//     round's directory fsyncs with them: a directory is fsynced as a
+//     directory; a symbolic link, a FIFO or a device, which an open to
+//     fsync would follow, block on, or act on, and a file the identity may
+//     not open, have their directory fsynced instead, which on journalling
+//     file systems commits the change with it; a file removed since counts
+//     as done, its removal being its directory's. With Cache a call costs
+//     only the recording of its path.
 //
 // A failed fdatasync of the slab is final (ErrCacheDevice): Linux reports
 // a failed write-out once and may drop the pages it could not write, so a

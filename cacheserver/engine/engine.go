@@ -76,6 +76,9 @@ type Engine struct {
 	// nameSeq counts the changes (see NamesChanged).
 	changedNames map[string]nameChange
 	nameSeq      uint64
+	// changedAttrs holds, alike, the backing files whose inodes calls
+	// through the cache changed (see AttrsChanged).
+	changedAttrs map[string]nameChange
 
 	// unsynced holds the extents written back to backing files that wait
 	// for the files' fsync (syncer) before they count as clean.
@@ -118,6 +121,7 @@ func Open(cfg Config) (*Engine, error) {
 		files: map[string]*file{}, dooms: map[*file]struct{}{}, overtaken: map[unlinkKey]time.Time{}, idxExt: map[index.Key]struct{}{}, idxFile: map[string]struct{}{}, durableDirty: map[index.Key]int32{},
 		commitKick: make(chan struct{}, 1), stop: make(chan struct{}),
 		changedNames: map[string]nameChange{},
+		changedAttrs: map[string]nameChange{},
 		unsynced:     map[*file][]wroteBack{}, syncKick: make(chan struct{}, 1), urgentKick: make(chan struct{}, 1),
 	}
 	e.cond = sync.NewCond(&e.mu)
@@ -262,9 +266,10 @@ func (e *Engine) Close() error {
 	e.mu.Unlock()
 	close(e.stop)
 	e.wg.Wait()
-	// Which names changed is not kept across a restart, when a flush
-	// would not know to make them durable: they are made so now.
-	nameErr := e.syncChangedNames()
+	// Which names and attributes changed is not kept across a restart,
+	// when a flush would not know to make them durable: they are made so
+	// now.
+	nameErr := e.syncChanged()
 	err := e.commitOnce()
 	if err == nil {
 		err = e.keepIncarnation()

@@ -151,7 +151,7 @@ func (e *Engine) Sync(ctx context.Context, path string) error {
 	}
 	// Names changed through the cache that an earlier attempt failed to
 	// make durable: the file may be one of them.
-	return e.syncChangedNames()
+	return e.syncChanged()
 }
 
 // known reports whether the cache holds anything of path.
@@ -164,7 +164,8 @@ func (e *Engine) known(path string) bool {
 
 // Truncate sets the size of path: on the backing store, then in the cache
 // (extents past size dropped, dirty ones included, the last one trimmed).
-// What it changed in the cache is committed before it returns, as Trim's.
+// What it changed in the cache is committed before it returns, as Trim's;
+// the backing file's size is made durable as AttrsChanged says.
 func (e *Engine) Truncate(ctx context.Context, path string, size int64) error {
 	if err := e.enter(); err != nil {
 		return err
@@ -197,10 +198,15 @@ func (e *Engine) Truncate(ctx context.Context, path string, size int64) error {
 	f.sizeGen++
 	e.mu.Unlock()
 	f.wbmu.Unlock()
-	if !changed {
-		return nil
+	if changed {
+		if err := e.waitCommit(ctx); err != nil {
+			return err
+		}
 	}
-	return e.waitCommit(ctx)
+	// The backing file's new size is durable only once fsynced, and
+	// write-back, which fsyncs what it writes, may have nothing of the
+	// file left to write.
+	return e.attrsChanged(ctx, path)
 }
 
 // admitTruncate refuses a truncate of path to size that grows it past

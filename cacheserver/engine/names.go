@@ -150,7 +150,7 @@ func (e *Engine) namesChanged(ctx context.Context, paths ...string) error {
 	}
 	// Only this call's: calls at once each fsyncing all of them would
 	// fsync each directory once per call.
-	return e.syncNames(mine)
+	return e.syncNames(mine, newDirSyncs(e.backing))
 }
 
 // NamesRemoved records that a call through the cache removed the names at
@@ -172,6 +172,16 @@ func (e *Engine) NamesRemoved(ctx context.Context, paths ...string) {
 // recordNames records the directories of paths in changedNames, as the
 // identity of ctx, and returns what it recorded.
 func (e *Engine) recordNames(ctx context.Context, paths []string) map[string]nameChange {
+	dirs := make([]string, len(paths))
+	for i, p := range paths {
+		dirs[i] = path.Dir(p)
+	}
+	return e.recordChanges(ctx, e.changedNames, dirs)
+}
+
+// recordChanges records each of paths in changed, as the identity of ctx,
+// and returns what it recorded.
+func (e *Engine) recordChanges(ctx context.Context, changed map[string]nameChange, paths []string) map[string]nameChange {
 	var cred *ident.Cred
 	if c, ok := ident.FromContext(ctx); ok {
 		cred = &c
@@ -181,27 +191,28 @@ func (e *Engine) recordNames(ctx context.Context, paths []string) map[string]nam
 	defer e.mu.Unlock()
 	for _, p := range paths {
 		e.nameSeq++
-		mine[path.Dir(p)] = nameChange{cred: cred, seq: e.nameSeq}
-		e.changedNames[path.Dir(p)] = mine[path.Dir(p)]
+		mine[p] = nameChange{cred: cred, seq: e.nameSeq}
+		changed[p] = mine[p]
 	}
 	return mine
 }
 
-// syncChangedNames fsyncs the directories that NamesChanged recorded, and
-// those above them, each once, and forgets those that no change came to
-// while they were fsynced.
-func (e *Engine) syncChangedNames() error {
+// syncChanged fsyncs the backing files whose attributes calls through the
+// cache changed (AttrsChanged), and the directories whose names they
+// changed (NamesChanged) with those above them, each once, and forgets
+// those that no change came to while they were fsynced.
+func (e *Engine) syncChanged() error {
 	e.mu.Lock()
-	todo := maps.Clone(e.changedNames)
+	attrs, names := maps.Clone(e.changedAttrs), maps.Clone(e.changedNames)
 	e.mu.Unlock()
-	return e.syncNames(todo)
+	dirs := newDirSyncs(e.backing)
+	return errors.Join(e.syncAttrs(attrs, dirs), e.syncNames(names, dirs))
 }
 
 // syncNames fsyncs the directories of todo, taken from changedNames, and
-// those above them, each once, and forgets those that no change came to
-// since.
-func (e *Engine) syncNames(todo map[string]nameChange) error {
-	dirs := newDirSyncs(e.backing)
+// those above them, each once in dirs, and forgets those that no change
+// came to since.
+func (e *Engine) syncNames(todo map[string]nameChange, dirs *dirSyncs) error {
 	var errs []error
 	for dir, c := range todo {
 		// Durable step: the changed entries and the directories above
@@ -210,16 +221,22 @@ func (e *Engine) syncNames(todo map[string]nameChange) error {
 			errs = append(errs, err)
 			continue
 		}
-		e.mu.Lock()
-		if e.changedNames[dir].seq == c.seq {
-			delete(e.changedNames, dir)
-		}
-		e.mu.Unlock()
+		e.forgetChange(e.changedNames, dir, c)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("making names durable: %w", err)
 	}
 	return nil
+}
+
+// forgetChange forgets p in changed, which an fsync made durable as of c,
+// unless a change came to it since.
+func (e *Engine) forgetChange(changed map[string]nameChange, p string, c nameChange) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if changed[p].seq == c.seq {
+		delete(changed, p)
+	}
 }
 
 // dirGone reports whether err, of an fsync of a directory by its path,

@@ -22,6 +22,8 @@ import (
 type nameLog struct {
 	backing.Store
 	root string
+	// files has file fsyncs recorded too.
+	files bool
 
 	mu     sync.Mutex
 	events []string
@@ -44,6 +46,14 @@ func (s *nameLog) SyncDir(ctx context.Context, p string) error {
 	err := s.Store.SyncDir(ctx, p)
 	if err == nil {
 		s.add("fsync directory " + p)
+	}
+	return err
+}
+
+func (s *nameLog) Sync(ctx context.Context, p string) error {
+	err := s.Store.Sync(ctx, p)
+	if err == nil && s.files {
+		s.add("fsync file " + p)
 	}
 	return err
 }

@@ -190,7 +190,8 @@ func (e *Engine) flushAndDrop(ctx context.Context, p string, records recordDrop)
 
 // FlushPath writes back the dirty extents of a path or of every file under
 // a directory, blocking until they are clean, and that durably, and makes
-// the names changed through the cache durable, as Flush does. It is a
+// the names and attributes changed through the cache durable, as Flush
+// does. It is a
 // hint, not something a job's call waits for: while jobs do I/O, it yields
 // to them as background write-back does.
 func (e *Engine) FlushPath(ctx context.Context, pathOrDir string) error {
@@ -203,8 +204,9 @@ func (e *Engine) FlushPath(ctx context.Context, pathOrDir string) error {
 	}
 	// Names changed through the cache are kept by directory, not by file:
 	// all of them are made durable, which costs one fsync of each
-	// directory that holds such a name, since the last flush.
-	if err := e.syncChangedNames(); err != nil {
+	// directory that holds such a name, since the last flush, and so are
+	// the attributes changed, one fsync of each file.
+	if err := e.syncChanged(); err != nil {
 		return err
 	}
 	// Durable step: the index calling the extents clean (rule 6).

@@ -419,9 +419,9 @@ func (e *Engine) syncedLocked(x *extent, gen uint64, lo, hi int32) {
 }
 
 // Flush writes back every dirty extent, with all workers, and blocks until
-// no dirty byte is left and the index says so durably, and the names that
-// calls through the cache changed on the backing store are durable there
-// too (NamesChanged). It returns an error wrapping ErrDirtyLeft, saying
+// no dirty byte is left and the index says so durably, and the names and
+// attributes that calls through the cache changed on the backing store are
+// durable there too (NamesChanged, AttrsChanged). It returns an error wrapping ErrDirtyLeft, saying
 // what is left, when ctx ends or write-back keeps failing.
 func (e *Engine) Flush(ctx context.Context) error {
 	if err := e.enter(); err != nil {
@@ -431,7 +431,7 @@ func (e *Engine) Flush(ctx context.Context) error {
 	if err := e.flushData(ctx); err != nil {
 		return err
 	}
-	return e.syncChangedNames()
+	return e.syncChanged()
 }
 
 // flushData is Flush but for the names.
