@@ -102,7 +102,7 @@ func (s *Server) setAttr(ctx context.Context, req *wire.Request, resp *wire.Resp
 		}
 	}
 	a, err := s.cfg.NS.SetAttr(ctx, p, in)
-	if err != nil {
+	if err := s.attrsChanged(ctx, err, p); err != nil {
 		return err
 	}
 	if in.Size != nil {
@@ -143,7 +143,7 @@ func (s *Server) truncate(ctx context.Context, req *wire.Request, resp *wire.Res
 		return err
 	}
 	a, err := s.cutBacking(ctx, p, size, false)
-	if err != nil {
+	if err := s.attrsChanged(ctx, err, p); err != nil {
 		return err
 	}
 	resp.Meta.Attr(a)
@@ -196,7 +196,7 @@ func (s *Server) truncateOpen(ctx context.Context, req *wire.Request, resp *wire
 		return err
 	}
 	a, err := s.cutBacking(ctx, p, size, true)
-	if err != nil {
+	if err := s.attrsChanged(ctx, err, p); err != nil {
 		return err
 	}
 	resp.Meta.Attr(a)
@@ -427,6 +427,18 @@ func (s *Server) namesChanged(ctx context.Context, err error, paths ...string) e
 	return s.cfg.Cache.NamesChanged(ctx, paths...)
 }
 
+// attrsChanged tells the cache of the backing file at p, whose inode a
+// call, which ended with err, changed on the backing store (a truncate,
+// chmod, chown, utimes), and returns err, or the cache's error making it
+// durable: with Durability Backing, a call that returns has its change
+// durable, as a flush of the file need not come to this server.
+func (s *Server) attrsChanged(ctx context.Context, err error, p string) error {
+	if err != nil {
+		return err
+	}
+	return s.cfg.Cache.AttrsChanged(ctx, p)
+}
+
 // syncDir makes the entries of a backing directory durable.
 func (s *Server) syncDir(ctx context.Context, req *wire.Request, _ *wire.Response) error {
 	p, err := readPath(req.Args)
@@ -568,8 +580,11 @@ func (s *Server) openFile(ctx context.Context, p string, flags int, gathered boo
 	}
 	a, err := s.cfg.NS.Open(ctx, p, flags)
 	err = s.endReserve(ctx, p, reserved, a, err)
-	if err != nil || flags&syscall.O_TRUNC != 0 {
+	if err != nil {
 		return a, err
+	}
+	if flags&syscall.O_TRUNC != 0 {
+		return a, s.attrsChanged(ctx, nil, p)
 	}
 	return s.withCacheSize(ctx, p, a), nil
 }
@@ -599,7 +614,7 @@ func (s *Server) clearSetid(ctx context.Context, req *wire.Request, _ *wire.Resp
 	}
 	mode := a.Mode & 07777 &^ kill
 	_, err = s.cfg.NS.SetAttr(sctx, p, namespace.SetAttr{Mode: &mode})
-	return err
+	return s.attrsChanged(sctx, err, p)
 }
 
 // mayUnlink answers the attributes of p if the identity of ctx may remove

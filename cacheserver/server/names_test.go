@@ -2,20 +2,23 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"slices"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/client"
 	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/cacheserver/engine"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
 )
 
 // dirSyncLog records the backing directories that the engines of several
-// servers fsynced.
+// servers fsynced, and the files, as "file " and the path.
 type dirSyncLog struct {
 	mu   sync.Mutex
 	dirs []string
@@ -43,6 +46,17 @@ func (s *dirSyncStore) SyncDir(ctx context.Context, p string) error {
 	if err == nil {
 		s.log.mu.Lock()
 		s.log.dirs = append(s.log.dirs, p)
+		s.log.mu.Unlock()
+	}
+	return err
+}
+
+// Sync records an fsync of the file p as "file p".
+func (s *dirSyncStore) Sync(ctx context.Context, p string) error {
+	err := s.Store.Sync(ctx, p)
+	if err == nil {
+		s.log.mu.Lock()
+		s.log.dirs = append(s.log.dirs, "file "+p)
 		s.log.mu.Unlock()
 	}
 	return err
@@ -179,4 +193,87 @@ func TestFlushMakesRemovalsOfMetadataCallsDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	flush("rmdir", ".")
+}
+
+// TestSetAttrsOfMetadataCallsDurable changes the size, mode and times of
+// a file whose data is on the backing store through a mount's client:
+// the metadata server applies each to the backing file at the call, and
+// no write-back comes to fsync the file, which a flush, saying that
+// everything is on the backing store, must do (with Durability Backing,
+// the call before it returns), or a crash of its node could bring back
+// the old size, with the bytes past the new end, or the old mode.
+func TestSetAttrsOfMetadataCallsDurable(t *testing.T) {
+	mode, size, mtime := uint32(0o600), int64(2), time.Unix(1e9, 0)
+	for name, change := range map[string]func(ctx context.Context, f *client.FS) error{
+		"chmod":    func(ctx context.Context, f *client.FS) error { return setAttr(ctx, f, namespace.SetAttr{Mode: &mode}) },
+		"truncate": func(ctx context.Context, f *client.FS) error { return setAttr(ctx, f, namespace.SetAttr{Size: &size}) },
+		"utimes": func(ctx context.Context, f *client.FS) error {
+			return setAttr(ctx, f, namespace.SetAttr{Mtime: &mtime})
+		},
+		"ftruncate": func(ctx context.Context, f *client.FS) error {
+			_, err := f.TruncateOpen(ctx, "a/f", size)
+			return err
+		},
+		"open with O_TRUNC": func(ctx context.Context, f *client.FS) error {
+			_, err := f.Open(ctx, "a/f", os.O_WRONLY|os.O_TRUNC)
+			return err
+		},
+		"setxattr": func(ctx context.Context, f *client.FS) error {
+			return f.Setxattr(ctx, "a/f", "user.k", []byte("v"), 0)
+		},
+	} {
+		for _, d := range []engine.Durability{engine.Cache, engine.Backing} {
+			t.Run(name+", "+string(d), func(t *testing.T) {
+				log := &dirSyncLog{}
+				f, ctl := startNamed(t, d, log)
+				ctx := context.Background()
+				writeFlushed(t, f, ctl)
+				log.take()
+				if err := change(ctx, f); errors.Is(err, syscall.ENOTSUP) {
+					t.Skipf("%s: %v", name, err)
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				if d == engine.Cache {
+					flushAll(t, ctl)
+				}
+				wantSynced(t, name, log.take(), "file a/f")
+			})
+		}
+	}
+}
+
+func setAttr(ctx context.Context, f *client.FS, in namespace.SetAttr) error {
+	_, err := f.SetAttr(ctx, "a/f", in)
+	return err
+}
+
+// writeFlushed writes a file a/f through f and flushes every server, so
+// that nothing of it is left to write back.
+func writeFlushed(t *testing.T, f *client.FS, ctl []string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := f.Mkdir(ctx, "a", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Create(ctx, "a/f", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(ctx, "a/f", []byte("bytes the truncate cuts off"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Flush(ctx, "a/f"); err != nil {
+		t.Fatal(err)
+	}
+	flushAll(t, ctl)
+}
+
+// flushAll flushes every server through its control address.
+func flushAll(t *testing.T, ctl []string) {
+	t.Helper()
+	for _, addr := range ctl {
+		if res, err := control.NewClient(addr, nil, nil).Flush(context.Background()); err != nil || res.RemainingBytes != 0 {
+			t.Fatalf("Flush = %+v, %v", res, err)
+		}
+	}
 }

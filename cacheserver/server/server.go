@@ -76,6 +76,11 @@ type Cache interface {
 	// there as the durability says: before it returns with Backing, and
 	// before Flush returns in any case.
 	NamesChanged(ctx context.Context, paths ...string) error
+	// AttrsChanged is told of the backing files whose inodes a metadata
+	// call changed on the backing store itself (a truncate, chmod, chown,
+	// utimes, a change of extended attributes), which must be fsynced as
+	// NamesChanged says of names.
+	AttrsChanged(ctx context.Context, paths ...string) error
 	// NamesRemoved is told of the names an unlink or rmdir removed from
 	// the backing store, which must be made durable before Flush returns.
 	NamesRemoved(ctx context.Context, paths ...string)

@@ -33,7 +33,7 @@ func (s *Server) setxattr(ctx context.Context, req *wire.Request, _ *wire.Respon
 		return err
 	}
 	name, flags := req.Args.String(), int(req.Args.Uint32())
-	return s.cfg.NS.Setxattr(ctx, p, name, req.Data, flags)
+	return s.attrsChanged(ctx, s.cfg.NS.Setxattr(ctx, p, name, req.Data, flags), p)
 }
 
 func (s *Server) listxattr(ctx context.Context, req *wire.Request, resp *wire.Response) error {
@@ -62,5 +62,5 @@ func (s *Server) removexattr(ctx context.Context, req *wire.Request, _ *wire.Res
 	if err != nil {
 		return err
 	}
-	return s.cfg.NS.Removexattr(ctx, p, req.Args.String())
+	return s.attrsChanged(ctx, s.cfg.NS.Removexattr(ctx, p, req.Args.String()), p)
 }

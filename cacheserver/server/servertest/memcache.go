@@ -277,6 +277,9 @@ func (m *MemCache) NamesChanged(context.Context, ...string) error { return nil }
 // NamesRemoved does nothing, as NamesChanged.
 func (m *MemCache) NamesRemoved(context.Context, ...string) {}
 
+// AttrsChanged does nothing, as NamesChanged.
+func (m *MemCache) AttrsChanged(context.Context, ...string) error { return nil }
+
 // HoldDoom records the call.
 func (m *MemCache) HoldDoom(_ context.Context, path string) error {
 	m.mu.Lock()
