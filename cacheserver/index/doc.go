@@ -12,7 +12,7 @@
 //
 // # On-disk format
 //
-// All integers are big-endian. Three buckets:
+// All integers are big-endian. Four buckets:
 //
 //	meta     "version"     uint32 format version (1)
 //	         "extentSize"  uint64 bytes per extent and per slot
@@ -37,6 +37,16 @@
 //	                uint64 ids, with 1 uint32 uid, uint32 gid, uint32
 //	                group count, uint32 groups..., with 32 uint64
 //	                capabilities (bit n: capability n)
+//	changes  key:   uint8 kind ('n': the entries of a backing directory,
+//	                'a': the inode of a backing file), path bytes
+//	         value: as a files value of size 0 with no doom: the
+//	                identity to fsync as, if any
+//
+// A change record names what calls through the cache changed on the
+// backing store itself, a name or an inode, and no fsync there made
+// durable yet; the engine deletes it once one did. An index of a release
+// that knew no changes gets the bucket when opened; such a release opening
+// this index ignores it.
 //
 // Paths never contain 0x00, so an extent key sorts after its path and before
 // the path of any other file with that prefix.

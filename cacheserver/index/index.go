@@ -76,6 +76,7 @@ type Meta struct {
 type Batch struct {
 	Extents map[Key]*Extent
 	Files   map[string]*File
+	Changes map[Change]*ChangeRecord
 }
 
 // DB is an open index.
@@ -98,7 +99,7 @@ func open(path string, fsys vfs.FS, wait time.Duration) (*DB, error) {
 		return nil, fmt.Errorf("opening index %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketExtents, bucketFiles} {
+		for _, b := range [][]byte{bucketMeta, bucketExtents, bucketFiles, bucketChanges} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -201,7 +202,7 @@ func apply(tx *bolt.Tx, b Batch) error {
 			return err
 		}
 	}
-	return nil
+	return applyChanges(tx, b.Changes)
 }
 
 func putOrDelete[T any](b *bolt.Bucket, key []byte, v *T, enc func(*T) []byte) error {
