@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"path"
 	"syscall"
+
+	"github.com/burstcache/burstcache/cacheserver/index"
 )
 
 // AttrsChanged records that a call through the cache changed the inodes
@@ -31,7 +33,7 @@ func (e *Engine) AttrsChanged(ctx context.Context, paths ...string) error {
 }
 
 func (e *Engine) attrsChanged(ctx context.Context, paths ...string) error {
-	mine := e.recordChanges(ctx, e.changedAttrs, paths)
+	mine := e.recordChanges(ctx, index.AttrsChanged, paths)
 	if e.cfg.Durability != Backing {
 		return nil
 	}
@@ -50,7 +52,7 @@ func (e *Engine) syncAttrs(todo map[string]nameChange, dirs *dirSyncs) error {
 			errs = append(errs, err)
 			continue
 		}
-		e.forgetChange(e.changedAttrs, p, c)
+		e.forgetChange(index.AttrsChanged, p, c)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("making attributes durable: %w", err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
+	"github.com/burstcache/burstcache/cacheserver/vfs"
 )
 
 // newAttrRig is newNameRig with file fsyncs recorded too.
@@ -173,4 +174,57 @@ func TestFailedAttrFsyncIsRetried(t *testing.T) {
 	r.faulty.SetError(backing.OpSync, nil)
 	r.restart()
 	wantEvents(t, log.take(), "close once fsync works", "fsync file f")
+}
+
+// TestChangesSurviveACrash has names and attributes changed through the
+// cache, and committed (a job's fsync reaches every server), but not
+// fsynced on the backing store when the server crashes: the engine
+// opened after it must still fsync them at its first flush, which would
+// otherwise say everything is durable. Once a flush made them so, an
+// engine opened after another crash has nothing left to fsync.
+func TestChangesSurviveACrash(t *testing.T) {
+	fsys := vfs.NewCrashable(vfs.OS{}, 7)
+	var log *nameLog
+	r := newRig(t, modelES, 6, func(c *Config) {
+		crashable(t, c, fsys)
+		log = &nameLog{Store: c.Backing, files: true}
+		c.Backing = log
+	})
+	ctx := context.Background()
+	r.writeBacking("d/f", nil)
+	r.writeBacking("a/g", []byte("x"))
+	if err := r.e.NamesChanged(ctx, "d/f"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.e.AttrsChanged(ctx, "a/g"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.e.Sync(ctx, "d/f"); err != nil {
+		t.Fatal(err)
+	}
+	// The crash stops the engine before it fsyncs anything: its Close
+	// finds the backing store failing.
+	r.faulty.SetError(backing.OpSync, errInjected)
+	r.faulty.SetError(backing.OpSyncDir, errInjected)
+	r.crash(fsys)
+	r.faulty.SetError(backing.OpSync, nil)
+	r.faulty.SetError(backing.OpSyncDir, nil)
+	log.take()
+	if err := r.e.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, log.take(), "first flush after a crash",
+		"fsync directory d", "fsync directory .", "fsync file a/g")
+
+	fsys = vfs.NewCrashable(vfs.OS{}, 8)
+	r.cfg.FS = fsys
+	r.restart()
+	log.take()
+	r.crash(fsys)
+	if err := r.e.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if events := log.take(); len(events) != 0 {
+		t.Errorf("flush after a crash that followed a flush: %q, want nothing fsynced", events)
+	}
 }

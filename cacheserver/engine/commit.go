@@ -77,7 +77,7 @@ func (e *Engine) committer() {
 func (e *Engine) commitPending() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return len(e.idxExt) > 0 || len(e.idxFile) > 0 || len(e.pendingFree) > 0
+	return len(e.idxExt) > 0 || len(e.idxFile) > 0 || len(e.idxChange) > 0 || len(e.pendingFree) > 0
 }
 
 // commitOnce commits every index change made so far, in one transaction.
@@ -102,6 +102,9 @@ func (e *Engine) commitOnce() error {
 		for _, p := range files {
 			e.idxFile[p] = struct{}{}
 		}
+		for c := range batch.Changes {
+			e.idxChange[c] = struct{}{}
+		}
 		e.pendingFree = append(e.pendingFree, freeing...)
 		e.st.commitFailures++
 	} else {
@@ -122,7 +125,7 @@ func (e *Engine) commitOnce() error {
 
 // commitBatch makes batch durable.
 func (e *Engine) commitBatch(b index.Batch) error {
-	if len(b.Extents) == 0 && len(b.Files) == 0 {
+	if len(b.Extents) == 0 && len(b.Files) == 0 && len(b.Changes) == 0 {
 		return nil
 	}
 	e.mu.Lock()
@@ -130,6 +133,10 @@ func (e *Engine) commitBatch(b index.Batch) error {
 	e.mu.Unlock()
 	if failed != nil {
 		return failed
+	}
+	if len(b.Extents) == 0 && len(b.Files) == 0 {
+		// Change records name no slot: the slab holds nothing they need.
+		return e.idx.Commit(b)
 	}
 	// Durable step 1: fdatasync the slab. Every entry in the batch names a
 	// slot whose data was written before the entry was queued, so after this
@@ -175,9 +182,29 @@ func (e *Engine) batchLocked() (index.Batch, []index.Key, []string) {
 			b.Files[p] = nil
 		}
 	}
+	b.Changes = e.changesLocked()
 	clear(e.idxExt)
 	clear(e.idxFile)
 	return b, keys, files
+}
+
+// changesLocked serialises the queued change records (rule 8 of the
+// package doc): those still waiting for an fsync are put, the others
+// deleted.
+func (e *Engine) changesLocked() map[index.Change]*index.ChangeRecord {
+	if len(e.idxChange) == 0 {
+		return nil
+	}
+	b := make(map[index.Change]*index.ChangeRecord, len(e.idxChange))
+	for c := range e.idxChange {
+		if ch, ok := e.changedLocked(c.Kind)[c.Path]; ok {
+			b[c] = &index.ChangeRecord{Cred: ch.cred}
+		} else {
+			b[c] = nil
+		}
+	}
+	clear(e.idxChange)
+	return b
 }
 
 // entryLocked returns the index entry of k, or nil when it has none.

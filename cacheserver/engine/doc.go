@@ -243,10 +243,7 @@
 //     unlink and rmdir, NamesRemoved, and Unlink) are kept alike, but
 //     made durable only by those calls, never before the removal
 //     returns: a name that comes back loses no data, and no call of a
-//     job but an fsync of the directory promises it gone. Which names
-//     changed is not kept in the
-//     index: Close makes them durable, and a crash of the server before
-//     a flush leaves them as the backing store keeps them. Making them
+//     job but an fsync of the directory promises it gone. Making them
 //     durable at once costs each call the fsyncs of its directories up
 //     to the root: BenchmarkNameChanges, a create and a rename each of
 //     500 empty files in ten directories two below the root, ran at
@@ -277,6 +274,37 @@
 //     file systems commits the change with it; a file removed since counts
 //     as done, its removal being its directory's. With Cache a call costs
 //     only the recording of its path.
+//     The directories and files that wait for an fsync are kept in the
+//     index too (its changes bucket), so that a crash of the server does
+//     not make the flush after the restart call them durable unfsynced.
+//     A change is queued when the call reports it and its record written
+//     with the next commit that the engine makes anyway: the committer's,
+//     within CommitInterval, or one that a Sync waits for (an fsync
+//     through a mount reaches every server, the path's metadata server
+//     too). An fsync that made it durable queues the deletion of the
+//     record alike. What a crash leaves behind, step by step:
+//     before the commit that writes the record, the restarted engine does
+//     not know of the change, and its flush does not fsync it; nothing
+//     had promised it durable (with Cache only a flush, which fsyncs it
+//     itself, or with a file's fsync, which commits the record first;
+//     with Backing the call fsynced it before it returned, unless it
+//     failed or was a removal), and the backing store keeps it as its
+//     node does, but for at most CommitInterval after a call whose name
+//     has no data (an empty file's create and close, which asks no
+//     server, a mkdir, a rename) or after an attribute change, a crash
+//     of the server followed by one of the backing store's node can lose
+//     the change after a flush said it was durable (the name of a file
+//     with data is made durable by its write-back anyway). After that
+//     commit and before the fsync, the restarted engine takes up the
+//     record and its next Flush, FlushPath, Sync with Durability Backing
+//     or Close fsyncs it. After the fsync and before the commit that
+//     deletes the record, the restarted engine fsyncs it once more, which
+//     costs an fsync. Close fsyncs every change before its final commit,
+//     which deletes their records; those it could not fsync stay for the
+//     next Open. A commit of change records alone skips the slab's
+//     fdatasync, since they name no slot: recording them adds no fsync
+//     to any call, and at most one commit of the index per
+//     CommitInterval while names or attributes change.
 //
 // A failed fdatasync of the slab is final (ErrCacheDevice): Linux reports
 // a failed write-out once and may drop the pages it could not write, so a

@@ -58,8 +58,9 @@ type Engine struct {
 	dirtyBytes  int64
 
 	// Index changes not yet committed, and the committer's progress.
-	idxExt  map[index.Key]struct{}
-	idxFile map[string]struct{}
+	idxExt    map[index.Key]struct{}
+	idxFile   map[string]struct{}
+	idxChange map[index.Change]struct{}
 	// durableDirty names, for each extent the committed index calls dirty,
 	// the slot it names (see writeBack).
 	durableDirty  map[index.Key]int32
@@ -122,6 +123,7 @@ func Open(cfg Config) (*Engine, error) {
 		commitKick: make(chan struct{}, 1), stop: make(chan struct{}),
 		changedNames: map[string]nameChange{},
 		changedAttrs: map[string]nameChange{},
+		idxChange:    map[index.Change]struct{}{},
 		unsynced:     map[*file][]wroteBack{}, syncKick: make(chan struct{}, 1), urgentKick: make(chan struct{}, 1),
 	}
 	e.cond = sync.NewCond(&e.mu)
@@ -266,9 +268,10 @@ func (e *Engine) Close() error {
 	e.mu.Unlock()
 	close(e.stop)
 	e.wg.Wait()
-	// Which names and attributes changed is not kept across a restart,
-	// when a flush would not know to make them durable: they are made so
-	// now.
+	// The names and attributes changed are made durable now, and the
+	// commit below deletes their records, so that a clean stop leaves
+	// the next Open nothing to fsync; those whose fsync failed stay
+	// recorded for it.
 	nameErr := e.syncChanged()
 	err := e.commitOnce()
 	if err == nil {

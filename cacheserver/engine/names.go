@@ -11,6 +11,7 @@ import (
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/index"
 )
 
 // dirSyncs shares the fsyncs of backing directories among the files whose
@@ -176,12 +177,13 @@ func (e *Engine) recordNames(ctx context.Context, paths []string) map[string]nam
 	for i, p := range paths {
 		dirs[i] = path.Dir(p)
 	}
-	return e.recordChanges(ctx, e.changedNames, dirs)
+	return e.recordChanges(ctx, index.NamesChanged, dirs)
 }
 
-// recordChanges records each of paths in changed, as the identity of ctx,
-// and returns what it recorded.
-func (e *Engine) recordChanges(ctx context.Context, changed map[string]nameChange, paths []string) map[string]nameChange {
+// recordChanges records each of paths as a change of kind, as the
+// identity of ctx, and returns what it recorded. The next commit of the
+// index records them durably (see changedLocked).
+func (e *Engine) recordChanges(ctx context.Context, kind index.ChangeKind, paths []string) map[string]nameChange {
 	var cred *ident.Cred
 	if c, ok := ident.FromContext(ctx); ok {
 		cred = &c
@@ -189,12 +191,25 @@ func (e *Engine) recordChanges(ctx context.Context, changed map[string]nameChang
 	mine := make(map[string]nameChange, len(paths))
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	changed := e.changedLocked(kind)
 	for _, p := range paths {
 		e.nameSeq++
 		mine[p] = nameChange{cred: cred, seq: e.nameSeq}
 		changed[p] = mine[p]
+		e.idxChange[index.Change{Kind: kind, Path: p}] = struct{}{}
 	}
 	return mine
+}
+
+// changedLocked returns the changes of kind that no fsync made durable
+// yet: changedNames or changedAttrs. Each is kept in the index too, so that
+// an engine opened after a crash still makes them durable (rule 8 of the
+// package doc).
+func (e *Engine) changedLocked(kind index.ChangeKind) map[string]nameChange {
+	if kind == index.AttrsChanged {
+		return e.changedAttrs
+	}
+	return e.changedNames
 }
 
 // syncChanged fsyncs the backing files whose attributes calls through the
@@ -221,7 +236,7 @@ func (e *Engine) syncNames(todo map[string]nameChange, dirs *dirSyncs) error {
 			errs = append(errs, err)
 			continue
 		}
-		e.forgetChange(e.changedNames, dir, c)
+		e.forgetChange(index.NamesChanged, dir, c)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("making names durable: %w", err)
@@ -229,13 +244,16 @@ func (e *Engine) syncNames(todo map[string]nameChange, dirs *dirSyncs) error {
 	return nil
 }
 
-// forgetChange forgets p in changed, which an fsync made durable as of c,
-// unless a change came to it since.
-func (e *Engine) forgetChange(changed map[string]nameChange, p string, c nameChange) {
+// forgetChange forgets the change of kind at p, which an fsync made
+// durable as of c, unless a change came to it since, and has the next
+// commit delete its record.
+func (e *Engine) forgetChange(kind index.ChangeKind, p string, c nameChange) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	changed := e.changedLocked(kind)
 	if changed[p].seq == c.seq {
 		delete(changed, p)
+		e.idxChange[index.Change{Kind: kind, Path: p}] = struct{}{}
 	}
 }
 

@@ -45,6 +45,9 @@ func (e *Engine) recover() error {
 	if err != nil {
 		return fmt.Errorf("loading index: %w", err)
 	}
+	if err := e.idx.LoadChanges(e.recoverChange); err != nil {
+		return fmt.Errorf("loading index: %w", err)
+	}
 	slices.SortFunc(dirty, func(a, b *extent) int { return a.lastWrite.Compare(b.lastWrite) })
 	for _, x := range dirty {
 		e.dirty.pushBack(x)
@@ -55,7 +58,17 @@ func (e *Engine) recover() error {
 		}
 	}
 	e.log.Info("Recovered cache index", "dir", e.cfg.Dir, "files", len(e.files),
-		"extents", e.used, "dirtyExtents", len(dirty), "freeSlots", e.free.len())
+		"extents", e.used, "dirtyExtents", len(dirty), "freeSlots", e.free.len(),
+		"unsyncedChanges", len(e.changedNames)+len(e.changedAttrs))
+	return nil
+}
+
+// recoverChange takes up a name or an inode that a call through the cache
+// changed on the backing store before the engine stopped, and that no
+// fsync made durable since: the next flush makes it durable (rule 8).
+func (e *Engine) recoverChange(c index.Change, r index.ChangeRecord) error {
+	e.nameSeq++
+	e.changedLocked(c.Kind)[c.Path] = nameChange{cred: r.Cred, seq: e.nameSeq}
 	return nil
 }
 
