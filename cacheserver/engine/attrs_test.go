@@ -228,3 +228,30 @@ func TestChangesSurviveACrash(t *testing.T) {
 		t.Errorf("flush after a crash that followed a flush: %q, want nothing fsynced", events)
 	}
 }
+
+// TestChangesFsyncedAtTheCallCostNoCommit makes names and attributes
+// durable at the call, with Durability Backing: no record of them is
+// left to write, so the index has nothing to commit for them, where a
+// commit would cost an fsync of the index for every change.
+func TestChangesFsyncedAtTheCallCostNoCommit(t *testing.T) {
+	fsys := vfs.NewCrashable(vfs.OS{}, 3)
+	r := newRig(t, modelES, 6, func(c *Config) {
+		crashable(t, c, fsys)
+		c.Durability = Backing
+	})
+	ctx := context.Background()
+	r.writeBacking("d/f", []byte("x"))
+	if err := r.e.NamesChanged(ctx, "d/f"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.e.AttrsChanged(ctx, "d/f"); err != nil {
+		t.Fatal(err)
+	}
+	steps := fsys.Steps()
+	if err := r.e.commitOnce(); err != nil {
+		t.Fatal(err)
+	}
+	if got := fsys.Steps() - steps; got != 0 {
+		t.Errorf("commit after changes fsynced at the call: %d durable steps, want none", got)
+	}
+}

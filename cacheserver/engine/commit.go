@@ -109,6 +109,7 @@ func (e *Engine) commitOnce() error {
 		e.st.commitFailures++
 	} else {
 		e.reuseLocked(freeing)
+		e.changesCommittedLocked(batch.Changes)
 		for k, x := range batch.Extents {
 			if x != nil && committedDirty(*x) {
 				e.durableDirty[k] = int32(x.Slot)
@@ -199,12 +200,31 @@ func (e *Engine) changesLocked() map[index.Change]*index.ChangeRecord {
 	for c := range e.idxChange {
 		if ch, ok := e.changedLocked(c.Kind)[c.Path]; ok {
 			b[c] = &index.ChangeRecord{Cred: ch.cred}
-		} else {
+		} else if _, ok := e.changesStored[c]; ok {
 			b[c] = nil
 		}
+		// A change fsynced before any commit recorded it, as with
+		// Durability Backing at the call, costs the index nothing.
 	}
 	clear(e.idxChange)
 	return b
+}
+
+// changesCommittedLocked notes which change records the index holds once
+// changes were committed. A record written for a change that an fsync
+// made durable while the commit ran, and that the batch after it skipped
+// as never stored, is queued again for deletion.
+func (e *Engine) changesCommittedLocked(changes map[index.Change]*index.ChangeRecord) {
+	for c, r := range changes {
+		if r == nil {
+			delete(e.changesStored, c)
+			continue
+		}
+		e.changesStored[c] = struct{}{}
+		if _, ok := e.changedLocked(c.Kind)[c.Path]; !ok {
+			e.idxChange[c] = struct{}{}
+		}
+	}
 }
 
 // entryLocked returns the index entry of k, or nil when it has none.

@@ -61,6 +61,8 @@ type Engine struct {
 	idxExt    map[index.Key]struct{}
 	idxFile   map[string]struct{}
 	idxChange map[index.Change]struct{}
+	// changesStored holds the change records the committed index holds.
+	changesStored map[index.Change]struct{}
 	// durableDirty names, for each extent the committed index calls dirty,
 	// the slot it names (see writeBack).
 	durableDirty  map[index.Key]int32
@@ -125,6 +127,7 @@ func Open(cfg Config) (*Engine, error) {
 		changedAttrs: map[string]nameChange{},
 		idxChange:    map[index.Change]struct{}{},
 		unsynced:     map[*file][]wroteBack{}, syncKick: make(chan struct{}, 1), urgentKick: make(chan struct{}, 1),
+		changesStored: map[index.Change]struct{}{},
 	}
 	e.cond = sync.NewCond(&e.mu)
 	e.bufs.New = func() any { b := make([]byte, e.es); return &b }

@@ -69,6 +69,7 @@ func (e *Engine) recover() error {
 func (e *Engine) recoverChange(c index.Change, r index.ChangeRecord) error {
 	e.nameSeq++
 	e.changedLocked(c.Kind)[c.Path] = nameChange{cred: r.Cred, seq: e.nameSeq}
+	e.changesStored[c] = struct{}{}
 	return nil
 }
 
