@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"strings"
 	"syscall"
 
 	"github.com/burstcache/burstcache/cacheserver/index"
@@ -95,4 +96,36 @@ func (e *Engine) syncInode(ctx context.Context, p string, dirs *dirSyncs) error 
 		return e.backing.Sync(ctx, p)
 	}
 	return errNoOpen
+}
+
+// NamesMoved records a rename of from to to that a call through the cache
+// made on the backing store itself, as NamesChanged of both paths does,
+// and moves the attribute changes recorded at or under from along with
+// their files: an fsync by the old path would find nothing there and
+// count them as done.
+func (e *Engine) NamesMoved(ctx context.Context, from, to string) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	e.attrsMoved(from, to)
+	return e.namesChanged(ctx, from, to)
+}
+
+// attrsMoved moves the attribute changes recorded at or under from to the
+// same places under to, and queues their records.
+func (e *Engine) attrsMoved(from, to string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for p, c := range e.changedAttrs {
+		if p != from && !strings.HasPrefix(p, from+"/") {
+			continue
+		}
+		moved := to + strings.TrimPrefix(p, from)
+		delete(e.changedAttrs, p)
+		e.nameSeq++
+		e.changedAttrs[moved] = nameChange{cred: c.cred, seq: e.nameSeq}
+		e.idxChange[index.Change{Kind: index.AttrsChanged, Path: p}] = struct{}{}
+		e.idxChange[index.Change{Kind: index.AttrsChanged, Path: moved}] = struct{}{}
+	}
 }

@@ -229,6 +229,40 @@ func TestChangesSurviveACrash(t *testing.T) {
 	}
 }
 
+// TestAttrsFollowARename renames files whose attributes changed through
+// the cache before a flush fsynced them, and a directory holding one: the
+// flush must fsync them under their new names, as by the old ones it
+// would find nothing and count them as done.
+func TestAttrsFollowARename(t *testing.T) {
+	r, log := newAttrRig(t, Cache)
+	ctx := context.Background()
+	for _, p := range []string{"r/f", "t/x/f", "m/f"} {
+		r.writeBacking(p, []byte("x"))
+	}
+	if err := os.MkdirAll(filepath.Join(r.root, "q"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.e.AttrsChanged(ctx, "r/f", "t/x/f", "m/f"); err != nil {
+		t.Fatal(err)
+	}
+	for from, to := range map[string]string{"r/f": "q/g", "t/x": "u"} {
+		if err := os.Rename(filepath.Join(r.root, from), filepath.Join(r.root, to)); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.e.NamesMoved(ctx, from, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.e.Rename(ctx, "m/f", "n"); err != nil {
+		t.Fatal(err)
+	}
+	log.take()
+	if err := r.e.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, log.take(), "flush after the renames", "fsync file q/g", "fsync file u/f", "fsync file n")
+}
+
 // TestChangesFsyncedAtTheCallCostNoCommit makes names and attributes
 // durable at the call, with Durability Backing: no record of them is
 // left to write, so the index has nothing to commit for them, where a

@@ -272,8 +272,17 @@
 //     fsync would follow, block on, or act on, and a file the identity may
 //     not open, have their directory fsynced instead, which on journalling
 //     file systems commits the change with it; a file removed since counts
-//     as done, its removal being its directory's. With Cache a call costs
-//     only the recording of its path.
+//     as done, its removal being its directory's. A rename through the
+//     cache (Rename, NamesMoved) moves the changes recorded at or under
+//     the old path to the new one, or the fsync by the old path would
+//     find nothing and count them as done. An engine moves only what it
+//     recorded: a server of several, told of a rename of a directory,
+//     does not know what the metadata servers of the paths under it
+//     recorded, and those count as done when their flush finds the old
+//     paths gone (on journalling file systems the fsync of the
+//     directories of the rename commits them with it), as the names
+//     recorded under the directory do. With Cache a call costs only the
+//     recording of its path.
 //     The directories and files that wait for an fsync are kept in the
 //     index too (its changes bucket), so that a crash of the server does
 //     not make the flush after the restart call them durable unfsynced.

@@ -136,6 +136,7 @@ func (e *Engine) Rename(ctx context.Context, oldPath, newPath string) error {
 	if err := e.backing.Rename(ctx, oldPath, newPath); err != nil {
 		return err
 	}
+	e.attrsMoved(oldPath, newPath)
 	return e.namesChanged(ctx, oldPath, newPath)
 }
 

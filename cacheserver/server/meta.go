@@ -389,7 +389,7 @@ func (s *Server) rename(ctx context.Context, req *wire.Request, _ *wire.Response
 	}
 	// A hidden name given back to its file, after a rename that failed.
 	s.hidden.forget(oldPath)
-	return s.namesChanged(ctx, nil, oldPath, newPath)
+	return s.cfg.Cache.NamesMoved(ctx, oldPath, newPath)
 }
 
 func (s *Server) symlink(ctx context.Context, req *wire.Request, resp *wire.Response) error {

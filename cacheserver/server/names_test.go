@@ -277,3 +277,27 @@ func flushAll(t *testing.T, ctl []string) {
 		}
 	}
 }
+
+// TestSetAttrsFollowARename changes the mode of a file through a mount's
+// client with Durability Cache and renames its directory before a flush:
+// the flush must fsync the file under its new name. (A rename of the file
+// itself has the client set the modification time of the new name,
+// which records that name too.) The directory and the file have the same
+// metadata server here, which records both the mode change and the
+// rename: a server moves only the changes it recorded itself.
+func TestSetAttrsFollowARename(t *testing.T) {
+	log := &dirSyncLog{}
+	f, ctl := startNamed(t, engine.Cache, log)
+	ctx := context.Background()
+	writeFlushed(t, f, ctl)
+	mode := uint32(0o600)
+	if err := setAttr(ctx, f, namespace.SetAttr{Mode: &mode}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Rename(ctx, "a", "b", 0); err != nil {
+		t.Fatal(err)
+	}
+	log.take()
+	flushAll(t, ctl)
+	wantSynced(t, "flush after the rename", log.take(), "file b/f")
+}

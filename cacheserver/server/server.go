@@ -76,6 +76,11 @@ type Cache interface {
 	// there as the durability says: before it returns with Backing, and
 	// before Flush returns in any case.
 	NamesChanged(ctx context.Context, paths ...string) error
+	// NamesMoved is told of a rename of from to to that a metadata call
+	// made on the backing store, and makes the names durable as
+	// NamesChanged of both paths does; attribute changes that wait for
+	// an fsync follow their files to the new name.
+	NamesMoved(ctx context.Context, from, to string) error
 	// AttrsChanged is told of the backing files whose inodes a metadata
 	// call changed on the backing store itself (a truncate, chmod, chown,
 	// utimes, a change of extended attributes), which must be fsynced as

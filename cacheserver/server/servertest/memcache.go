@@ -277,6 +277,9 @@ func (m *MemCache) NamesChanged(context.Context, ...string) error { return nil }
 // NamesRemoved does nothing, as NamesChanged.
 func (m *MemCache) NamesRemoved(context.Context, ...string) {}
 
+// NamesMoved does nothing, as NamesChanged.
+func (m *MemCache) NamesMoved(context.Context, string, string) error { return nil }
+
 // AttrsChanged does nothing, as NamesChanged.
 func (m *MemCache) AttrsChanged(context.Context, ...string) error { return nil }
 
