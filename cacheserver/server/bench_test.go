@@ -9,6 +9,7 @@ import (
 
 	"github.com/burstcache/burstcache/cacheserver/client"
 	"github.com/burstcache/burstcache/cacheserver/engine"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
 )
 
 // BenchmarkClientOps measures the latency of single operations through a
@@ -71,8 +72,9 @@ func BenchmarkClientRead1MiB(b *testing.B) {
 }
 
 // BenchmarkClientNameOps measures creates of empty files (a create and a
-// close), of files of 4 KiB (a create, a write and a close) and renames
-// within a directory through a striped client over
+// close), of files of 4 KiB (a create, a write and a close), renames
+// within a directory, and chmods and truncates, through a striped client
+// over
 // two engine servers, with each durability in the same run: with Backing
 // each call returns once its names are durable on the backing store,
 // with Cache a flush makes them so later.
@@ -129,6 +131,34 @@ func BenchmarkClientNameOps(b *testing.B) {
 					}
 				}
 			})
+			// A chmod and a truncate to zero of files whose data is on
+			// the backing store: with Backing each returns once the file
+			// is fsynced there, with Cache a flush fsyncs it later.
+			mode, size := uint32(0o600), int64(0)
+			for name, in := range map[string]namespace.SetAttr{
+				"chmod":    {Mode: &mode},
+				"truncate": {Size: &size},
+			} {
+				b.Run(name, func(b *testing.B) {
+					b.StopTimer()
+					for i := range b.N {
+						p := fmt.Sprintf("d/%s%d-%d", name, b.N, i)
+						create(p)
+						if _, err := f.WriteAt(ctx, p, []byte("data"), 0); err != nil {
+							b.Fatal(err)
+						}
+						if err := f.Flush(ctx, p); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.StartTimer()
+					for i := range b.N {
+						if _, err := f.SetAttr(ctx, fmt.Sprintf("d/%s%d-%d", name, b.N, i), in); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
 		})
 	}
 }
