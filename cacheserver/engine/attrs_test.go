@@ -282,10 +282,42 @@ func TestChangesFsyncedAtTheCallCostNoCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	steps := fsys.Steps()
+	r.e.wantChanges()
 	if err := r.e.commitOnce(); err != nil {
 		t.Fatal(err)
 	}
 	if got := fsys.Steps() - steps; got != 0 {
 		t.Errorf("commit after changes fsynced at the call: %d durable steps, want none", got)
+	}
+}
+
+// TestChangesAloneWaitForTheirCommit records a name and an attribute
+// change with Durability Cache, then has a call wait for a commit that
+// has nothing else to write, as a drop before a rename does: it must not
+// commit the records alone, an fsync of the index for every such call,
+// but a Sync, which promises what came before it, must.
+func TestChangesAloneWaitForTheirCommit(t *testing.T) {
+	fsys := vfs.NewCrashable(vfs.OS{}, 4)
+	r := newRig(t, modelES, 6, func(c *Config) { crashable(t, c, fsys) })
+	ctx := context.Background()
+	r.writeBacking("d/f", []byte("x"))
+	if err := r.e.NamesChanged(ctx, "d/f"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.e.AttrsChanged(ctx, "d/f"); err != nil {
+		t.Fatal(err)
+	}
+	steps := fsys.Steps()
+	if err := r.e.waitCommit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := fsys.Steps() - steps; got != 0 {
+		t.Errorf("commit with only change records queued: %d durable steps, want none", got)
+	}
+	if err := r.e.Sync(ctx, "d/f"); err != nil {
+		t.Fatal(err)
+	}
+	if got := fsys.Steps() - steps; got == 0 {
+		t.Errorf("Sync after changes: no durable step, want their records committed")
 	}
 }

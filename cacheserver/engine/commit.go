@@ -60,6 +60,7 @@ func (e *Engine) committer() {
 			if !e.commitPending() {
 				continue
 			}
+			e.wantChanges()
 		}
 		err := e.commitOnce()
 		switch {
@@ -71,6 +72,18 @@ func (e *Engine) committer() {
 		}
 		failing = err
 	}
+}
+
+// wantChanges has the next commit write the queued change records, even
+// with nothing else to commit: the committer's within CommitInterval, a
+// Sync's, Close's. Other commits write them only along with extents or
+// files, as a commit of them alone costs an fsync of the index, and calls
+// that wait for a commit to make something else durable (a drop before a
+// rename) found nothing to write before.
+func (e *Engine) wantChanges() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.changesWanted = true
 }
 
 // commitPending reports whether index changes wait for a commit.
@@ -183,7 +196,10 @@ func (e *Engine) batchLocked() (index.Batch, []index.Key, []string) {
 			b.Files[p] = nil
 		}
 	}
-	b.Changes = e.changesLocked()
+	if len(b.Extents) > 0 || len(b.Files) > 0 || e.changesWanted {
+		b.Changes = e.changesLocked()
+		e.changesWanted = false
+	}
 	clear(e.idxExt)
 	clear(e.idxFile)
 	return b, keys, files

@@ -287,11 +287,13 @@
 //     index too (its changes bucket), so that a crash of the server does
 //     not make the flush after the restart call them durable unfsynced.
 //     A change is queued when the call reports it and its record written
-//     with the next commit that the engine makes anyway: the committer's,
-//     within CommitInterval, or one that a Sync waits for (an fsync
-//     through a mount reaches every server, the path's metadata server
-//     too). An fsync that made it durable queues the deletion of the
-//     record alike. What a crash leaves behind, step by step:
+//     with the next commit of extents or files, the committer's within
+//     CommitInterval, or one that a Sync waits for (an fsync through a
+//     mount reaches every server, the path's metadata server too), but
+//     not alone by a commit that a call waits for to make something else
+//     durable (a drop before a rename), which would cost such calls an
+//     fsync of the index each (wantChanges). An fsync that made it
+//     durable queues the deletion of the record alike. What a crash leaves behind, step by step:
 //     before the commit that writes the record, the restarted engine does
 //     not know of the change, and its flush does not fsync it; nothing
 //     had promised it durable (with Cache only a flush, which fsyncs it
@@ -313,7 +315,9 @@
 //     next Open. A commit of change records alone skips the slab's
 //     fdatasync, since they name no slot: recording them adds no fsync
 //     to any call, and at most one commit of the index per
-//     CommitInterval while names or attributes change.
+//     CommitInterval while names or attributes change with Durability
+//     Cache; a change fsynced before any commit wrote its record, as
+//     with Backing at the call, writes none (changesStored).
 //
 // A failed fdatasync of the slab is final (ErrCacheDevice): Linux reports
 // a failed write-out once and may drop the pages it could not write, so a

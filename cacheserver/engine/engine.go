@@ -61,8 +61,10 @@ type Engine struct {
 	idxExt    map[index.Key]struct{}
 	idxFile   map[string]struct{}
 	idxChange map[index.Change]struct{}
-	// changesStored holds the change records the committed index holds.
+	// changesStored holds the change records the committed index holds;
+	// changesWanted has the next commit write those queued (wantChanges).
 	changesStored map[index.Change]struct{}
+	changesWanted bool
 	// durableDirty names, for each extent the committed index calls dirty,
 	// the slot it names (see writeBack).
 	durableDirty  map[index.Key]int32
@@ -276,6 +278,7 @@ func (e *Engine) Close() error {
 	// the next Open nothing to fsync; those whose fsync failed stay
 	// recorded for it.
 	nameErr := e.syncChanged()
+	e.wantChanges()
 	err := e.commitOnce()
 	if err == nil {
 		err = e.keepIncarnation()

@@ -130,6 +130,9 @@ func (e *Engine) Sync(ctx context.Context, path string) error {
 	}
 	defer e.leave()
 	if e.cfg.Durability == Cache && !e.passesThrough(path) {
+		// The names and attributes that calls changed are recorded too
+		// (rule 8 of the package doc).
+		e.wantChanges()
 		return e.waitCommit(ctx)
 	}
 	if err := e.flushTree(ctx, path); err != nil {
