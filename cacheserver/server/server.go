@@ -70,11 +70,11 @@ type Cache interface {
 	// for it to be made durable there; nothing is dropped.
 	WriteOut(ctx context.Context, path string) error
 	InvalidatePath(ctx context.Context, path string) error
-	// NamesChanged is told of the names a metadata call made, or moved,
-	// on the backing store itself (a create, mkdir, mknod, symlink, link
-	// or rename; both paths of a rename), which must be made durable
-	// there as the durability says: before it returns with Backing, and
-	// before Flush returns in any case.
+	// NamesChanged is told of the names a metadata call made on the
+	// backing store itself (a create, mkdir, mknod, symlink or link; a
+	// rename goes to NamesMoved), which must be made durable there as
+	// the durability says: before it returns with Backing, and before
+	// Flush returns in any case.
 	NamesChanged(ctx context.Context, paths ...string) error
 	// NamesMoved is told of a rename of from to to that a metadata call
 	// made on the backing store, and makes the names durable as
