@@ -27,13 +27,51 @@ func (f *FS) attrCall(ctx context.Context, p string, op wire.Op, args *wire.Enco
 // GetAttr asks the metadata server of p, which knows the sizes that writes
 // of every client announced.
 func (f *FS) GetAttr(ctx context.Context, p string) (namespace.Attr, error) {
+	a, _, err := f.GetAttrProbing(ctx, p, nil)
+	return a, err
+}
+
+// GetAttrProbing is GetAttr that also asks the server what a Getxattr of
+// each of names (at most wire.MaxXattrProbes) as the caller would return
+// at the same time: nil when the attribute exists, or the error. A server
+// of an earlier release answers none: errs then holds fewer errors than
+// names, none at all.
+func (f *FS) GetAttrProbing(ctx context.Context, p string, names []string) (a namespace.Attr, errs []error, err error) {
 	since := f.asked()
-	a, err := f.attrCall(ctx, p, wire.OpGetAttr, pathArgs(p))
+	args := pathArgs(p)
+	if len(names) > 0 {
+		args.Uint32(uint32(len(names)))
+		for _, name := range names {
+			args.String(name)
+		}
+	}
+	d, err := f.meta(ctx, p, wire.OpGetAttr, args)
 	if err != nil {
-		return a, err
+		return a, nil, err
+	}
+	a = d.Attr()
+	if d.More() {
+		errs = probed(d)
+	}
+	if err := d.Err(); err != nil {
+		return a, nil, err
 	}
 	f.learn(p, a, since)
-	return f.withWrites(p, a), nil
+	return f.withWrites(p, a), errs, nil
+}
+
+// probed reads the answers to the names of an OpGetAttr.
+func probed(d *wire.Decoder) []error {
+	n := min(d.Uint32(), wire.MaxXattrProbes)
+	errs := make([]error, 0, n)
+	for range n {
+		var err error
+		if e := syscall.Errno(d.Uint32()); e != 0 {
+			err = e
+		}
+		errs = append(errs, err)
+	}
+	return errs
 }
 
 // SetAttr changes attributes. A size change cuts the backing file (which

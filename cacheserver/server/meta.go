@@ -81,7 +81,11 @@ func (s *Server) getAttr(ctx context.Context, req *wire.Request, resp *wire.Resp
 		return err
 	}
 	a, err := s.cfg.NS.GetAttr(ctx, p)
-	return s.answerAttr(ctx, p, resp, a, err)
+	if err := s.answerAttr(ctx, p, resp, a, err); err != nil {
+		return err
+	}
+	s.probeXattrs(ctx, p, req.Args, resp)
+	return nil
 }
 
 // setAttr changes attributes on the backing store. A size change is checked

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/wire"
 )
 
@@ -63,4 +64,27 @@ func (s *Server) removexattr(ctx context.Context, req *wire.Request, _ *wire.Res
 		return err
 	}
 	return s.attrsChanged(ctx, s.cfg.NS.Removexattr(ctx, p, req.Args.String()), p)
+}
+
+// probeXattrs answers, after the attributes of p, what a getxattr of each
+// extended attribute named in args would answer (wire.OpGetAttr): a size
+// query as the caller, which the backing file system checks as it checks
+// the caller's own getxattr. Malformed names, or none, get no answer.
+func (s *Server) probeXattrs(ctx context.Context, p string, args *wire.Decoder, resp *wire.Response) {
+	if !args.More() {
+		return
+	}
+	n := min(args.Uint32(), wire.MaxXattrProbes)
+	names := make([]string, 0, n)
+	for range n {
+		names = append(names, args.String())
+	}
+	if args.Err() != nil {
+		return
+	}
+	resp.Meta.Uint32(uint32(len(names)))
+	for _, name := range names {
+		_, err := s.cfg.NS.Getxattr(ctx, p, name, nil)
+		resp.Meta.Uint32(uint32(namespace.Errno(err)))
+	}
 }

@@ -69,7 +69,16 @@ const (
 	// OpStatFS () answers a StatFS of the server's cache.
 	OpStatFS
 
-	// OpGetAttr (path) answers an Attr.
+	// OpGetAttr (path[, count u32, that many names]) answers an Attr.
+	// With names (extended attributes, at most MaxXattrProbes of them) it
+	// then answers a count (u32) and, for each of the first count names in
+	// order, what a getxattr of it as the caller would have answered at the
+	// same time, as an errno (u32, 0 when the attribute exists), so that a
+	// client that must look the file up before each getxattr (a mount
+	// without the client cache) can answer the getxattr that follows the
+	// lookup for an attribute that is not there without a second round
+	// trip. A server of an earlier release ignores the names and answers
+	// the Attr alone.
 	OpGetAttr
 	// OpSetAttr (path, SetAttr) answers an Attr.
 	OpSetAttr
@@ -250,6 +259,10 @@ const (
 	// earlier release answer ENOSYS.
 	OpSyncDir
 )
+
+// MaxXattrProbes is the most extended attributes that one OpGetAttr asks
+// about; a server answers the first MaxXattrProbes of more.
+const MaxXattrProbes = 8
 
 // How an unlink ended, for OpEndDoom.
 const (
