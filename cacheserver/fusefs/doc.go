@@ -56,9 +56,10 @@
 // (asked to write a file back before an explicit modification time is set
 // on it), Flusher (told at every close(2), for close-to-open
 // consistency of what the client side holds, and to make what was written
-// durable), and namespace.DirSyncer (fsync(2) of a directory, whose
-// entries live on the backing file system). The mount uses them when they
-// are there.
+// durable), XattrProber (asked, at each lookup, about extended
+// attributes that reads found absent; see below), and namespace.DirSyncer
+// (fsync(2) of a directory, whose entries live on the backing file
+// system). The mount uses them when they are there.
 //
 // # Open files
 //
@@ -113,4 +114,38 @@
 // kernel knew, until its last close: reads stop at that size or read zeros
 // up to it, and appends land there. Invalidate logs a warning naming each
 // such file.
+//
+// # Extended attributes
+//
+// Without the client cache the kernel looks a file up before each call on
+// its path, getxattr(2) included, and ls -l makes three such calls per
+// file: lstat, then getxattr of security.selinux and of
+// system.posix_acl_access, which almost always find nothing. The kernel
+// keeps no extended attributes of a FUSE file, and caches POSIX ACLs only
+// for a mount that asks for FUSE_POSIX_ACL, which this one does not: that
+// turns on default_permissions (see above), and the kernel drops the ACLs
+// it cached at every lookup anyway. So each getxattr was a round trip of
+// its own, five per file in all.
+//
+// The mount remembers the extended attributes that reads found absent
+// (ENODATA) or unsupported (EOPNOTSUPP) in the last ten seconds, four at
+// most, and a namespace that implements XattrProber is asked, with the
+// attributes of each lookup, what a getxattr of each of them would answer
+// as the caller at that moment: three round trips per file. A getxattr of
+// an attribute that the calling thread's last lookup found absent is
+// answered so, without a round trip, when the thread still has the same
+// identity, no extended attribute was changed through the mount (nor an
+// invalidation heard of) since that lookup began, and the attribute
+// timeout has not passed since; each such answer serves once. Everything
+// else is asked of the servers: attributes that exist, refusals, and
+// every read that no lookup of the same thread preceded.
+//
+// A getxattr on the path of a file follows the lookup that the kernel made
+// for it, so its answer is as fresh as its own round trip would be. Only a
+// getxattr without a lookup of its own, through a descriptor (fgetxattr),
+// or on a name that the kernel trusts (a directory's, or any with the
+// client cache), may answer that an attribute is absent that another
+// mount, or the backing file system, has set since: once, within the
+// attribute timeout of the calling thread's lookup of the file, as
+// fstat(2) may show attributes that old.
 package fusefs

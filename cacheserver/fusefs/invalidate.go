@@ -42,6 +42,7 @@ type known struct {
 }
 
 func (s *Server) invalidate(p string) {
+	s.xattrsChanged()
 	top := known{node: &s.root.Inode}
 	if p != "" {
 		for name := range strings.SplitSeq(p, "/") {

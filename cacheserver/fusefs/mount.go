@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -108,6 +109,13 @@ type Server struct {
 	// umasks holds the callers' umasks of the creations in flight, by
 	// their requests' cancel channels (umaskFS).
 	umasks sync.Map
+	// interest holds the extended attributes that lookups ask about,
+	// probes what the servers answered about them, by thread, and
+	// xattrChanges counts the changes of extended attributes through the
+	// mount (see probe.go).
+	interest     xattrInterest
+	probes       probes
+	xattrChanges atomic.Uint64
 }
 
 // Mount mounts fsys on the directory mountpoint and serves it until Unmount.

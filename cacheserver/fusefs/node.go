@@ -123,13 +123,22 @@ func (n *node) newChild(ctx context.Context, a namespace.Attr, out *fuse.EntryOu
 	return n.NewInode(ctx, c, fs.StableAttr{Mode: a.Mode & syscall.S_IFMT, Ino: a.Ino})
 }
 
-// Lookup finds name in directory n.
+// Lookup finds name in directory n. What it learnt of extended attributes
+// replaces what the calling thread's last lookup learnt (see probe.go); a
+// failed lookup drops that, so a file the thread makes next, maybe with
+// the inode number of the file that lookup found and other attributes
+// (a default ACL's), is never answered for by it. The kernel looks a
+// name up before it makes a file of it, since it trusts no absence
+// (NegativeTimeout is zero).
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	a, err := n.m.fsys.GetAttr(n.ctx(ctx), n.child(name))
+	a, probe, err := n.lookupAttr(n.ctx(ctx), n.child(name))
 	if err != nil {
+		n.m.probes.keep(ctx, nil)
 		return nil, errno(err)
 	}
-	return n.newChild(ctx, a, out), 0
+	ch := n.newChild(ctx, a, out)
+	n.m.probes.keep(ctx, probe)
+	return ch, 0
 }
 
 // Getattr reports the attributes of n.

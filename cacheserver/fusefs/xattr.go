@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 )
@@ -15,16 +16,28 @@ var (
 )
 
 // Getxattr reads an extended attribute, or its size when dest is empty.
+// An attribute that the lookup the kernel made for this call found absent
+// is answered so, without asking the servers again (see probe.go).
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	got, err := n.m.fsys.Getxattr(n.ctx(ctx), n.path(), attr, dest)
+	ctx = n.ctx(ctx)
+	if e := n.probedAbsent(ctx, attr); e != 0 {
+		n.m.interest.note(attr, time.Now())
+		return 0, e
+	}
+	got, err := n.m.fsys.Getxattr(ctx, n.path(), attr, dest)
 	if err != nil {
-		return 0, errno(err)
+		e := errno(err)
+		if absentXattr(e) {
+			n.m.interest.note(attr, time.Now())
+		}
+		return 0, e
 	}
 	return uint32(got), 0
 }
 
 // Setxattr sets an extended attribute.
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	defer n.m.xattrsChanged()
 	return errno(n.m.fsys.Setxattr(n.ctx(ctx), n.path(), attr, data, int(flags)))
 }
 
@@ -39,5 +52,6 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 
 // Removexattr removes an extended attribute.
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	defer n.m.xattrsChanged()
 	return errno(n.m.fsys.Removexattr(n.ctx(ctx), n.path(), attr))
 }
