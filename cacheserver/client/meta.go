@@ -31,6 +31,8 @@ func (f *FS) GetAttr(ctx context.Context, p string) (namespace.Attr, error) {
 	return a, err
 }
 
+var _ namespace.XattrProber = (*FS)(nil)
+
 // GetAttrProbing is GetAttr that also asks the server what a Getxattr of
 // each of names (at most wire.MaxXattrProbes) as the caller would return
 // at the same time: nil when the attribute exists, or the error. A server

@@ -56,7 +56,7 @@
 // (asked to write a file back before an explicit modification time is set
 // on it), Flusher (told at every close(2), for close-to-open
 // consistency of what the client side holds, and to make what was written
-// durable), XattrProber (asked, at each lookup, about extended
+// durable), namespace.XattrProber (asked, at each lookup, about extended
 // attributes that reads found absent; see below), and namespace.DirSyncer
 // (fsync(2) of a directory, whose entries live on the backing file
 // system). The mount uses them when they are there.
@@ -129,7 +129,7 @@
 //
 // The mount remembers the extended attributes that reads found absent
 // (ENODATA) or unsupported (EOPNOTSUPP) in the last ten seconds, four at
-// most, and a namespace that implements XattrProber is asked, with the
+// most, and a namespace that implements namespace.XattrProber is asked, with the
 // attributes of each lookup, what a getxattr of each of them would answer
 // as the caller at that moment: three round trips per file. A getxattr of
 // an attribute that the calling thread's last lookup found absent is

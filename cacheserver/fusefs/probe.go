@@ -15,19 +15,6 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 )
 
-// XattrProber is implemented by a namespace.FS that can tell, with the
-// attributes of a path, what reads of some of its extended attributes
-// would answer at the same moment, in one call (see "Extended attributes"
-// in the package documentation).
-type XattrProber interface {
-	// GetAttrProbing is GetAttr that also returns, for each of names in
-	// order, the error that Getxattr of it as the caller would have
-	// returned at the same moment: nil when the attribute exists or the
-	// implementation cannot tell. It may return fewer errors than names,
-	// none at all.
-	GetAttrProbing(ctx context.Context, path string, names []string) (namespace.Attr, []error, error)
-}
-
 // Limits of the extended attributes that lookups ask about: those whose
 // reads found them absent in the last probeInterest, at most maxProbed of
 // them, the most recent. A mount whose callers read no extended attributes
@@ -181,7 +168,7 @@ func sameCred(a, b ident.Cred) bool {
 // callers read extended attributes lately, what the servers answered about
 // those attributes.
 func (n *node) lookupAttr(ctx context.Context, p string) (namespace.Attr, *xattrProbe, error) {
-	prober, ok := n.m.fsys.(XattrProber)
+	prober, ok := n.m.fsys.(namespace.XattrProber)
 	changes, now := n.m.xattrChanges.Load(), time.Now()
 	names := n.m.interest.names(now)
 	if !ok || len(names) == 0 {

@@ -20,9 +20,8 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/posixns"
 )
 
-// prober is a namespace that answers probes of extended attributes as the
-// servers do (the attributes, then a size query of each name as the
-// caller), and counts the calls that are round trips to the servers.
+// prober is a namespace that counts the calls that are round trips to the
+// servers.
 type prober struct {
 	*posixns.FS
 	trips atomic.Int64
@@ -35,15 +34,7 @@ func (p *prober) GetAttr(ctx context.Context, path string) (namespace.Attr, erro
 
 func (p *prober) GetAttrProbing(ctx context.Context, path string, names []string) (namespace.Attr, []error, error) {
 	p.trips.Add(1)
-	a, err := p.FS.GetAttr(ctx, path)
-	if err != nil {
-		return a, nil, err
-	}
-	errs := make([]error, len(names))
-	for i, name := range names {
-		_, errs[i] = p.FS.Getxattr(ctx, path, name, nil)
-	}
-	return a, errs, nil
+	return p.FS.GetAttrProbing(ctx, path, names)
 }
 
 func (p *prober) Getxattr(ctx context.Context, path, name string, dest []byte) (int, error) {
@@ -51,7 +42,7 @@ func (p *prober) Getxattr(ctx context.Context, path, name string, dest []byte) (
 	return p.FS.Getxattr(ctx, path, name, dest)
 }
 
-var _ XattrProber = (*prober)(nil)
+var _ namespace.XattrProber = (*prober)(nil)
 
 func mountProber(t *testing.T, opts Options) (mnt, backing string, fsys *prober, s *Server) {
 	t.Helper()

@@ -163,6 +163,20 @@ type DirSyncer interface {
 	SyncDir(ctx context.Context, path string) error
 }
 
+// XattrProber is implemented by an FS that can tell, with the attributes
+// of a path, what reads of some of its extended attributes would answer at
+// the same moment, in one call: a mount that must look a file up before
+// each call on its path uses it to answer a getxattr that follows a lookup
+// without a second call (see fusefs, "Extended attributes").
+type XattrProber interface {
+	// GetAttrProbing is GetAttr that also returns, for each of names in
+	// order, the error that Getxattr of it as the caller (a size query)
+	// would have returned at the same moment: nil when the attribute
+	// exists. It may return fewer errors than names, none at all, when it
+	// cannot tell.
+	GetAttrProbing(ctx context.Context, path string, names []string) (Attr, []error, error)
+}
+
 // OpenExec is the flag of an open by the kernel of a program it is about to
 // execute (FMODE_EXEC, which FUSE passes on among the open flags). Such an
 // open needs execute permission, and no read permission, as execve(2) does.

@@ -26,7 +26,10 @@ type FS struct {
 	dev, ino uint64
 }
 
-var _ namespace.FS = (*FS)(nil)
+var (
+	_ namespace.FS          = (*FS)(nil)
+	_ namespace.XattrProber = (*FS)(nil)
+)
 
 // ErrRootMoved is returned to an identity other than the server's when the
 // path of the backing directory no longer names the directory served. It

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
 )
 
 // withProcPath runs fn with a /proc/self/fd path that names the file p
@@ -19,14 +20,50 @@ import (
 // whatever the thread's file-system identity.
 func (f *FS) withProcPath(ctx context.Context, op, p string, fn func(proc string) error) error {
 	return f.at(ctx, op, p, func(dirfd int, name string) error {
-		how := unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: resolve}
-		fd, err := unix.Openat2(dirfd, name, &how)
-		if err != nil {
+		return atProcPath(dirfd, name, fn)
+	})
+}
+
+// atProcPath runs fn with a /proc/self/fd path that names the file name of
+// directory dirfd itself (see withProcPath).
+func atProcPath(dirfd int, name string, fn func(proc string) error) error {
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: resolve}
+	fd, err := unix.Openat2(dirfd, name, &how)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return fn("/proc/self/fd/" + strconv.Itoa(fd))
+}
+
+// GetAttrProbing is GetAttr that also returns what Getxattr of each of
+// names would return (namespace.XattrProber), with one switch of identity
+// and one walk to the parent directory for all: a file that goes between
+// the two gets the error of its absence for every name.
+func (f *FS) GetAttrProbing(ctx context.Context, p string, names []string) (namespace.Attr, []error, error) {
+	var a namespace.Attr
+	errs := make([]error, len(names))
+	err := f.at(ctx, "getattr", p, func(dirfd int, name string) (err error) {
+		if a, err = lstatAt(dirfd, name); err != nil {
 			return err
 		}
-		defer unix.Close(fd)
-		return fn("/proc/self/fd/" + strconv.Itoa(fd))
+		err = atProcPath(dirfd, name, func(proc string) error {
+			for i, xname := range names {
+				_, errs[i] = unix.Getxattr(proc, xname, nil)
+			}
+			return nil
+		})
+		if err != nil {
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+		return nil
 	})
+	if err != nil {
+		return a, nil, err
+	}
+	return a, errs, nil
 }
 
 // Getxattr reads the extended attribute name of p into dest, or returns its

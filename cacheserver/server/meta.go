@@ -80,11 +80,17 @@ func (s *Server) getAttr(ctx context.Context, req *wire.Request, resp *wire.Resp
 	if err != nil {
 		return err
 	}
-	a, err := s.cfg.NS.GetAttr(ctx, p)
+	names, err := probeNames(req.Args)
+	if err != nil {
+		return err
+	}
+	a, errs, err := s.getAttrProbing(ctx, p, names)
 	if err := s.answerAttr(ctx, p, resp, a, err); err != nil {
 		return err
 	}
-	s.probeXattrs(ctx, p, req.Args, resp)
+	if len(names) > 0 {
+		answerProbes(resp, errs)
+	}
 	return nil
 }
 

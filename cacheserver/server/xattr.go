@@ -66,25 +66,43 @@ func (s *Server) removexattr(ctx context.Context, req *wire.Request, _ *wire.Res
 	return s.attrsChanged(ctx, s.cfg.NS.Removexattr(ctx, p, req.Args.String()), p)
 }
 
-// probeXattrs answers, after the attributes of p, what a getxattr of each
-// extended attribute named in args would answer (wire.OpGetAttr): a size
-// query as the caller, which the backing file system checks as it checks
-// the caller's own getxattr. Malformed names, or none, get no answer.
-func (s *Server) probeXattrs(ctx context.Context, p string, args *wire.Decoder, resp *wire.Response) {
+// probeNames reads the names of extended attributes that an OpGetAttr
+// asks about after its path, the first wire.MaxXattrProbes of them.
+func probeNames(args *wire.Decoder) ([]string, error) {
 	if !args.More() {
-		return
+		return nil, nil
 	}
 	n := min(args.Uint32(), wire.MaxXattrProbes)
 	names := make([]string, 0, n)
 	for range n {
 		names = append(names, args.String())
 	}
-	if args.Err() != nil {
-		return
+	return names, args.Err()
+}
+
+// getAttrProbing returns the attributes of p and what a getxattr of each
+// of names as the caller would return (wire.OpGetAttr): a size query,
+// which the backing file system checks as it checks the caller's own
+// getxattr. A namespace.XattrProber makes them in one call.
+func (s *Server) getAttrProbing(ctx context.Context, p string, names []string) (namespace.Attr, []error, error) {
+	if prober, ok := s.cfg.NS.(namespace.XattrProber); ok && len(names) > 0 {
+		return prober.GetAttrProbing(ctx, p, names)
 	}
-	resp.Meta.Uint32(uint32(len(names)))
-	for _, name := range names {
-		_, err := s.cfg.NS.Getxattr(ctx, p, name, nil)
+	a, err := s.cfg.NS.GetAttr(ctx, p)
+	if err != nil || len(names) == 0 {
+		return a, nil, err
+	}
+	errs := make([]error, len(names))
+	for i, name := range names {
+		_, errs[i] = s.cfg.NS.Getxattr(ctx, p, name, nil)
+	}
+	return a, errs, nil
+}
+
+// answerProbes encodes the answers of getAttrProbing.
+func answerProbes(resp *wire.Response, errs []error) {
+	resp.Meta.Uint32(uint32(len(errs)))
+	for _, err := range errs {
 		resp.Meta.Uint32(uint32(namespace.Errno(err)))
 	}
 }

@@ -22,10 +22,6 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/fusefs"
 )
 
-// The mount answers getxattr of an attribute that a lookup found absent
-// without a round trip only through a namespace that probes (fusefs).
-var _ fusefs.XattrProber = (*client.FS)(nil)
-
 type mountFlags struct {
 	servers     []string
 	secretFile  string
