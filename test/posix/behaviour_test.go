@@ -359,6 +359,57 @@ func TestLocks(t *testing.T) {
 	})
 }
 
+// TestXattrsSetElsewhereAreSeenAtOnce reads extended attributes through
+// one mount, as ls -l does (lstat, then getxattr of each name on the
+// path), while another mount and the backing directory set and remove
+// them: each read answers what the file holds at the time, although the
+// mount answers the absence of an attribute without a round trip when
+// the lookup made for the read found it absent.
+func TestXattrsSetElsewhereAreSeenAtOnce(t *testing.T) {
+	a, backing := mountUnderTest(t)
+	b, _ := mountUnderTest(t, sharing(backing))
+	write(t, filepath.Join(a, "f"), "", 0o644)
+	read := func() string {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(a, "f"), &st); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 16)
+		n, err := unix.Lgetxattr(filepath.Join(a, "f"), "user.x", buf)
+		if err != nil {
+			return err.Error()
+		}
+		return string(buf[:n])
+	}
+	for i := range 3 {
+		if got := read(); got != unix.ENODATA.Error() {
+			t.Fatalf("user.x before it is set: %s, want ENODATA", got)
+		}
+		v := fmt.Sprint(i)
+		if err := unix.Setxattr(filepath.Join(b, "f"), "user.x", []byte(v), 0); err != nil {
+			t.Fatal(err)
+		}
+		if got := read(); got != v {
+			t.Errorf("user.x set through another mount: %s, want %s", got, v)
+		}
+		if err := unix.Removexattr(filepath.Join(backing, "f"), "user.x"); err != nil {
+			t.Fatal(err)
+		}
+		if got := read(); got != unix.ENODATA.Error() {
+			t.Errorf("user.x removed on the backing directory: %s, want ENODATA", got)
+		}
+		if err := unix.Setxattr(filepath.Join(backing, "f"), "user.x", []byte(v), 0); err != nil {
+			t.Fatal(err)
+		}
+		if got := read(); got != v {
+			t.Errorf("user.x set on the backing directory: %s, want %s", got, v)
+		}
+		if err := unix.Removexattr(filepath.Join(b, "f"), "user.x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestCloseToOpen checks that two mounts of the same files without client
 // cache see each other's writes after close.
 func TestCloseToOpen(t *testing.T) {
