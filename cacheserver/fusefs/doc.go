@@ -129,16 +129,17 @@
 //
 // The mount remembers the extended attributes that reads found absent
 // (ENODATA) or unsupported (EOPNOTSUPP) in the last ten seconds, four at
-// most, and a namespace that implements namespace.XattrProber is asked, with the
-// attributes of each lookup, what a getxattr of each of them would answer
-// as the caller at that moment: three round trips per file. A getxattr of
-// an attribute that the calling thread's last lookup found absent is
+// most, and a namespace that implements namespace.XattrProber is asked,
+// with the attributes of each lookup, what a getxattr of each of them would
+// answer as the caller at that moment: three round trips per file (one with
+// the client cache, whose names the kernel trusts for a while). A getxattr
+// of an attribute that the calling thread's last lookup found absent is
 // answered so, without a round trip, when the thread still has the same
 // identity, no extended attribute was changed through the mount (nor an
-// invalidation heard of) since that lookup began, and the attribute
-// timeout has not passed since; each such answer serves once. Everything
-// else is asked of the servers: attributes that exist, refusals, and
-// every read that no lookup of the same thread preceded.
+// invalidation heard of) since that lookup began, and the attribute timeout
+// has not passed since; each such answer serves once. Everything else is
+// asked of the servers: attributes that exist, refusals, and every read
+// that no lookup of the same thread preceded.
 //
 // A getxattr on the path of a file follows the lookup that the kernel made
 // for it, so its answer is as fresh as its own round trip would be. Only a
