@@ -1,6 +1,7 @@
 package driver_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -65,5 +66,53 @@ var _ = Describe("Mounts of an instance that acts as its callers", func() {
 		Expect(err).NotTo(HaveOccurred())
 		flushServers([]serverProc{srv})
 		Expect(os.ReadFile(filepath.Join(shared, "f"))).To(Equal([]byte("as root")))
+	})
+
+	It("take up a key made after their stage when their daemon starts again", func() {
+		priv, pub, err := control.NewMountKey()
+		Expect(err).NotTo(HaveOccurred())
+		dir := GinkgoT().TempDir()
+		secretFile, shared := filepath.Join(dir, "secret"), filepath.Join(dir, "backing")
+		Expect(os.WriteFile(secretFile, []byte(secret), 0o600)).To(Succeed())
+		Expect(os.Mkdir(shared, 0o755)).To(Succeed())
+		srv := startServer([]string{"server", "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0",
+			"--backing", shared, "--cache-dir", filepath.Join(dir, "cache"), "--capacity", "64Mi", "--extent-size", "1048576",
+			"--secret-file", secretFile, "--act-as-caller"})
+		DeferCleanup(func() { _ = srv.cmd.Process.Signal(syscall.SIGTERM); _ = srv.cmd.Wait() })
+		w := newWorld()
+		w.instance = "shared-before-keys"
+		createInstanceAs(w.instance, []serverProc{srv}, cachev1alpha1.RunAs{UID: 0, GID: 0})
+		DeferCleanup(func() {
+			_ = k8sClient.Delete(ctx, &cachev1alpha1.CacheInstance{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: w.instance}})
+		})
+		keyRef := client.ObjectKey{Namespace: namespace, Name: "mount-key-made-later"}
+		p := startPluginLogging(w, &mounter.Process{Binary: bin}, 200*time.Millisecond, GinkgoLogr, func(o *driver.Options) { o.MountKeySecret = keyRef })
+
+		By("staging without a key while there is none, with servers that ask for none")
+		_, err = p.node.NodeStageVolume(ctx, stageReq(w))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(w.daemonArgs()).NotTo(ContainElement("--mount-key-file"))
+
+		By("remounting with the key once it exists and the servers are made anew to ask for it")
+		key := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: keyRef.Namespace, Name: keyRef.Name},
+			Data:       map[string][]byte{cachev1alpha1.MountKeySecretKey: []byte(priv)},
+		}
+		Expect(k8sClient.Create(ctx, key)).To(Succeed())
+		DeferCleanup(func() { _ = k8sClient.Delete(ctx, key) })
+		Expect(srv.cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
+		_ = srv.cmd.Wait()
+		srv = startServer(append(srv.args, "--mount-public-key", pub))
+		old := w.daemonPID()
+		Expect(syscall.Kill(old, syscall.SIGKILL)).To(Succeed())
+		Eventually(func(g Gomega) {
+			b, err := os.ReadFile(filepath.Join(w.volumeDir(), "ready.json"))
+			g.Expect(err).NotTo(HaveOccurred(), "no daemon serves")
+			g.Expect(string(b)).NotTo(ContainSubstring(fmt.Sprint(old)), "the killed daemon is still recorded")
+			g.Expect(w.daemonArgs()).To(ContainElement("--mount-key-file"))
+			g.Expect(os.WriteFile(filepath.Join(w.staging, "f"), []byte("after"), 0o644)).To(Succeed())
+		}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
+		_, err = p.node.NodeUnstageVolume(ctx, unstageReq(w))
+		Expect(err).NotTo(HaveOccurred())
 	})
 })

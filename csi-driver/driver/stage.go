@@ -72,11 +72,8 @@ func (n *nodeServer) restage(ctx context.Context, st *volumeState, staging, secr
 	if err := writeSecret(st.Mount.Dir, secret); err != nil {
 		return err
 	}
-	if st.Mount.MountKey {
-		// A key replaced since is the one a remount must sign with.
-		if _, err := n.writeMountKey(ctx, st.Mount); err != nil {
-			return err
-		}
+	if err := n.refreshMountKey(ctx, st); err != nil {
+		return err
 	}
 	if err := n.putLease(ctx, st.Mount.Namespace, st.Mount.Instance, st.pods()); err != nil {
 		return err
@@ -185,6 +182,20 @@ func (n *nodeServer) writeMountKey(ctx context.Context, spec mounter.Spec) (bool
 		return false, fmt.Errorf("%w: Secret %s has no %q", ErrUnavailable, n.opts.MountKeySecret, cachev1alpha1.MountKeySecretKey)
 	}
 	return true, writeRootOnly(filepath.Join(spec.Dir, mounter.MountKeyFile), key, "the mount key")
+}
+
+// refreshMountKey writes the current mount key for the next daemon of a
+// recorded volume: the key may have been replaced since the stage, or made
+// only then, as after an upgrade from a release without mount keys, and
+// the servers of an instance that acts as its callers, once made anew,
+// admit no mount without it. A key once given is not taken away.
+func (n *nodeServer) refreshMountKey(ctx context.Context, st *volumeState) error {
+	has, err := n.writeMountKey(ctx, st.Mount)
+	if err != nil || !has || st.Mount.MountKey {
+		return err
+	}
+	st.Mount.MountKey = true
+	return st.save()
 }
 
 // writeSecret writes the data-path secret, readable by root only, where the

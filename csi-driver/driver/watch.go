@@ -95,6 +95,9 @@ func (n *nodeServer) remount(ctx context.Context, st *volumeState) error {
 		return err
 	}
 	n.refreshServers(ctx, st)
+	if err := n.refreshMountKey(ctx, st); err != nil {
+		return err
+	}
 	for target := range st.Targets {
 		detach(target)
 	}
