@@ -96,25 +96,8 @@ func TestFirstReleaseMountsAreServed(t *testing.T) {
 		secret string
 		admit  bool
 	}{{"s3cret", true}, {"guess", false}} {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-		hello := make([]byte, len(helloMagic)+nonceSize)
-		if _, err := io.ReadFull(c, hello); err != nil {
-			t.Fatal(err)
-		}
-		answer := append(append([]byte{}, answerV1...), proofV1([]byte(tc.secret), hello[len(helloMagic):])...)
-		if _, err := c.Write(answer); err != nil {
-			t.Fatal(err)
-		}
-		status := make([]byte, 4)
-		if _, err := io.ReadFull(c, status); err != nil {
-			t.Fatal(err)
-		}
-		if admitted := binary.LittleEndian.Uint32(status) == 0; admitted != tc.admit {
+		c, status := answerAsFirstRelease(t, addr, tc.secret)
+		if admitted := status == 0; admitted != tc.admit {
 			t.Fatalf("first-release answer with secret %q: admitted %v, want %v", tc.secret, admitted, tc.admit)
 		}
 		if !tc.admit {
@@ -140,4 +123,30 @@ func TestFirstReleaseMountsAreServed(t *testing.T) {
 			t.Fatalf("untagged request of a first-release mount: id %d, code %d, uid %d; want it served as uid 1000", h.id, h.code, got.UID)
 		}
 	}
+}
+
+// answerAsFirstRelease connects to the server at addr and answers its hello
+// as a mount of the first release that proves secret. It returns the
+// connection, closed when the test ends, and the status the server sent.
+func answerAsFirstRelease(t *testing.T, addr, secret string) (net.Conn, syscall.Errno) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	hello := make([]byte, len(helloMagic)+nonceSize)
+	if _, err := io.ReadFull(c, hello); err != nil {
+		t.Fatal(err)
+	}
+	answer := append(append([]byte{}, answerV1...), proofV1([]byte(secret), hello[len(helloMagic):])...)
+	if _, err := c.Write(answer); err != nil {
+		t.Fatal(err)
+	}
+	status := make([]byte, 4)
+	if _, err := io.ReadFull(c, status); err != nil {
+		t.Fatal(err)
+	}
+	return c, syscall.Errno(binary.LittleEndian.Uint32(status))
 }

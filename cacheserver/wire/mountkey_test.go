@@ -101,24 +101,7 @@ func TestServersThatAskForMountKeysAdmitOnlyMounts(t *testing.T) {
 // mounts refuses it, whatever secret it proves.
 func TestServersThatAskForMountKeysRefuseFirstReleaseMounts(t *testing.T) {
 	addr, _ := startMountServer(t, "s3cret", newMountKey(t))
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	hello := make([]byte, len(helloMagic)+nonceSize)
-	if _, err := io.ReadFull(c, hello); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Write(append(append([]byte{}, answerV1...), proofV1([]byte("s3cret"), hello[len(helloMagic):])...)); err != nil {
-		t.Fatal(err)
-	}
-	status := make([]byte, 4)
-	if _, err := io.ReadFull(c, status); err != nil {
-		t.Fatal(err)
-	}
-	if got := syscall.Errno(binary.LittleEndian.Uint32(status)); got != refusedMountKey {
+	if _, got := answerAsFirstRelease(t, addr, "s3cret"); got != refusedMountKey {
 		t.Fatalf("the answer of a first-release mount with the secret: status %v, want %v", got, refusedMountKey)
 	}
 }

@@ -24,20 +24,8 @@ var _ = Describe("Mounts of an instance that acts as its callers", func() {
 	It("sign with the mount key, which its servers ask of every mount", func() {
 		priv, pub, err := control.NewMountKey()
 		Expect(err).NotTo(HaveOccurred())
-		dir := GinkgoT().TempDir()
-		secretFile, shared := filepath.Join(dir, "secret"), filepath.Join(dir, "backing")
-		Expect(os.WriteFile(secretFile, []byte(secret), 0o600)).To(Succeed())
-		Expect(os.Mkdir(shared, 0o755)).To(Succeed())
-		srv := startServer([]string{"server", "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0",
-			"--backing", shared, "--cache-dir", filepath.Join(dir, "cache"), "--capacity", "64Mi", "--extent-size", "1048576",
-			"--secret-file", secretFile, "--act-as-caller", "--mount-public-key", pub})
-		DeferCleanup(func() { _ = srv.cmd.Process.Signal(syscall.SIGTERM); _ = srv.cmd.Wait() })
-		w := newWorld()
-		w.instance = "shared"
-		createInstanceAs(w.instance, []serverProc{srv}, cachev1alpha1.RunAs{UID: 0, GID: 0})
-		DeferCleanup(func() {
-			_ = k8sClient.Delete(ctx, &cachev1alpha1.CacheInstance{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: w.instance}})
-		})
+		srv, shared := startSharedServer("--mount-public-key", pub)
+		w := sharedWorld("shared", srv)
 		keyRef := client.ObjectKey{Namespace: namespace, Name: cachev1alpha1.MountKeySecretName}
 		p := startPluginLogging(w, &mounter.Process{Binary: bin}, time.Hour, GinkgoLogr, func(o *driver.Options) { o.MountKeySecret = keyRef })
 
@@ -47,12 +35,7 @@ var _ = Describe("Mounts of an instance that acts as its callers", func() {
 		Expect(isMounted(w.staging)).To(BeFalse())
 
 		By("staging once the manager made the key, with the key readable by root only")
-		key := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: keyRef.Namespace, Name: keyRef.Name},
-			Data:       map[string][]byte{cachev1alpha1.MountKeySecretKey: []byte(priv)},
-		}
-		Expect(k8sClient.Create(ctx, key)).To(Succeed())
-		DeferCleanup(func() { _ = k8sClient.Delete(ctx, key) })
+		createMountKey(keyRef, priv)
 		_, err = p.node.NodeStageVolume(ctx, stageReq(w))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(slices.Contains(w.daemonArgs(), "--mount-key-file")).To(BeTrue(), "daemon arguments %q", w.daemonArgs())
@@ -71,20 +54,8 @@ var _ = Describe("Mounts of an instance that acts as its callers", func() {
 	It("take up a key made after their stage when their daemon starts again", func() {
 		priv, pub, err := control.NewMountKey()
 		Expect(err).NotTo(HaveOccurred())
-		dir := GinkgoT().TempDir()
-		secretFile, shared := filepath.Join(dir, "secret"), filepath.Join(dir, "backing")
-		Expect(os.WriteFile(secretFile, []byte(secret), 0o600)).To(Succeed())
-		Expect(os.Mkdir(shared, 0o755)).To(Succeed())
-		srv := startServer([]string{"server", "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0",
-			"--backing", shared, "--cache-dir", filepath.Join(dir, "cache"), "--capacity", "64Mi", "--extent-size", "1048576",
-			"--secret-file", secretFile, "--act-as-caller"})
-		DeferCleanup(func() { _ = srv.cmd.Process.Signal(syscall.SIGTERM); _ = srv.cmd.Wait() })
-		w := newWorld()
-		w.instance = "shared-before-keys"
-		createInstanceAs(w.instance, []serverProc{srv}, cachev1alpha1.RunAs{UID: 0, GID: 0})
-		DeferCleanup(func() {
-			_ = k8sClient.Delete(ctx, &cachev1alpha1.CacheInstance{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: w.instance}})
-		})
+		srv, _ := startSharedServer()
+		w := sharedWorld("shared-before-keys", srv)
 		keyRef := client.ObjectKey{Namespace: namespace, Name: "mount-key-made-later"}
 		p := startPluginLogging(w, &mounter.Process{Binary: bin}, 200*time.Millisecond, GinkgoLogr, func(o *driver.Options) { o.MountKeySecret = keyRef })
 
@@ -94,15 +65,11 @@ var _ = Describe("Mounts of an instance that acts as its callers", func() {
 		Expect(w.daemonArgs()).NotTo(ContainElement("--mount-key-file"))
 
 		By("remounting with the key once it exists and the servers are made anew to ask for it")
-		key := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: keyRef.Namespace, Name: keyRef.Name},
-			Data:       map[string][]byte{cachev1alpha1.MountKeySecretKey: []byte(priv)},
-		}
-		Expect(k8sClient.Create(ctx, key)).To(Succeed())
-		DeferCleanup(func() { _ = k8sClient.Delete(ctx, key) })
+		createMountKey(keyRef, priv)
 		Expect(srv.cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
 		_ = srv.cmd.Wait()
 		srv = startServer(append(srv.args, "--mount-public-key", pub))
+		DeferCleanup(func() { _ = srv.cmd.Process.Signal(syscall.SIGTERM); _ = srv.cmd.Wait() })
 		old := w.daemonPID()
 		Expect(syscall.Kill(old, syscall.SIGKILL)).To(Succeed())
 		Eventually(func(g Gomega) {
@@ -116,3 +83,40 @@ var _ = Describe("Mounts of an instance that acts as its callers", func() {
 		Expect(err).NotTo(HaveOccurred())
 	})
 })
+
+// startSharedServer starts a server that acts as its callers, with the
+// suite's secret and extra flags, and returns it and its backing directory.
+func startSharedServer(extra ...string) (serverProc, string) {
+	dir := GinkgoT().TempDir()
+	secretFile, shared := filepath.Join(dir, "secret"), filepath.Join(dir, "backing")
+	Expect(os.WriteFile(secretFile, []byte(secret), 0o600)).To(Succeed())
+	Expect(os.Mkdir(shared, 0o755)).To(Succeed())
+	srv := startServer(append([]string{"server", "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0",
+		"--backing", shared, "--cache-dir", filepath.Join(dir, "cache"), "--capacity", "64Mi", "--extent-size", "1048576",
+		"--secret-file", secretFile, "--act-as-caller"}, extra...))
+	DeferCleanup(func() { _ = srv.cmd.Process.Signal(syscall.SIGTERM); _ = srv.cmd.Wait() })
+	return srv, shared
+}
+
+// sharedWorld is a world whose instance, named name, runs as root on srv,
+// so that its mounts act as each caller.
+func sharedWorld(name string, srv serverProc) *world {
+	w := newWorld()
+	w.instance = name
+	createInstanceAs(name, []serverProc{srv}, cachev1alpha1.RunAs{UID: 0, GID: 0})
+	DeferCleanup(func() {
+		_ = k8sClient.Delete(ctx, &cachev1alpha1.CacheInstance{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}})
+	})
+	return w
+}
+
+// createMountKey creates the Secret ref with the private mount key priv, as
+// the manager makes it.
+func createMountKey(ref client.ObjectKey, priv string) {
+	key := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name},
+		Data:       map[string][]byte{cachev1alpha1.MountKeySecretKey: []byte(priv)},
+	}
+	Expect(k8sClient.Create(ctx, key)).To(Succeed())
+	DeferCleanup(func() { _ = k8sClient.Delete(ctx, key) })
+}
