@@ -39,8 +39,17 @@ type groupsEntry struct {
 }
 
 // context returns ctx with the identity of the FUSE request's caller.
+//
+// The context is not cancelled when the kernel interrupts the request: it
+// does that whenever the caller's thread takes a signal it handles (the Go
+// runtime signals its threads all the time), and a call given up answers
+// EINTR, which programs do not expect from stat(2), listxattr(2) or
+// getdents(2) on a file system. As on a local file system or a hard NFS
+// mount, only a fatal signal cuts a call short, and the kernel does that
+// without asking the mount.
 func (c *callers) context(ctx context.Context) context.Context {
 	fc, ok := fuse.FromContext(ctx)
+	ctx = context.WithoutCancel(ctx)
 	if !ok {
 		return ctx
 	}

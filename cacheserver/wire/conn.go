@@ -191,9 +191,8 @@ func (c *conn) do(ctx context.Context, call *Call) (Reply, error) {
 		p.reply.Link = Link{c}
 		return p.reply, p.err
 	case <-ctx.Done():
-		// EINTR lets the kernel and the caller retry a request that a
-		// signal interrupted; the Go runtime's preemption signals make
-		// that common.
+		// A caller that gives up is told EINTR; the server may still
+		// carry the request out.
 		return c.abandon(id, p, fmt.Errorf("%w: %w", syscall.EINTR, ctx.Err()))
 	}
 }
