@@ -43,9 +43,14 @@ import (
 // and its data waits on its disk) and change what burstcache does not go
 // by: other labels and annotations, finalizers, owners.
 //
-// The webhooks fail open (failurePolicy ignore): they see every pod change
-// and exec of the cluster, and a manager that is down must not stop them
-// all. While the manager is down, server pods are not guarded.
+// The markers say failurePolicy ignore, which is what the generated
+// manifests alone may say, since they would see every pod change and exec
+// of the cluster. config/webhook's kustomization, which the chart is made
+// from, narrows them to server pods (changes by the server label,
+// connections by the names server pods get, as the labels of the pod a
+// connection is for are not in its admission request) and makes them fail
+// closed: a manager that is down stops changes of and connections to
+// server pods, and nothing else.
 type ServerPodGuard struct {
 	// Reader reads the pod a connection is for.
 	Reader client.Reader

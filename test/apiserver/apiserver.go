@@ -1,12 +1,19 @@
 package apiserver
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -67,9 +74,48 @@ func newEnvironment(o Options) (*envtest.Environment, error) {
 		env.ErrorIfCRDPathMissing = true
 	}
 	if o.Webhooks {
-		env.WebhookInstallOptions.Paths = []string{filepath.Join(root, "config", "webhook", "manifests.yaml")}
+		if err := installWebhooks(&env.WebhookInstallOptions, assets, filepath.Join(root, "config", "webhook")); err != nil {
+			return nil, err
+		}
 	}
 	return env, nil
+}
+
+// installWebhooks puts in o the webhook configurations that kustomize makes
+// of dir, as the chart has them: its patches (failure policies, selectors)
+// change what the generated manifests say. The kubectl of assets runs
+// kustomize.
+func installWebhooks(o *envtest.WebhookInstallOptions, assets, dir string) error {
+	var stderr bytes.Buffer
+	cmd := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", dir)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("kubectl kustomize %s: %w: %s", dir, err, strings.TrimSpace(stderr.String()))
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	for {
+		var u unstructured.Unstructured
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("reading the webhooks of %s: %w", dir, err)
+		}
+		switch u.GetKind() {
+		case "MutatingWebhookConfiguration":
+			var c admissionregistrationv1.MutatingWebhookConfiguration
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &c); err != nil {
+				return fmt.Errorf("reading %s: %w", u.GetName(), err)
+			}
+			o.MutatingWebhooks = append(o.MutatingWebhooks, &c)
+		case "ValidatingWebhookConfiguration":
+			var c admissionregistrationv1.ValidatingWebhookConfiguration
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &c); err != nil {
+				return fmt.Errorf("reading %s: %w", u.GetName(), err)
+			}
+			o.ValidatingWebhooks = append(o.ValidatingWebhooks, &c)
+		}
+	}
 }
 
 // Assets returns the directory holding kube-apiserver and etcd:

@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/burstcache/burstcache/test/repo"
 )
 
 // TestAssets checks where Start looks for kube-apiserver, and that it fails
@@ -45,16 +48,29 @@ func TestAssets(t *testing.T) {
 }
 
 // TestNewEnvironmentInstallsWhatWasAsked checks that the options name
-// manifests that exist in the checkout, and only those asked for.
+// manifests that exist in the checkout, and only those asked for, and that
+// the webhooks are installed as kustomize makes them for the chart.
 func TestNewEnvironmentInstallsWhatWasAsked(t *testing.T) {
+	root, err := repo.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	built, err := Assets(root)
+	if err != nil {
+		t.Fatal(err)
+	}
 	assets := t.TempDir()
+	if err := os.Symlink(filepath.Join(built, "kubectl"), filepath.Join(assets, "kubectl")); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("KUBEBUILDER_ASSETS", "")
 	bare, err := newEnvironment(Options{Assets: assets})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(bare.CRDDirectoryPaths) != 0 || len(bare.WebhookInstallOptions.Paths) != 0 || bare.BinaryAssetsDirectory != assets {
-		t.Fatalf("bare environment: CRDs %v, webhooks %v, assets %q", bare.CRDDirectoryPaths, bare.WebhookInstallOptions.Paths, bare.BinaryAssetsDirectory)
+	wo := bare.WebhookInstallOptions
+	if len(bare.CRDDirectoryPaths) != 0 || len(wo.Paths)+len(wo.MutatingWebhooks)+len(wo.ValidatingWebhooks) != 0 || bare.BinaryAssetsDirectory != assets {
+		t.Fatalf("bare environment: CRDs %v, webhooks %+v, assets %q", bare.CRDDirectoryPaths, wo, bare.BinaryAssetsDirectory)
 	}
 	if got := os.Getenv("KUBEBUILDER_ASSETS"); got != assets {
 		t.Fatalf("KUBEBUILDER_ASSETS = %q, want %q: envtest would not use the chosen binaries", got, assets)
@@ -63,14 +79,28 @@ func TestNewEnvironmentInstallsWhatWasAsked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	paths := append(append([]string(nil), full.CRDDirectoryPaths...), full.WebhookInstallOptions.Paths...)
-	if len(paths) != 2 || !full.ErrorIfCRDPathMissing {
-		t.Fatalf("full environment: manifests %v, ErrorIfCRDPathMissing %v", paths, full.ErrorIfCRDPathMissing)
+	if len(full.CRDDirectoryPaths) != 1 || !full.ErrorIfCRDPathMissing {
+		t.Fatalf("full environment: CRDs %v, ErrorIfCRDPathMissing %v", full.CRDDirectoryPaths, full.ErrorIfCRDPathMissing)
 	}
-	for _, p := range paths {
-		if _, err := os.Stat(p); err != nil {
-			t.Errorf("manifest %s: %v", p, err)
+	if _, err := os.Stat(full.CRDDirectoryPaths[0]); err != nil {
+		t.Errorf("CRDs: %v", err)
+	}
+	wo = full.WebhookInstallOptions
+	if len(wo.MutatingWebhooks) != 1 || len(wo.ValidatingWebhooks) != 1 {
+		t.Fatalf("full environment: %d mutating and %d validating webhook configurations, want one of each", len(wo.MutatingWebhooks), len(wo.ValidatingWebhooks))
+	}
+	guards, narrowed := 0, 0
+	for _, w := range wo.ValidatingWebhooks[0].Webhooks {
+		if !strings.HasPrefix(w.Name, "vserverpod") {
+			continue
 		}
+		guards++
+		if w.FailurePolicy != nil && *w.FailurePolicy == admissionregistrationv1.Fail && (w.ObjectSelector != nil || len(w.MatchConditions) > 0) {
+			narrowed++
+		}
+	}
+	if guards != 2 || narrowed != 2 {
+		t.Errorf("%d server pod guards, %d failing closed and narrowed: want two of each, as config/webhook's patch makes them", guards, narrowed)
 	}
 }
 
