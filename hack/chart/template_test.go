@@ -287,7 +287,8 @@ func checkExtras(t *testing.T, objs []*unstructured.Unstructured, tc chartCase) 
 // checkNamespaced: every namespaced object lands in the release namespace.
 func checkNamespaced(t *testing.T, objs []*unstructured.Unstructured) {
 	clusterScoped := []string{"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "CSIDriver",
-		"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "CachePool", "StorageClass"}
+		"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "CachePool", "StorageClass",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 	for _, o := range objs {
 		if !slices.Contains(clusterScoped, o.GetKind()) && o.GetNamespace() != releaseNS {
 			t.Errorf("%s %s is in namespace %q, want %s", o.GetKind(), o.GetName(), o.GetNamespace(), releaseNS)

@@ -9,6 +9,13 @@ import (
 // The namespace config/default installs into, which becomes the release's.
 const kustomizeNamespace = "burstcache-system"
 
+// clusterScoped are the kinds of config/ that kustomize does not know to be
+// cluster-scoped, and so gives the namespace (which the API server drops).
+var clusterScoped = map[string]bool{
+	"ValidatingAdmissionPolicy":        true,
+	"ValidatingAdmissionPolicyBinding": true,
+}
+
 // Sentinels are put into objects before they are encoded and replaced by
 // template text after, since a template is not YAML:
 //   - a map key lineSentinel+ID (value "") becomes the lines of lineTemplates[ID],
@@ -48,8 +55,11 @@ var lineTemplates = map[string]string{
 // templatize turns the parts of obj that values control into sentinels,
 // and returns the condition under which obj is rendered ("" for always).
 func templatize(obj map[string]any) string {
-	replaceNamespace(obj)
 	meta := obj["metadata"].(map[string]any)
+	if clusterScoped[str(obj, "kind")] {
+		delete(meta, "namespace")
+	}
+	replaceNamespace(obj)
 	labels, _ := meta["labels"].(map[string]any)
 	if labels == nil {
 		labels = map[string]any{}

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,9 +12,11 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -28,6 +31,9 @@ type Options struct {
 	// config/webhook, pointing at the local address in the environment's
 	// WebhookInstallOptions, where the caller serves them.
 	Webhooks bool
+	// Policies installs the ValidatingAdmissionPolicies, and their
+	// bindings, that config/default makes.
+	Policies bool
 	// Assets is the directory holding kube-apiserver and etcd; empty means
 	// the one Assets finds.
 	Assets string
@@ -49,7 +55,47 @@ func Start(o Options) (*envtest.Environment, *rest.Config, error) {
 		return nil, nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w",
 			env.BinaryAssetsDirectory, errors.Join(err, env.Stop()))
 	}
+	if o.Policies {
+		if err := installPolicies(cfg, env.BinaryAssetsDirectory); err != nil {
+			return nil, nil, errors.Join(err, env.Stop())
+		}
+	}
 	return env, cfg, nil
+}
+
+// installPolicies creates the admission policies of config/default.
+func installPolicies(cfg *rest.Config, assets string) error {
+	root, err := repo.Root()
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	api := cs.AdmissionregistrationV1()
+	ctx := context.Background()
+	return kustomize(assets, filepath.Join(root, "config", "default"), func(u *unstructured.Unstructured) error {
+		switch u.GetKind() {
+		case "ValidatingAdmissionPolicy":
+			var p admissionregistrationv1.ValidatingAdmissionPolicy
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
+				return err
+			}
+			p.Namespace = ""
+			_, err := api.ValidatingAdmissionPolicies().Create(ctx, &p, metav1.CreateOptions{})
+			return err
+		case "ValidatingAdmissionPolicyBinding":
+			var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &b); err != nil {
+				return err
+			}
+			b.Namespace = ""
+			_, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, &b, metav1.CreateOptions{})
+			return err
+		}
+		return nil
+	})
 }
 
 func newEnvironment(o Options) (*envtest.Environment, error) {
@@ -83,9 +129,30 @@ func newEnvironment(o Options) (*envtest.Environment, error) {
 
 // installWebhooks puts in o the webhook configurations that kustomize makes
 // of dir, as the chart has them: its patches (failure policies, selectors)
-// change what the generated manifests say. The kubectl of assets runs
-// kustomize.
+// change what the generated manifests say.
 func installWebhooks(o *envtest.WebhookInstallOptions, assets, dir string) error {
+	return kustomize(assets, dir, func(u *unstructured.Unstructured) error {
+		switch u.GetKind() {
+		case "MutatingWebhookConfiguration":
+			var c admissionregistrationv1.MutatingWebhookConfiguration
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &c); err != nil {
+				return err
+			}
+			o.MutatingWebhooks = append(o.MutatingWebhooks, &c)
+		case "ValidatingWebhookConfiguration":
+			var c admissionregistrationv1.ValidatingWebhookConfiguration
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &c); err != nil {
+				return err
+			}
+			o.ValidatingWebhooks = append(o.ValidatingWebhooks, &c)
+		}
+		return nil
+	})
+}
+
+// kustomize passes each object that kustomize makes of dir to each. The
+// kubectl of assets runs kustomize.
+func kustomize(assets, dir string, each func(*unstructured.Unstructured) error) error {
 	var stderr bytes.Buffer
 	cmd := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", dir)
 	cmd.Stderr = &stderr
@@ -99,21 +166,10 @@ func installWebhooks(o *envtest.WebhookInstallOptions, assets, dir string) error
 		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
 			return nil
 		} else if err != nil {
-			return fmt.Errorf("reading the webhooks of %s: %w", dir, err)
+			return fmt.Errorf("reading what kustomize makes of %s: %w", dir, err)
 		}
-		switch u.GetKind() {
-		case "MutatingWebhookConfiguration":
-			var c admissionregistrationv1.MutatingWebhookConfiguration
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &c); err != nil {
-				return fmt.Errorf("reading %s: %w", u.GetName(), err)
-			}
-			o.MutatingWebhooks = append(o.MutatingWebhooks, &c)
-		case "ValidatingWebhookConfiguration":
-			var c admissionregistrationv1.ValidatingWebhookConfiguration
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &c); err != nil {
-				return fmt.Errorf("reading %s: %w", u.GetName(), err)
-			}
-			o.ValidatingWebhooks = append(o.ValidatingWebhooks, &c)
+		if err := each(&u); err != nil {
+			return fmt.Errorf("%s %s of %s: %w", u.GetKind(), u.GetName(), dir, err)
 		}
 	}
 }
