@@ -10,6 +10,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,8 +81,15 @@ var _ = Describe("Mounts of an instance that acts as its callers", func() {
 			g.Expect(w.daemonArgs()).To(ContainElement("--mount-key-file"))
 			g.Expect(os.WriteFile(filepath.Join(w.staging, "f"), []byte("after"), 0o644)).To(Succeed())
 		}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
-		_, err = p.node.NodeUnstageVolume(ctx, unstageReq(w))
-		Expect(err).NotTo(HaveOccurred())
+		// The watcher may still hold the volume, binding its targets
+		// after the new daemon became ready: kubelet asks again on Aborted.
+		Eventually(func() error {
+			_, err := p.node.NodeUnstageVolume(ctx, unstageReq(w))
+			if err != nil && status.Code(err) != codes.Aborted {
+				StopTrying("unstage failed").Wrap(err).Now()
+			}
+			return err
+		}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
 	})
 })
 
