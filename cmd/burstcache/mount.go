@@ -112,6 +112,16 @@ func runMount(ctx context.Context, f *mountFlags, mountpoint string) error {
 	if err := raiseReadahead(mp, 1<<20); err != nil {
 		log.Warn("Raising the mount's readahead failed; sequential reads go in 128 KiB requests", "err", err)
 	}
+	// The mount takes SIGTERM from before its ready file says it serves: a
+	// supervisor stops it as soon as it reads that file, and a signal that
+	// came before the handler would kill it with nothing recorded, as if
+	// it had lost what it held.
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	// Once it ends, the mount still publishes and records its exit (the
+	// caller's recordExit): a second signal, such as local down's stop of
+	// a mount that a first one is bringing down, must not kill it in
+	// between, or its supervisor would read that it lost what it held.
+	defer func() { signal.Ignore(syscall.SIGTERM, syscall.SIGINT); stop() }()
 	if f.readyFile != "" {
 		if err := writeJSONFile(f.readyFile, readyInfo{PID: os.Getpid()}); err != nil {
 			log.Error("Writing the ready file failed", "err", err)
@@ -162,15 +172,9 @@ func recordExit(path string, err error) error {
 	return err
 }
 
-// serveMount waits for a signal or an unmount from outside, then unmounts
-// and publishes what the client wrote.
+// serveMount waits until ctx ends (a signal) or an unmount from outside,
+// then unmounts and publishes what the client wrote.
 func serveMount(ctx context.Context, srv *fusefs.Server, c *client.FS, timeout time.Duration, log *slog.Logger) error {
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-	// Once it ends, the mount still publishes and records its exit (the
-	// caller's recordExit): a second signal, such as local down's stop of
-	// a mount that a first one is bringing down, must not kill it in
-	// between, or its supervisor would read that it lost what it held.
-	defer func() { signal.Ignore(syscall.SIGTERM, syscall.SIGINT); stop() }()
 	gone := make(chan struct{})
 	go func() { srv.Wait(); close(gone) }()
 	var err error
