@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -96,8 +97,8 @@ func TestSignalsDoNotFailCalls(t *testing.T) {
 				if _, err := unix.Listxattr(p, make([]byte, 4096)); err != nil {
 					return fmt.Errorf("listxattr %s: %w", p, err)
 				}
-				if _, err := unix.Getxattr(p, "user.none", make([]byte, 64)); err != unix.ENODATA {
-					return fmt.Errorf("getxattr %s: %v, want ENODATA", p, err)
+				if _, err := unix.Getxattr(p, "user.none", make([]byte, 64)); !errors.Is(err, unix.ENODATA) {
+					return fmt.Errorf("getxattr %s: %w, want ENODATA", p, err)
 				}
 				f, err := os.Open(filepath.Join(mnt, d))
 				if err != nil {
