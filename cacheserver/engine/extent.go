@@ -96,11 +96,18 @@ type file struct {
 	doomedID backing.FileID
 	// unlinks are the ids of the unlinks that hold the doom, of those
 	// that gave one (at most doomed).
-	unlinks     []uint64
-	dead        bool
-	misses      seqread.Streams // readers of missing extents, for prefetch
-	hits        seqread.Streams // readers of cached extents, for read-ahead
-	prefetching int             // prefetches of this file in flight
+	unlinks []uint64
+	dead    bool
+	// source is the identity of the backing file that f's extents were
+	// copied from, or of a file that replaced it later (zero: unknown);
+	// notSource are identities that reads named and the backing store
+	// showed replaced already, and replacedBy one it showed current,
+	// whose drop waits until f has no dirty extents (see ReadingFile).
+	source, replacedBy backing.FileID
+	notSource          []backing.FileID
+	misses             seqread.Streams // readers of missing extents, for prefetch
+	hits               seqread.Streams // readers of cached extents, for read-ahead
+	prefetching        int             // prefetches of this file in flight
 	// notReadAhead: the kernel does not read the backing file ahead of
 	// copies (backing.RangeCopier), as the last prefetch found.
 	notReadAhead bool

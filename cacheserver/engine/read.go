@@ -24,6 +24,9 @@ func (e *Engine) ReadAt(ctx context.Context, path string, p []byte, off int64) (
 		return 0, fmt.Errorf("read %s at %d: %w", path, off, ErrInvalid)
 	}
 	f, err := e.fileForRead(ctx, path)
+	if err == nil {
+		f, err = e.unlessReplaced(ctx, f)
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -66,6 +66,9 @@ func (e *Engine) readSpans(ctx context.Context, path string, off int64, n int, l
 		return nil, nil, fmt.Errorf("read %s at %d: %w", path, off, ErrInvalid)
 	}
 	f, err := e.fileForRead(ctx, path)
+	if err == nil {
+		f, err = e.unlessReplaced(ctx, f)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -60,6 +60,10 @@ type Stats struct {
 	// cache.
 	CopyUps, WriteBacks       int64
 	CopyUpTime, WriteBackTime time.Duration
+	// ReplacedFiles counts the files whose clean extents a read dropped
+	// because it named a backing file that replaced, on the backing
+	// store, the one they were copied from (see ReadingFile).
+	ReplacedFiles int64
 }
 
 // opTimes counts operations on the backing store that succeeded, and the
@@ -75,6 +79,7 @@ func (t *opTimes) add(d time.Duration) {
 type counters struct {
 	hits, misses, bytesRead, bytesWritten  int64
 	copyUp, writeBack, evictions, wbErrors int64
+	replaced                               int64 // files dropped for a replaced backing file
 	yields                                 int64 // write-back pauses for jobs' I/O
 	syncYields                             int64 // syncer pauses for jobs' I/O
 	syncYieldsCut                          int64 // of those, ended by an urgent flush
@@ -89,7 +94,7 @@ func (e *Engine) Stats() Stats {
 	now := e.cfg.Clock.Now()
 	s := Stats{
 		Hits: e.st.hits, Misses: e.st.misses, BytesRead: e.st.bytesRead, BytesWritten: e.st.bytesWritten,
-		CopyUpBytes: e.st.copyUp, WriteBackBytes: e.st.writeBack, Evictions: e.st.evictions,
+		CopyUpBytes: e.st.copyUp, WriteBackBytes: e.st.writeBack, Evictions: e.st.evictions, ReplacedFiles: e.st.replaced,
 		CachedBytes: e.used * e.es, DirtyBytes: e.dirtyBytes, Capacity: e.slab.Slots() * e.es,
 		DirtyExtents: int64(e.dirty.n), WindowBytes: e.window.sum(now), WindowLimit: e.windowLimitLocked(),
 		ReadOnly: e.readOnlyLocked(), WriteBackErrors: e.st.wbErrors, PinnedSlots: int64(len(e.pins)),

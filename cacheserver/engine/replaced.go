@@ -1,0 +1,192 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/burstcache/burstcache/cacheserver/backing"
+)
+
+type readingKey struct{}
+
+// ReadingFile marks ctx for a read through an open of the backing file id,
+// as the open found it on the backing store: the cached extents of the
+// path serve the read only if they were copied from that file, or from one
+// that replaced it later. Extents of another file, which the backing store
+// replaced under the same name behind the cache (a new file renamed over
+// the old one, or the old one removed and a new one created), are dropped
+// first and the read copies up the new file's bytes, as NFS's
+// close-to-open consistency gives a file opened after the replacement.
+// A zero id (Ino 0) names no file, and the read is served as one without
+// the mark.
+//
+// The engine records the identity of the file its extents come from: the
+// first identity a read names while it holds none of the file, since the
+// copies that follow read that file or one that replaced it since. A read
+// that names another identity costs one look at the backing store
+// (backing.IDOf); the answer is remembered, so that readers of an old
+// open, which may go on reading after the replacement, ask no more. A
+// file with dirty extents keeps them all (they are written back to
+// whatever file the path names), and its clean ones too, until it has no
+// dirty extent left. Extents whose source the engine does not know,
+// those a restart found in the index and those written through the
+// cache, are taken for the file that the backing store holds when a read
+// first names one.
+func ReadingFile(ctx context.Context, id backing.FileID) context.Context {
+	if id.Ino == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, readingKey{}, id)
+}
+
+// readingFile returns the identity that ReadingFile put in ctx.
+func readingFile(ctx context.Context) (backing.FileID, bool) {
+	id, ok := ctx.Value(readingKey{}).(backing.FileID)
+	return id, ok
+}
+
+// maxNotSource bounds the identities a file remembers as replaced: a
+// reader that names one it forgot asks the backing store once more.
+const maxNotSource = 4
+
+// verdict is what a read that names a backing file does with the cached
+// extents of the path.
+type verdict int
+
+const (
+	serve    verdict = iota // the extents are of the named file, or newer
+	dropThem                // the named file replaced them: drop them
+	askStore                // ask the backing store which file the path names
+)
+
+// unlessReplaced returns f, after dropping its clean extents when the read
+// of ctx names a backing file that replaced the one they came from.
+func (e *Engine) unlessReplaced(ctx context.Context, f *file) (*file, error) {
+	named, ok := readingFile(ctx)
+	if !ok {
+		return f, nil
+	}
+	e.mu.Lock()
+	v := e.judgeLocked(f, named)
+	e.mu.Unlock()
+	if v == askStore {
+		var err error
+		if v, err = e.askStore(ctx, f, named); err != nil {
+			return nil, err
+		}
+	}
+	if v != dropThem || !e.dropReplaced(f, named) {
+		return f, nil
+	}
+	// Durable step: the index without the dropped extents. A crash before
+	// it finds them again, of a source unknown then, and would take them
+	// for the new file's.
+	if err := e.waitCommit(ctx); err != nil {
+		return nil, err
+	}
+	// The size seen was the old file's.
+	return e.statFile(ctx, f.path)
+}
+
+// judgeLocked says what a read that names the backing file named does
+// with the extents of f, as far as the engine knows without asking.
+func (e *Engine) judgeLocked(f *file, named backing.FileID) verdict {
+	same := func(id backing.FileID) bool { return !named.Other(id) }
+	switch {
+	case f.shared:
+		// Its I/O passes through to the backing file.
+		return serve
+	case len(f.extents) == 0:
+		// Copy-ups from now on read the named file, or one that replaced
+		// it since; a copier's open may be of an older one.
+		f.source, f.replacedBy, f.notSource = named, backing.FileID{}, nil
+		f.copierStale = f.copier
+		return serve
+	case f.source.Ino != 0 && same(f.source), slices.ContainsFunc(f.notSource, same):
+		return serve
+	case f.replacedBy.Ino != 0 && same(f.replacedBy):
+		if e.hasDirtyLocked(f) {
+			return serve
+		}
+		return dropThem
+	}
+	return askStore
+}
+
+// askStore looks at the backing file of f to tell whether named is the
+// file the path names now, and remembers the answer: if it is not, the
+// named file was replaced, and f's extents, of that file or a later one,
+// serve its reader as they did before; if it is, and f's source is
+// unknown, the extents are taken for its own.
+func (e *Engine) askStore(ctx context.Context, f *file, named backing.FileID) (verdict, error) {
+	now, err := backing.IDOf(ctx, e.backing, f.path)
+	if err != nil && !errorsIsNotExist(err) {
+		return serve, fmt.Errorf("checking whether %s was replaced: %w", f.path, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case err != nil || named.Other(now):
+		f.replacedLocked(named)
+		return serve, nil
+	case f.source.Ino == 0:
+		f.source = now
+		return serve, nil
+	case e.hasDirtyLocked(f):
+		f.replacedBy = named
+		return serve, nil
+	}
+	return dropThem, nil
+}
+
+// hasDirtyLocked reports whether f holds dirty extents.
+func (e *Engine) hasDirtyLocked(f *file) bool {
+	for _, x := range f.extents {
+		if x.dirty() {
+			return true
+		}
+	}
+	return false
+}
+
+// dropReplaced drops the clean extents of f, whose backing file named
+// replaced the one they came from, as InvalidatePath does, and reports
+// whether it did. Dirty extents that a write made meanwhile stay, and so
+// does the clean data with them: the drop is tried again at a later read
+// of named, once they are written back.
+func (e *Engine) dropReplaced(f *file, named backing.FileID) bool {
+	e.mu.Lock()
+	// The copier's open may be of the replaced file.
+	f.copierStale = f.copier
+	e.mu.Unlock()
+	f.wbmu.Lock()
+	defer f.wbmu.Unlock()
+	e.mu.Lock()
+	dirty := e.hasDirtyLocked(f)
+	e.mu.Unlock()
+	if dirty || e.dropExtents(f, func(*extent) bool { return true }, false) > 0 {
+		e.mu.Lock()
+		f.replacedBy = named
+		e.mu.Unlock()
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if f.source.Ino != 0 {
+		f.replacedLocked(f.source)
+	}
+	f.source, f.replacedBy = named, backing.FileID{}
+	f.statted = false
+	e.st.replaced++
+	return true
+}
+
+// replacedLocked remembers that the backing file id is no longer the one
+// the path names.
+func (f *file) replacedLocked(id backing.FileID) {
+	f.notSource = append(f.notSource, id)
+	if len(f.notSource) > maxNotSource {
+		f.notSource = f.notSource[1:]
+	}
+}

@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/burstcache/burstcache/cacheserver/backing"
+)
+
+// backingID returns the identity of the backing file p.
+func (r *rig) backingID(p string) backing.FileID {
+	r.t.Helper()
+	id, err := backing.IDOf(context.Background(), backing.NewDir(r.root), p)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return id
+}
+
+// readNaming reads n bytes of p at 0 through the engine, naming the
+// backing file id (none when zero).
+func (r *rig) readNaming(p string, id backing.FileID, n int) []byte {
+	r.t.Helper()
+	b := make([]byte, n)
+	if _, err := r.e.ReadAt(ReadingFile(context.Background(), id), p, b, 0); err != nil {
+		r.t.Fatalf("ReadAt(%s) naming %+v: %v", p, id, err)
+	}
+	return b
+}
+
+// TestReadNamingAReplacementDropsTheOldExtents checks that a read that
+// names the backing file that replaced the one the cached extents came
+// from reads the new file, while reads that name the old one, or none,
+// are served from the cache as before.
+func TestReadNamingAReplacementDropsTheOldExtents(t *testing.T) {
+	const es = 4096
+	oldData := bytes.Repeat([]byte("o"), 2*es)
+	newData := bytes.Repeat([]byte("n"), 2*es+100)
+	tests := map[string]struct {
+		name     func(oldID, newID backing.FileID) backing.FileID
+		want     []byte
+		wantDrop int64
+	}{
+		"the new file":  {func(_, n backing.FileID) backing.FileID { return n }, newData, 1},
+		"the old file":  {func(o, _ backing.FileID) backing.FileID { return o }, oldData, 0},
+		"no file":       {func(_, _ backing.FileID) backing.FileID { return backing.FileID{} }, oldData, 0},
+		"the new inode": {func(_, n backing.FileID) backing.FileID { return backing.FileID{Ino: n.Ino} }, newData, 1},
+		"the old inode": {func(o, _ backing.FileID) backing.FileID { return backing.FileID{Ino: o.Ino} }, oldData, 0},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, es, 8, nil)
+			r.writeBacking("f", oldData)
+			oldID := r.backingID("f")
+			if got := r.readNaming("f", oldID, len(oldData)); !bytes.Equal(got, oldData) {
+				t.Fatal("the first read did not return the old file")
+			}
+			r.replaceBacking("f", newData)
+			newID := r.backingID("f")
+			if !newID.Other(oldID) {
+				t.Fatalf("the replacement has the old file's identity %+v", oldID)
+			}
+			reads := r.backingReads()
+			named := tc.name(oldID, newID)
+			want := tc.want[:min(len(tc.want), len(oldData))]
+			if tc.wantDrop > 0 {
+				want = tc.want
+			}
+			for range 2 {
+				if got := r.readNaming("f", named, len(want)); !bytes.Equal(got, want) {
+					t.Fatalf("read naming %+v: %.10q..., want %.10q...", named, got, want)
+				}
+			}
+			st := r.e.Stats()
+			if st.ReplacedFiles != tc.wantDrop {
+				t.Errorf("ReplacedFiles = %d, want %d", st.ReplacedFiles, tc.wantDrop)
+			}
+			if copied := r.backingReads() - reads; (copied > 0) != (tc.wantDrop > 0) {
+				t.Errorf("%d reads of the backing store, want them only after a drop", copied)
+			}
+		})
+	}
+}
+
+// TestReplacedFileWithDirtyExtentsKeepsThem checks that a file whose
+// backing file was replaced while it holds dirty extents drops nothing:
+// the dirty bytes stay, written back to the file the path names, and the
+// clean extents stay with them until none is dirty.
+func TestReplacedFileWithDirtyExtentsKeepsThem(t *testing.T) {
+	const es = 4096
+	r := newRig(t, es, 8, nil)
+	r.writeBacking("f", bytes.Repeat([]byte("o"), 2*es))
+	oldID := r.backingID("f")
+	r.readNaming("f", oldID, 2*es)
+	r.write("f", es, []byte("dirty"))
+	r.replaceBacking("f", bytes.Repeat([]byte("n"), 2*es))
+	newID := r.backingID("f")
+
+	want := append(bytes.Repeat([]byte("o"), es), []byte("dirty")...)
+	want = append(want, bytes.Repeat([]byte("o"), es-5)...)
+	if got := r.readNaming("f", newID, 2*es); !bytes.Equal(got, want) {
+		t.Fatalf("read naming the new file with dirty extents: %q", got)
+	}
+	if st := r.e.Stats(); st.ReplacedFiles != 0 || st.DirtyBytes != 5 {
+		t.Fatalf("ReplacedFiles %d, DirtyBytes %d; want nothing dropped", st.ReplacedFiles, st.DirtyBytes)
+	}
+
+	// Written back, the dirty bytes are in the new file, and the next read
+	// of it drops the old clean extent.
+	if err := r.e.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want = append(bytes.Repeat([]byte("n"), es), []byte("dirty")...)
+	want = append(want, bytes.Repeat([]byte("n"), es-5)...)
+	if got := r.readNaming("f", newID, 2*es); !bytes.Equal(got, want) {
+		t.Fatalf("read naming the new file once written back: %q", got)
+	}
+	if st := r.e.Stats(); st.ReplacedFiles != 1 {
+		t.Fatalf("ReplacedFiles = %d after the write-back, want 1", st.ReplacedFiles)
+	}
+}
+
+// TestFileWrittenThroughTheCacheIsNotReplaced checks that a file written
+// through the cache is not taken for a replacement of itself: its extents,
+// whose source the engine does not know, serve a read that names it.
+func TestFileWrittenThroughTheCacheIsNotReplaced(t *testing.T) {
+	const es = 4096
+	r := newRig(t, es, 8, nil)
+	data := bytes.Repeat([]byte("w"), es+10)
+	r.write("f", 0, data)
+	if err := r.e.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	reads := r.backingReads()
+	id := r.backingID("f")
+	for range 2 {
+		if got := r.readNaming("f", id, len(data)); !bytes.Equal(got, data) {
+			t.Fatalf("read naming the written file: %.10q...", got)
+		}
+	}
+	if st := r.e.Stats(); st.ReplacedFiles != 0 || r.backingReads() != reads {
+		t.Fatalf("ReplacedFiles %d, %d backing reads: the written file was dropped",
+			st.ReplacedFiles, r.backingReads()-reads)
+	}
+}
