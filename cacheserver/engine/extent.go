@@ -103,7 +103,10 @@ type file struct {
 	// notSource are identities that reads named and the backing store
 	// showed replaced already, and replacedBy one it showed current,
 	// whose drop waits until f has no dirty extents (see ReadingFile).
+	// blind says that extents were copied up while the source was
+	// unknown: they may be of any file the path named since.
 	source, replacedBy backing.FileID
+	blind              bool
 	notSource          []backing.FileID
 	misses             seqread.Streams // readers of missing extents, for prefetch
 	hits               seqread.Streams // readers of cached extents, for read-ahead

@@ -77,6 +77,7 @@ func (e *Engine) prefetchAfter(ctx context.Context, f *file, idx, in int64, miss
 		if !ok {
 			break
 		}
+		f.copyingLocked()
 		x, _ := e.placeholderLocked(f, next, slot)
 		if x == nil {
 			// Taking the slot evicted the last extent of f, which

@@ -243,11 +243,12 @@ func (e *Engine) readCached(x *extent, p []byte, in int64) (done, prefetched boo
 // copyUp brings extent idx of f into the cache and serves p from offset in
 // of it, unless someone else is copying it up (served is false: read it).
 func (e *Engine) copyUp(ctx context.Context, f *file, idx int64, p []byte, in int64) (served bool, err error) {
+	e.learnSource(ctx, f)
 	slot, err := e.allocSlot(ctx, f, idx, false)
 	if err != nil {
 		return false, err
 	}
-	x, err := e.placeholder(f, idx, slot)
+	x, err := e.copyPlaceholder(f, idx, slot)
 	if x == nil || err != nil {
 		return false, err
 	}
@@ -293,6 +294,14 @@ func (e *Engine) finishCopyUp(x *extent, slot int32, n int, prefetched bool, err
 func (e *Engine) placeholder(f *file, idx int64, slot int32) (*extent, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.placeholderLocked(f, idx, slot)
+}
+
+// copyPlaceholder is placeholder for a copy-up.
+func (e *Engine) copyPlaceholder(f *file, idx int64, slot int32) (*extent, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f.copyingLocked()
 	return e.placeholderLocked(f, idx, slot)
 }
 

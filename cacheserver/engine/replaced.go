@@ -100,7 +100,7 @@ func (e *Engine) judgeLocked(f *file, named backing.FileID) verdict {
 	case len(f.extents) == 0:
 		// Copy-ups from now on read the named file, or one that replaced
 		// it since; a copier's open may be of an older one.
-		f.source, f.replacedBy, f.notSource = named, backing.FileID{}, nil
+		f.source, f.replacedBy, f.notSource, f.blind = named, backing.FileID{}, nil, false
 		f.copierStale = f.copier
 		return serve
 	case f.source.Ino != 0 && same(f.source), slices.ContainsFunc(f.notSource, same):
@@ -130,7 +130,7 @@ func (e *Engine) askStore(ctx context.Context, f *file, named backing.FileID) (v
 	case err != nil || named.Other(now):
 		f.replacedLocked(named)
 		return serve, nil
-	case f.source.Ino == 0:
+	case f.source.Ino == 0 && !f.blind:
 		f.source = now
 		return serve, nil
 	case e.hasDirtyLocked(f):
@@ -138,6 +138,37 @@ func (e *Engine) askStore(ctx context.Context, f *file, named backing.FileID) (v
 		return serve, nil
 	}
 	return dropThem, nil
+}
+
+// learnSource learns the identity of f's backing file from the backing
+// store before a copy-up of a read that names none (a client of an
+// earlier release, a preload), when f has no extents: the copy reads
+// that file or one that replaced it since.
+func (e *Engine) learnSource(ctx context.Context, f *file) {
+	if _, named := readingFile(ctx); named {
+		return
+	}
+	e.mu.Lock()
+	unknown := f.source.Ino == 0 && len(f.extents) == 0 && !f.shared
+	e.mu.Unlock()
+	if !unknown {
+		return
+	}
+	id, err := backing.IDOf(ctx, e.backing, f.path)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	// Extents placed during the look may be of an older file.
+	if err == nil && f.source.Ino == 0 && len(f.extents) == 0 {
+		f.source, f.blind = id, false
+	}
+}
+
+// copyingLocked notes a copy-up into f: one made while its source is
+// unknown may copy any file the path names.
+func (f *file) copyingLocked() {
+	if f.source.Ino == 0 {
+		f.blind = true
+	}
 }
 
 // hasDirtyLocked reports whether f holds dirty extents.
@@ -176,7 +207,7 @@ func (e *Engine) dropReplaced(f *file, named backing.FileID) bool {
 	if f.source.Ino != 0 {
 		f.replacedLocked(f.source)
 	}
-	f.source, f.replacedBy = named, backing.FileID{}
+	f.source, f.replacedBy, f.blind = named, backing.FileID{}, false
 	f.statted = false
 	e.st.replaced++
 	return true
