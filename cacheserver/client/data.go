@@ -150,7 +150,7 @@ func (f *FS) read(ctx context.Context, path string, p []byte, off int64, direct 
 // readPiece reads one piece; what the server does not return, inside the
 // size the client knows, is a hole.
 func (f *FS) readPiece(ctx context.Context, path string, pc placement.Piece, dst []byte) error {
-	args := pathArgs(path).Int64(pc.Off).Uint32(uint32(len(dst)))
+	args := f.naming(path, pathArgs(path).Int64(pc.Off).Uint32(uint32(len(dst))))
 	rep, err := f.call(ctx, pc.Server, wire.OpRead, args, nil, dst)
 	if err != nil {
 		return err
@@ -485,6 +485,7 @@ func (f *FS) Released(path string) {
 	if st := f.files[path]; st != nil && st.pending == 0 {
 		delete(f.files, path)
 	}
+	delete(f.sources, path)
 }
 
 // forget drops what the client knows about path.
@@ -493,5 +494,6 @@ func (f *FS) forget(paths ...string) {
 	defer f.mu.Unlock()
 	for _, p := range paths {
 		delete(f.files, p)
+		delete(f.sources, p)
 	}
 }

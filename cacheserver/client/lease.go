@@ -38,10 +38,12 @@ const leaseSweep = 50 * time.Millisecond
 // should not hold that capacity for the rest of its life.
 const leaseIdleSweeps = 100
 
-// leaseKey names an extent of a file.
+// leaseKey names an extent of a file, read through opens that found the
+// backing file of inode number ino (0: unknown).
 type leaseKey struct {
 	path string
 	idx  int64
+	ino  uint64
 }
 
 // lease lets the client read [0, valid) of an extent at off of the slab

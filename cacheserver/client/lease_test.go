@@ -50,7 +50,7 @@ func waitUnpinned(t *testing.T, unpinned func() []uint64, want []uint64) {
 func TestLeaseReleasedOnlyWhenUnused(t *testing.T) {
 	ls, words, unpinned := leaseTable(4)
 	defer ls.close()
-	le := &lease{key: leaseKey{"f", 0}, pin: hold{id: 7}, slot: 2, gen: 0, epoch: 1, lost: up}
+	le := &lease{key: leaseKey{path: "f", idx: 0}, pin: hold{id: 7}, slot: 2, gen: 0, epoch: 1, lost: up}
 	ls.put(le) // held by the read that took it
 	if got := ls.get(le.key); got != le {
 		t.Fatalf("get = %v, want the lease", got)
@@ -74,7 +74,7 @@ func TestLeasesAreBounded(t *testing.T) {
 	defer ls.close()
 	const n = maxLeases + 10
 	for i := range uint64(n) {
-		le := &lease{key: leaseKey{"f", int64(i)}, pin: hold{id: i + 1}, slot: 1, epoch: 1, lost: up}
+		le := &lease{key: leaseKey{path: "f", idx: int64(i)}, pin: hold{id: i + 1}, slot: 1, epoch: 1, lost: up}
 		ls.put(le)
 		ls.release(le)
 	}
@@ -97,7 +97,7 @@ func TestLostConnectionVoidsLeases(t *testing.T) {
 	ls, _, unpinned := leaseTable(4)
 	defer ls.close()
 	var lost bool
-	le := &lease{key: leaseKey{"f", 0}, pin: hold{id: 5}, slot: 0, epoch: 1, lost: func() bool { return lost }}
+	le := &lease{key: leaseKey{path: "f", idx: 0}, pin: hold{id: 5}, slot: 0, epoch: 1, lost: func() bool { return lost }}
 	ls.put(le)
 	ls.release(le)
 	if ls.get(le.key) != le {
@@ -116,7 +116,7 @@ func TestLostConnectionVoidsLeases(t *testing.T) {
 func TestEpochVoidsLeases(t *testing.T) {
 	ls, words, unpinned := leaseTable(4)
 	defer ls.close()
-	le := &lease{key: leaseKey{"f", 0}, pin: hold{id: 3}, slot: 0, epoch: 1, lost: up}
+	le := &lease{key: leaseKey{path: "f", idx: 0}, pin: hold{id: 3}, slot: 0, epoch: 1, lost: up}
 	ls.put(le)
 	ls.release(le)
 	if ls.get(le.key) != le {
@@ -138,8 +138,8 @@ func sleepBriefly() { time.Sleep(time.Millisecond) }
 func TestUnreadLeasesAreGivenBack(t *testing.T) {
 	ls, _, unpinned := leaseTable(4)
 	defer ls.close()
-	idle := &lease{key: leaseKey{"idle", 0}, pin: hold{id: 1}, slot: 0, epoch: 1, lost: up}
-	busy := &lease{key: leaseKey{"busy", 0}, pin: hold{id: 2}, slot: 1, epoch: 1, lost: up}
+	idle := &lease{key: leaseKey{path: "idle", idx: 0}, pin: hold{id: 1}, slot: 0, epoch: 1, lost: up}
+	busy := &lease{key: leaseKey{path: "busy", idx: 0}, pin: hold{id: 2}, slot: 1, epoch: 1, lost: up}
 	for _, le := range []*lease{idle, busy} {
 		ls.put(le)
 		ls.release(le)
@@ -184,7 +184,7 @@ func TestLeaseLostDuringAReadIsNotTrusted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer file.Close()
-	le := &lease{key: leaseKey{"f", 0}, pin: hold{id: 2}, file: file, valid: 10, slot: 0, epoch: 1, lost: up}
+	le := &lease{key: leaseKey{path: "f", idx: 0}, pin: hold{id: 2}, file: file, valid: 10, slot: 0, epoch: 1, lost: up}
 	ls.put(le)
 	ls.release(le)
 	dst := make([]byte, 4)

@@ -265,7 +265,9 @@ func decodeSpans(rep wire.Reply, askedLease bool) (spansReply, error) {
 // lease on the piece's extent when it holds a current one, and otherwise
 // asks the server where the bytes are, and for a lease.
 func (f *FS) readLocal(ctx context.Context, l *localSlab, path string, pc placement.Piece, dst []byte, direct bool) (*namespace.FileData, error) {
-	key := leaseKey{path, pc.Off / f.layout.ExtentSize}
+	// A lease taken for reads of another backing file (an open before
+	// the file was replaced) does not serve this one: the server checks.
+	key := leaseKey{path, pc.Off / f.layout.ExtentSize, f.sourceOf(path)}
 	in := pc.Off % f.layout.ExtentSize
 	seq := l.readAhead(ctx, key, int64(f.layout.Servers), in == 0)
 	if le := l.leases.get(key); le != nil {
@@ -277,7 +279,7 @@ func (f *FS) readLocal(ctx context.Context, l *localSlab, path string, pc placem
 	}
 	// The server reads ahead for a reader that goes in order, which it
 	// cannot tell by itself when some of the reads came from leases.
-	args := pathArgs(path).Int64(pc.Off).Uint32(uint32(len(dst))).Bool(true).Bool(seq)
+	args := f.naming(path, pathArgs(path).Int64(pc.Off).Uint32(uint32(len(dst))).Bool(true).Bool(seq))
 	epoch := l.leases.epoch()
 	rep, err := l.srv.Do(ctx, &wire.Call{Op: wire.OpReadSpans, Cred: cred(ctx), Args: args.Bytes(), Dst: dst})
 	if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EOPNOTSUPP) {

@@ -142,6 +142,9 @@ func (f *FS) Open(ctx context.Context, p string, flags int) (namespace.Attr, err
 	if err != nil {
 		return a, err
 	}
+	if a.IsRegular() {
+		f.opened(p, a.Ino)
+	}
 	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		return f.truncate(ctx, p, 0)
 	}
@@ -200,9 +203,11 @@ func (f *FS) Create(ctx context.Context, p string, flags int, mode uint32) (name
 		return namespace.Attr{}, err
 	}
 	if existed && flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		f.opened(p, a.Ino)
 		return f.truncate(ctx, p, 0)
 	}
 	f.forget(p)
+	f.opened(p, a.Ino)
 	f.learn(p, a, f.asked())
 	return a, nil
 }

@@ -33,14 +33,14 @@ func TestLeaseReadAhead(t *testing.T) {
 		if i >= 20 {
 			slot = (i-20+10)%20 + 20
 		}
-		le := &lease{key: leaseKey{"f", idx}, pin: hold{id: uint64(i + 1)}, slot: slot, off: slot * es, epoch: 1, lost: up}
+		le := &lease{key: leaseKey{path: "f", idx: idx}, pin: hold{id: uint64(i + 1)}, slot: slot, off: slot * es, epoch: 1, lost: up}
 		ls.put(le)
 		ls.release(le)
 	}
 	words[12+1]++ // the lease on extent 24 (slot 12) went stale
 
 	for _, idx := range []int64{10, 4, 30, 8} {
-		if _, _, got := ls.aheadOf(leaseKey{"f", idx}, stride, true); len(got) != 0 {
+		if _, _, got := ls.aheadOf(leaseKey{path: "f", idx: idx}, stride, true); len(got) != 0 {
 			t.Fatalf("a read of extent %d out of order read ahead %v", idx, got)
 		}
 	}
@@ -48,7 +48,7 @@ func TestLeaseReadAhead(t *testing.T) {
 	read := map[int64]bool{} // slab offsets read ahead
 	calls, ranges := 0, 0
 	for i := range int64(extents) {
-		_, _, got := ls.aheadOf(leaseKey{"f", i * stride}, stride, true)
+		_, _, got := ls.aheadOf(leaseKey{path: "f", idx: i * stride}, stride, true)
 		if len(got) > 0 {
 			calls++
 		}
@@ -62,7 +62,7 @@ func TestLeaseReadAhead(t *testing.T) {
 			}
 		}
 		// The same extent again (the next piece of it) asks for nothing.
-		if _, _, again := ls.aheadOf(leaseKey{"f", i * stride}, stride, true); len(again) != 0 {
+		if _, _, again := ls.aheadOf(leaseKey{path: "f", idx: i * stride}, stride, true); len(again) != 0 {
 			t.Fatalf("a second read of extent %d read ahead %v", i*stride, again)
 		}
 	}
@@ -104,7 +104,7 @@ func TestLeaseReadsReadAhead(t *testing.T) {
 	}
 	l := f.local[0]
 	l.leases.mu.Lock()
-	le := l.leases.m[leaseKey{"f", 6}]
+	le := l.leases.m[leaseKey{path: "f", idx: 6}]
 	l.leases.mu.Unlock()
 	if le == nil {
 		t.Fatal("no lease on extent 6 after reading it")

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"syscall"
 
+	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/engine"
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/wire"
@@ -147,6 +148,9 @@ func (s *Server) read(ctx context.Context, req *wire.Request, resp *wire.Respons
 	if err != nil {
 		return err
 	}
+	if ctx, err = readingFile(ctx, req.Args); err != nil {
+		return err
+	}
 	eof, err := s.readData(ctx, p, off, n, resp)
 	if err != nil {
 		return err
@@ -166,6 +170,22 @@ func readRange(d *wire.Decoder) (string, int64, int, error) {
 		return "", 0, 0, syscall.EINVAL
 	}
 	return p, off, n, nil
+}
+
+// readingFile reads the last argument of a read, the inode number of the
+// backing file that the client's open of the path found (0: none), and
+// marks ctx with it for the engine, which then serves no cached extents
+// of a file that this one replaced (engine.ReadingFile). Clients of an
+// earlier release send none.
+func readingFile(ctx context.Context, d *wire.Decoder) (context.Context, error) {
+	if !d.More() {
+		return ctx, d.Err()
+	}
+	ino := d.Uint64()
+	if err := d.Err(); err != nil {
+		return ctx, err
+	}
+	return engine.ReadingFile(ctx, backing.FileID{Ino: ino}), nil
 }
 
 // readData reads n bytes of p at off into the data section of resp, and

@@ -152,6 +152,13 @@ func TestLeasesSeeEveryChange(t *testing.T) {
 				return fill('z', leaseES)
 			},
 		},
+		"replacement behind the cache, without invalidate": {
+			change: func(r *leaseRig) []byte {
+				r.writeBack()
+				replaceBackingFile(r.t, r.backing, "f", fill('r', leaseES+7))
+				return fill('r', leaseES)
+			},
+		},
 		"evict after a change behind the cache": {
 			change: func(r *leaseRig) []byte {
 				r.changeBacking()

@@ -11,8 +11,14 @@ import (
 // holds an extent (or to every server); metadata operations go to the
 // server that placement assigns to the path.
 const (
-	// OpRead (path, off i64, len u32) answers the bytes read in the data
-	// section and a bool that is true at the end of the file the server knows.
+	// OpRead (path, off i64, len u32[, ino u64]) answers the bytes read in
+	// the data section and a bool that is true at the end of the file the
+	// server knows. ino is the inode number of the backing file that the
+	// client's last open of the path found (OpOpen's or OpCreate's Attr;
+	// 0: none): the server serves no cached extents of a file that this
+	// one replaced on the backing store, but drops them and copies the new
+	// file up (engine.ReadingFile). A server of an earlier release ignores
+	// it and serves what it holds.
 	OpRead Op = 1 + iota
 	// OpWrite (path, off i64[, fromPageCache bool[, completing bool]];
 	// data) answers the count written (u32) and the server's incarnation
@@ -161,8 +167,8 @@ const (
 	// (SCM_RIGHTS), so that the client can read cached extents itself. A
 	// client cannot write the slab with it.
 	OpSlabFile
-	// OpReadSpans (path, off i64, len u32[, lease bool[, sequential bool]])
-	// reads like OpRead
+	// OpReadSpans (path, off i64, len u32[, lease bool[, sequential
+	// bool[, ino u64]]]) reads like OpRead, ino as there,
 	// but answers where the bytes are in the slab file instead of the
 	// bytes: a bool that is true at the end of the file the server knows, a
 	// bool that is true when the bytes came inline in the data section after
