@@ -113,6 +113,10 @@ type Stats struct {
 	// the client that began it is gone, until the server ends it after
 	// two minutes.
 	DoomedFiles int64 `json:"doomedFiles"`
+	// ReplacedFiles counts the files whose cached data a read dropped
+	// because the file it opened had replaced, on the backing store, the
+	// one the data came from.
+	ReplacedFiles uint64 `json:"replacedFiles,omitempty"`
 	// HiddenNames counts the files that mounts unlinked while they had
 	// them open, and whose hidden names in the backing store the server
 	// removes at the teardown unless the mounts remove them first (see

@@ -47,6 +47,7 @@ func (c *engineCache) Stats() control.Stats {
 		WriteBacks: uint64(s.WriteBacks), WriteBackSeconds: s.WriteBackTime.Seconds(),
 		WriteBackLagSeconds: s.WriteBackLag.Seconds(), Files: s.Files,
 		WriteBackErrors: uint64(s.WriteBackErrors), LastWriteBackError: s.LastWriteBackError, DoomedFiles: s.DoomedFiles,
+		ReplacedFiles:    uint64(s.ReplacedFiles),
 		WriteBackFailing: s.WriteBackFailing, WriteBackRefused: s.WriteBackRefused,
 		BytesRead: s.BytesRead, BytesWritten: s.BytesWritten, Evictions: s.Evictions,
 		WindowBytesWritten: s.WindowBytes, WindowLimitBytes: s.WindowLimit, ReadOnly: s.ReadOnly,

@@ -1,0 +1,73 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReplacedFilesAreSeenAtOpen reads a file through a mount, which
+// caches it, replaces it on the backing directory (written under another
+// name and renamed over it, as jobs and tools replace files), and opens
+// and reads it again without an invalidation: the mount must read the new
+// file, as NFS would after the open. A file written through the mount is
+// not taken for a replacement of itself: read back after write-back, its
+// cached data serves. The default set-up reaches its servers over Unix
+// sockets and reads the slab they lend; a cache directory whose path has
+// a comma makes them listen on loopback TCP, and every read goes through
+// the socket.
+func TestReplacedFilesAreSeenAtOpen(t *testing.T) {
+	requireFUSE(t)
+	for name, cacheDir := range map[string]string{"slab lent": "cache", "through the socket": "cache,tcp"} {
+		t.Run(name, func(t *testing.T) {
+			in := dirs(t)
+			in.cacheDir = filepath.Join(filepath.Dir(in.cacheDir), cacheDir)
+			old := randomBytes(2<<20+100, 1)
+			if err := os.WriteFile(filepath.Join(in.backing, "input"), old, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			up(t, in, 2)
+			st := readState(t, in.cacheDir)
+			if local := !strings.Contains(cacheDir, ","); local != strings.HasPrefix(st.Servers[0].Data, "/") {
+				t.Fatalf("server data address %q, want a Unix socket: %v", st.Servers[0].Data, local)
+			}
+			for range 2 {
+				sameFile(t, filepath.Join(in.mount, "input"), old)
+			}
+
+			replaced := randomBytes(3<<20+7, 2)
+			tmp := filepath.Join(in.backing, "input.tmp")
+			if err := os.WriteFile(tmp, replaced, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, filepath.Join(in.backing, "input")); err != nil {
+				t.Fatal(err)
+			}
+			sameFile(t, filepath.Join(in.mount, "input"), replaced)
+			if n := replacedFiles(t, in, st); n == 0 {
+				t.Error("no server counted a replaced file")
+			}
+
+			out := randomBytes(2<<20+300, 3)
+			writeSynced(t, filepath.Join(in.mount, "out"), out)
+			must(t, "local", "flush", "--mount", in.mount, in.mount)
+			before := replacedFiles(t, in, st)
+			sameFile(t, filepath.Join(in.mount, "out"), out)
+			if n := replacedFiles(t, in, st); n != before {
+				t.Errorf("reading back a file written through the mount dropped it: %g replaced files, want %g", n, before)
+			}
+		})
+	}
+}
+
+// replacedFiles sums the files the servers of in dropped for a replaced
+// backing file.
+func replacedFiles(t *testing.T, in instance, st localState) float64 {
+	t.Helper()
+	var n float64
+	for _, s := range st.Servers {
+		n += scrapeMetrics(t, s.Control, "local:"+in.backing)["burstcache_replaced_files_total"]
+	}
+	return n
+}
