@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/placement"
@@ -92,9 +93,9 @@ type FS struct {
 
 	mu    sync.Mutex
 	files map[string]*fileState
-	// sources are the inode numbers of the backing files that the last
+	// sources are the identities of the backing files that the last
 	// opens of paths found, until the mount releases them (opened).
-	sources map[string]uint64
+	sources map[string]backing.FileID
 	// extensions counts the writes of this client that made a file longer
 	// than it knew it to be; see fileState.grewAt.
 	extensions uint64
@@ -168,7 +169,7 @@ func New(opts Options) (*FS, error) {
 	}
 	f := &FS{
 		total: len(opts.Servers), loadBalanced: opts.LoadBalanced, gathers: opts.GathersWrites, log: opts.Log, doomHold: opts.DoomHold, lostUnlinkWait: opts.LostUnlinkWait,
-		files: map[string]*fileState{}, sources: map[string]uint64{}, unsynced: map[string]map[int]uint64{}, conns: opts.Conns,
+		files: map[string]*fileState{}, sources: map[string]backing.FileID{}, unsynced: map[string]map[int]uint64{}, conns: opts.Conns,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), pusherDone: make(chan struct{}), giveUp: make(chan struct{}),
 	}
 	if f.conns <= 0 {

@@ -36,13 +36,13 @@
 // extents into memory, through a slab descriptor of its own (readAhead).
 //
 // Files replaced on the backing store behind the cache follow close-to-open
-// consistency too: the client remembers the inode number of the backing
-// file that its last open or create of a path found (until the mount
-// releases the path), and names it in every read of the path (OpRead,
-// OpReadSpans), so that a server holding extents of the file that this one
-// replaced drops them and copies the new one up. Leases are kept per inode
-// number as well: a lease taken by reads of the old file does not serve
-// reads through an open of the new one.
+// consistency too: the client remembers the identity of the backing file
+// that its last open or create of a path found (inode number, creation time
+// and generation, until the mount releases the path), and names it in
+// every read of the path (OpRead, OpReadSpans), so that a server holding
+// extents of the file that this one replaced drops them and copies the new
+// one up. Leases are kept per identity as well: a lease taken by reads of
+// the old file does not serve reads through an open of the new one.
 //
 // Sizes follow close-to-open consistency, as NFS gives: a client learns a
 // file's size when it opens it or asks for its attributes, and remembers how

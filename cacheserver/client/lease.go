@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/ident"
 	"github.com/burstcache/burstcache/cacheserver/seqread"
 	"github.com/burstcache/burstcache/cacheserver/wire"
@@ -39,11 +40,11 @@ const leaseSweep = 50 * time.Millisecond
 const leaseIdleSweeps = 100
 
 // leaseKey names an extent of a file, read through opens that found the
-// backing file of inode number ino (0: unknown).
+// backing file src (zero: unknown).
 type leaseKey struct {
 	path string
 	idx  int64
-	ino  uint64
+	src  backing.FileID
 }
 
 // lease lets the client read [0, valid) of an extent at off of the slab

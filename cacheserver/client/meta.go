@@ -138,12 +138,16 @@ func (f *FS) truncateVia(ctx context.Context, p string, size int64, viaOpen bool
 // Open checks the caller may open p; O_TRUNC also empties the cached file.
 func (f *FS) Open(ctx context.Context, p string, flags int) (namespace.Attr, error) {
 	since := f.asked()
-	a, err := f.attrCall(ctx, p, wire.OpOpen, f.withGathered(pathArgs(p).Uint32(uint32(flags))))
+	d, err := f.meta(ctx, p, wire.OpOpen, f.withGathered(pathArgs(p).Uint32(uint32(flags))))
 	if err != nil {
-		return a, err
+		return namespace.Attr{}, err
+	}
+	a := withIdentity(d, d.Attr())
+	if err := d.Err(); err != nil {
+		return namespace.Attr{}, err
 	}
 	if a.IsRegular() {
-		f.opened(p, a.Ino)
+		f.opened(p, a)
 	}
 	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		return f.truncate(ctx, p, 0)
@@ -199,15 +203,16 @@ func (f *FS) Create(ctx context.Context, p string, flags int, mode uint32) (name
 	}
 	a := d.Attr()
 	existed := d.More() && d.Bool()
+	a = withIdentity(d, a)
 	if err := d.Err(); err != nil {
 		return namespace.Attr{}, err
 	}
 	if existed && flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
-		f.opened(p, a.Ino)
+		f.opened(p, a)
 		return f.truncate(ctx, p, 0)
 	}
 	f.forget(p)
-	f.opened(p, a.Ino)
+	f.opened(p, a)
 	f.learn(p, a, f.asked())
 	return a, nil
 }

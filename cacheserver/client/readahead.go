@@ -45,7 +45,7 @@ func (ls *leases) aheadOf(key leaseKey, stride int64, head bool) (id slabID, seq
 	}
 	seq, ahead := st.ReadAt(key.idx, stride, head, leaseReadAhead)
 	for next := ahead.First; next <= ahead.Last; next += ahead.Stride {
-		le := ls.m[leaseKey{key.path, next, key.ino}]
+		le := ls.m[leaseKey{key.path, next, key.src}]
 		if le == nil || !ls.currentLocked(le) {
 			continue
 		}

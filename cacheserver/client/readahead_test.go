@@ -104,7 +104,7 @@ func TestLeaseReadsReadAhead(t *testing.T) {
 	}
 	l := f.local[0]
 	l.leases.mu.Lock()
-	le := l.leases.m[leaseKey{path: "f", idx: 6, ino: f.sourceOf("f")}]
+	le := l.leases.m[leaseKey{path: "f", idx: 6, src: f.sourceOf("f")}]
 	l.leases.mu.Unlock()
 	if le == nil {
 		t.Fatal("no lease on extent 6 after reading it")

@@ -1,35 +1,49 @@
 package client
 
-import "github.com/burstcache/burstcache/cacheserver/wire"
+import (
+	"github.com/burstcache/burstcache/cacheserver/backing"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+	"github.com/burstcache/burstcache/cacheserver/wire"
+)
 
 // opened records that an open or create of path found the backing file
-// of inode number ino, which the reads of path name from now on, until
+// that a describes, which the reads of path name from now on, until
 // the mount releases its last descriptor of path: a server then serves no
 // cached extents of a file that this one replaced on the backing store
 // (see wire.OpRead). Close-to-open, as NFS gives it: a file opened after
 // the replacement reads the new file; one opened before may go on
 // reading what the cache holds.
-func (f *FS) opened(path string, ino uint64) {
+func (f *FS) opened(path string, a namespace.Attr) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.sources[path] = ino
+	f.sources[path] = backing.FileID{Ino: a.Ino, Birth: a.Birth, Gen: a.Gen}
 }
 
-// sourceOf returns the inode number that the last open of path found, or
-// 0 if the client knows none.
-func (f *FS) sourceOf(path string) uint64 {
+// sourceOf returns the identity of the backing file that the last open of
+// path found, or the zero one if the client knows none.
+func (f *FS) sourceOf(path string) backing.FileID {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.sources[path]
 }
 
-// naming ends the arguments of a read of path with the inode number of
-// the backing file its open found, if the client knows one; servers of an
-// earlier release ignore it. Every optional argument before it must be in
-// args already.
+// withIdentity reads the creation time and inode generation that end the
+// answer of an open or create into a; servers of an earlier release answer
+// neither.
+func withIdentity(d *wire.Decoder, a namespace.Attr) namespace.Attr {
+	if d.More() {
+		a.Birth, a.Gen = d.Int64(), d.Uint32()
+	}
+	return a
+}
+
+// naming ends the arguments of a read of path with the identity of the
+// backing file its open found (inode number, creation time, generation),
+// if the client knows one; servers of an earlier release ignore it. Every
+// optional argument before it must be in args already.
 func (f *FS) naming(path string, args *wire.Encoder) *wire.Encoder {
-	if ino := f.sourceOf(path); ino != 0 {
-		args.Uint64(ino)
+	if id := f.sourceOf(path); id.Ino != 0 {
+		args.Uint64(id.Ino).Int64(id.Birth).Uint32(id.Gen)
 	}
 	return args
 }

@@ -29,6 +29,12 @@ type Attr struct {
 	Rdev uint64
 	// Atime, Mtime and Ctime are the access, modification and change times.
 	Atime, Mtime, Ctime time.Time
+	// Birth (creation time, Unix nanoseconds) and Gen (inode generation)
+	// tell, with Ino, a regular file apart from one that replaced it under
+	// a reused inode number. Only an open or create answers them, and 0
+	// where the file system does not tell.
+	Birth int64
+	Gen   uint32
 }
 
 // IsDir reports whether a describes a directory.

@@ -62,8 +62,29 @@ func statAt(dirfd int, name string, how unix.OpenHow, check func(fd int, st *uni
 			return namespace.Attr{}, err
 		}
 	}
-	return attrOf(&st), nil
+	a := attrOf(&st)
+	if how.Flags&unix.O_PATH == 0 && a.IsRegular() {
+		a.Birth, a.Gen = identityOf(fd)
+	}
+	return a, nil
 }
+
+// identityOf returns the creation time and inode generation of the
+// regular file open as fd (0 where the file system does not tell), which
+// tell it apart from a file that replaced it under a reused inode number:
+// two calls on the open descriptor, no lookup.
+func identityOf(fd int) (birth int64, gen uint32) {
+	var stx unix.Statx_t
+	if unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BTIME, &stx) == nil && stx.Mask&unix.STATX_BTIME != 0 {
+		birth = stx.Btime.Sec*1e9 + int64(stx.Btime.Nsec)
+	}
+	gen, _ = unix.IoctlGetUint32(fd, fsIocGetVersion)
+	return birth, gen
+}
+
+// fsIocGetVersion is FS_IOC_GETVERSION, _IOR('v', 1, long), which answers
+// a file's inode generation (as backing.Dir.FileID asks it).
+const fsIocGetVersion = 0x80087601
 
 // Open checks that the caller may open p with flags, and truncates it for
 // O_TRUNC.

@@ -172,20 +172,21 @@ func readRange(d *wire.Decoder) (string, int64, int, error) {
 	return p, off, n, nil
 }
 
-// readingFile reads the last argument of a read, the inode number of the
-// backing file that the client's open of the path found (0: none), and
-// marks ctx with it for the engine, which then serves no cached extents
-// of a file that this one replaced (engine.ReadingFile). Clients of an
-// earlier release send none.
+// readingFile reads the last arguments of a read, the identity of the
+// backing file that the client's open of the path found (inode number,
+// creation time, generation; a zero inode number: none), and marks ctx
+// with it for the engine, which then serves no cached extents of a file
+// that this one replaced (engine.ReadingFile). Clients of an earlier
+// release send none.
 func readingFile(ctx context.Context, d *wire.Decoder) (context.Context, error) {
 	if !d.More() {
 		return ctx, d.Err()
 	}
-	ino := d.Uint64()
+	id := backing.FileID{Ino: d.Uint64(), Birth: d.Int64(), Gen: d.Uint32()}
 	if err := d.Err(); err != nil {
 		return ctx, err
 	}
-	return engine.ReadingFile(ctx, backing.FileID{Ino: ino}), nil
+	return engine.ReadingFile(ctx, id), nil
 }
 
 // readData reads n bytes of p at off into the data section of resp, and

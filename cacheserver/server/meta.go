@@ -505,7 +505,7 @@ func (s *Server) create(ctx context.Context, req *wire.Request, resp *wire.Respo
 			if err := s.namesChanged(ctx, err, p); err != nil {
 				return err
 			}
-			resp.Meta.Attr(s.withCacheSize(ctx, p, a)).Bool(false)
+			answerIdentity(resp.Meta.Attr(s.withCacheSize(ctx, p, a)).Bool(false), a)
 			return nil
 		}
 		_ = s.endReserve(ctx, p, reserved, a, err)
@@ -517,7 +517,7 @@ func (s *Server) create(ctx context.Context, req *wire.Request, resp *wire.Respo
 		if err != nil {
 			return err
 		}
-		resp.Meta.Attr(a).Bool(true)
+		answerIdentity(resp.Meta.Attr(a).Bool(true), a)
 		return nil
 	}
 }
@@ -541,7 +541,7 @@ func (s *Server) openRefusedCreate(ctx context.Context, p string, flags int, gat
 	if err != nil {
 		return err
 	}
-	resp.Meta.Attr(a).Bool(true)
+	answerIdentity(resp.Meta.Attr(a).Bool(true), a)
 	return nil
 }
 
@@ -561,8 +561,17 @@ func (s *Server) open(ctx context.Context, req *wire.Request, resp *wire.Respons
 	if err != nil {
 		return err
 	}
-	resp.Meta.Attr(a)
+	answerIdentity(resp.Meta.Attr(a), a)
 	return nil
+}
+
+// answerIdentity ends the answer of an open or create with what, besides
+// the inode number of its Attr, tells the backing file apart from one that
+// replaces it under a reused number: its creation time (i64) and inode
+// generation (u32), 0 where unknown. The client names them in its reads
+// (wire.OpRead); clients of an earlier release ignore them.
+func answerIdentity(e *wire.Encoder, a namespace.Attr) {
+	e.Int64(a.Birth).Uint32(a.Gen)
 }
 
 // openFile checks the caller may open p with flags, and answers its

@@ -27,25 +27,42 @@ func replaceBackingFile(t *testing.T, dir, name string, data []byte) {
 	}
 }
 
+// recreateBackingFile removes the backing file name and creates a new one
+// of data: ext4 gives it the inode number of the removed one, and another
+// generation.
+func recreateBackingFile(t *testing.T, dir, name string, data []byte) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(dir, name)); err != nil {
+		t.Fatal(err)
+	}
+	writeBackingFile(t, dir, name, data)
+}
+
 // TestOpenAfterAReplacementReadsTheNewFile reads a file through servers
 // that cache it, replaces it on the backing store, and opens and reads it
 // again without an invalidation: the new bytes, through the socket and
 // through the slab of a server on the same machine.
 func TestOpenAfterAReplacementReadsTheNewFile(t *testing.T) {
-	for _, network := range []string{"tcp", "unix"} {
-		t.Run(network, func(t *testing.T) {
-			backingDir := t.TempDir()
-			data, _, _ := startOn(t, network, backingDir, 2, same)
-			f, err := client.New(client.Options{Servers: data, ExtentSize: 1 << 16})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			writeBackingFile(t, backingDir, "f", fill('o', 3<<16))
-			openAndExpect(t, f, "f", fill('o', 3<<16))
-			replaceBackingFile(t, backingDir, "f", fill('n', 3<<16+5))
-			openAndExpect(t, f, "f", fill('n', 3<<16+5))
-		})
+	replacements := map[string]func(t *testing.T, dir, name string, data []byte){
+		"renamed over":              replaceBackingFile,
+		"removed and created again": recreateBackingFile,
+	}
+	for how, replace := range replacements {
+		for _, network := range []string{"tcp", "unix"} {
+			t.Run(how+"/"+network, func(t *testing.T) {
+				backingDir := t.TempDir()
+				data, _, _ := startOn(t, network, backingDir, 2, same)
+				f, err := client.New(client.Options{Servers: data, ExtentSize: 1 << 16})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				writeBackingFile(t, backingDir, "f", fill('o', 3<<16))
+				openAndExpect(t, f, "f", fill('o', 3<<16))
+				replace(t, backingDir, "f", fill('n', 3<<16+5))
+				openAndExpect(t, f, "f", fill('n', 3<<16+5))
+			})
+		}
 	}
 }
 
@@ -79,7 +96,7 @@ func TestReadsOfEarlierReleasesAreServedAsBefore(t *testing.T) {
 		t.Helper()
 		args := (&wire.Encoder{}).String("f").Int64(0).Uint32(100)
 		if ino != 0 {
-			args.Uint64(ino)
+			args.Uint64(ino).Int64(0).Uint32(0)
 		}
 		dst := make([]byte, 100)
 		rep, err := c.Do(context.Background(), &wire.Call{Op: wire.OpRead, Cred: ident.Process(), Args: args.Bytes(), Dst: dst})

@@ -11,14 +11,16 @@ import (
 // holds an extent (or to every server); metadata operations go to the
 // server that placement assigns to the path.
 const (
-	// OpRead (path, off i64, len u32[, ino u64]) answers the bytes read in
-	// the data section and a bool that is true at the end of the file the
-	// server knows. ino is the inode number of the backing file that the
-	// client's last open of the path found (OpOpen's or OpCreate's Attr;
-	// 0: none): the server serves no cached extents of a file that this
-	// one replaced on the backing store, but drops them and copies the new
-	// file up (engine.ReadingFile). A server of an earlier release ignores
-	// it and serves what it holds.
+	// OpRead (path, off i64, len u32[, ino u64, birth i64, gen u32])
+	// answers the bytes read in the data section and a bool that is true at
+	// the end of the file the server knows. ino, birth and gen identify
+	// the backing file that the client's last open of the path found (the
+	// inode number of OpOpen's or OpCreate's Attr and the creation time
+	// and generation that follow it; 0: unknown): the server serves no
+	// cached extents of a file that this one replaced on the backing
+	// store, but drops them and copies the new file up
+	// (engine.ReadingFile). A server of an earlier release ignores them
+	// and serves what it holds.
 	OpRead Op = 1 + iota
 	// OpWrite (path, off i64[, fromPageCache bool[, completing bool]];
 	// data) answers the count written (u32) and the server's incarnation
@@ -119,13 +121,17 @@ const (
 	// OpLink (old, new) answers an Attr.
 	OpLink
 	// OpCreate (path, flags u32, mode u32[, gathered bool]) answers an
-	// Attr and whether the file existed (bool; servers older than it
-	// answer none). Without O_EXCL an existing file is opened as by OpOpen:
+	// Attr, whether the file existed (bool; servers older than it answer
+	// none), and the backing file's creation time (i64) and inode
+	// generation (u32), 0 where unknown, which with the Attr's inode number
+	// the client names in its reads (OpRead; servers of an earlier release
+	// answer neither). Without O_EXCL an existing file is opened as by OpOpen:
 	// with O_TRUNC the client then trims every server and finishes with
 	// OpTruncate. A new file past the cache's limit on files fails with
 	// EDQUOT.
 	OpCreate
-	// OpOpen (path, flags u32[, gathered bool]) answers an Attr. An open
+	// OpOpen (path, flags u32[, gathered bool]) answers an Attr and the
+	// backing file's creation time and generation, as OpCreate. An open
 	// for writing fails with EROFS while the cache's write window is used
 	// up, and so does OpCreate. gathered says that the client's kernel
 	// gathers its writes in its page cache (a mount with the client
@@ -168,7 +174,8 @@ const (
 	// client cannot write the slab with it.
 	OpSlabFile
 	// OpReadSpans (path, off i64, len u32[, lease bool[, sequential
-	// bool[, ino u64]]]) reads like OpRead, ino as there,
+	// bool[, ino u64, birth i64, gen u32]]]) reads like OpRead, ino, birth
+	// and gen as there,
 	// but answers where the bytes are in the slab file instead of the
 	// bytes: a bool that is true at the end of the file the server knows, a
 	// bool that is true when the bytes came inline in the data section after

@@ -11,7 +11,8 @@ import (
 // caches it, replaces it on the backing directory (written under another
 // name and renamed over it, as jobs and tools replace files), and opens
 // and reads it again without an invalidation: the mount must read the new
-// file, as NFS would after the open. A file written through the mount is
+// file, as NFS would after the open; and again once it was removed and
+// created anew. A file written through the mount is
 // not taken for a replacement of itself: read back after write-back, its
 // cached data serves. The default set-up reaches its servers over Unix
 // sockets and reads the slab they lend; a cache directory whose path has
@@ -48,6 +49,16 @@ func TestReplacedFilesAreSeenAtOpen(t *testing.T) {
 			if n := replacedFiles(t, in, st); n == 0 {
 				t.Error("no server counted a replaced file")
 			}
+			// Removed and created again, on ext4 the file often gets the
+			// inode number of the removed one, and another generation.
+			if err := os.Remove(filepath.Join(in.backing, "input")); err != nil {
+				t.Fatal(err)
+			}
+			recreated := randomBytes(2<<20+11, 4)
+			if err := os.WriteFile(filepath.Join(in.backing, "input"), recreated, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			sameFile(t, filepath.Join(in.mount, "input"), recreated)
 
 			out := randomBytes(2<<20+300, 3)
 			writeSynced(t, filepath.Join(in.mount, "out"), out)
