@@ -285,7 +285,8 @@ func (f *FS) completeRefused(ctx context.Context, path string, p []byte, pcs []p
 	retried := eachPieceErr(again, func(pc placement.Piece) error {
 		i := slices.Index(again, pc)
 		var err error
-		reps[i], err = f.call(ctx, pc.Server, wire.OpWrite, completing(pathArgs(path).Int64(pc.Off)), p[pc.Start:pc.End], nil)
+		args := f.naming(path, completing(pathArgs(path).Int64(pc.Off)))
+		reps[i], err = f.call(ctx, pc.Server, wire.OpWrite, args, p[pc.Start:pc.End], nil)
 		return err
 	})
 	for j, err := range retried {
@@ -353,17 +354,15 @@ func refused(err error) bool {
 
 // writePiece sends one piece to its server.
 func (f *FS) writePiece(ctx context.Context, path string, pc placement.Piece, data []byte) (wire.Reply, error) {
-	return f.call(ctx, pc.Server, wire.OpWrite, withPageCache(ctx, pathArgs(path).Int64(pc.Off)), data, nil)
+	return f.call(ctx, pc.Server, wire.OpWrite, f.writeArgs(ctx, path, pathArgs(path).Int64(pc.Off)), data, nil)
 }
 
-// withPageCache ends the arguments of a write with whether its bytes come
-// from the kernel's page cache (namespace.FromPageCache); servers of an
-// earlier release ignore it.
-func withPageCache(ctx context.Context, args *wire.Encoder) *wire.Encoder {
-	if namespace.IsFromPageCache(ctx) {
-		args.Bool(true)
-	}
-	return args
+// writeArgs ends the arguments of a write of path with whether its bytes
+// come from the kernel's page cache (namespace.FromPageCache), that it
+// completes nothing, and the backing file that the open of path found
+// (naming); servers of an earlier release ignore them.
+func (f *FS) writeArgs(ctx context.Context, path string, args *wire.Encoder) *wire.Encoder {
+	return f.naming(path, args.Bool(namespace.IsFromPageCache(ctx)).Bool(false))
 }
 
 // holdsEnd reports whether the last of pcs, which ends the write, goes to the

@@ -39,9 +39,9 @@
 // consistency too: the client remembers the identity of the backing file
 // that its last open or create of a path found (inode number, creation time
 // and generation, until the mount releases the path), and names it in
-// every read of the path (OpRead, OpReadSpans), so that a server holding
-// extents of the file that this one replaced drops them and copies the new
-// one up. Leases are kept per identity as well: a lease taken by reads of
+// every read and write of the path (OpRead, OpReadSpans, OpWrite,
+// OpWritePiped), so that a server holding extents of the file that this
+// one replaced drops them and copies the new one up. Leases are kept per identity as well: a lease taken by reads of
 // the old file does not serve reads through an open of the new one.
 //
 // Sizes follow close-to-open consistency, as NFS gives: a client learns a

@@ -396,7 +396,7 @@ func (f *FS) writeLocal(ctx context.Context, l *localSlab, path string, pc place
 		l.pipes.drop(p)
 		return f.writePiece(ctx, path, pc, data)
 	}
-	args := withPageCache(ctx, pathArgs(path).Int64(pc.Off).Uint32(uint32(len(data))).Uint64(p.id))
+	args := f.writeArgs(ctx, path, pathArgs(path).Int64(pc.Off).Uint32(uint32(len(data))).Uint64(p.id))
 	// The pipe refers to the pages of data until the server has moved
 	// them, so the call is never given up halfway: data may be reused for
 	// another write once this returns.

@@ -105,25 +105,27 @@
 //     which the file record keeps. A hit is served without asking the
 //     backing store: checking access when a file is opened is the caller's
 //     business.
-//   - Replaced backing files: a read may name the backing file its
-//     caller opened (ReadingFile: the identity a metadata server's open
-//     found, backing.FileID). The engine keeps, per file, the identity of
-//     the backing file its extents came from, learned from the first
-//     read that names one while the engine holds none of the file, and
-//     without a backing-store call. A read that names another file asks
+//   - Replaced backing files: a read or write may name the backing file
+//     its caller opened (ReadingFile: the identity a metadata server's
+//     open or create found, backing.FileID). The engine keeps, per file,
+//     the identity of the backing file its extents came from, learned
+//     from the first call that names one while the engine holds none of
+//     the file, without a backing-store call, or, for a copy-up that names
+//     none, from the backing store. A call that names another file asks
 //     the backing store once which file the path names: when the named
 //     file replaced the source behind the cache (renamed over it, or
 //     created after a removal), the clean extents are dropped, as
 //     InvalidatePath drops them, and the read copies up the new file; a
 //     file with dirty extents keeps everything until they are written
-//     back (to the new file, by path). A reader of the old file, whose
-//     open came before the replacement, is served from the cache as
-//     before. Extents whose source is unknown (found in the index after a
-//     restart, or written through the cache) are taken for the file the
-//     path names when a read first names it, so a file replaced while its
-//     server was down, or after its data was written through the cache,
-//     still needs InvalidatePath. A file overwritten in place keeps its
-//     identity, and the engine cannot tell it changed.
+//     back (to the new file, by path; only their dirty ranges are
+//     written, so no byte of the old file goes with them). A reader of
+//     the old file, whose open came before the replacement, is served from
+//     the cache as before. Extents whose source is unknown (found in the
+//     index after a restart, or written by callers that name no file) are
+//     taken for the file the path names when a call first names it, so a
+//     file replaced while its server was down still needs InvalidatePath.
+//     A file overwritten in place keeps its identity, and the engine
+//     cannot tell it changed.
 //   - Read-ahead: a miss right after a miss of the previous extent by one
 //     of the file's readers (package seqread follows up to eight), or a hit
 //     on an extent read ahead, claims the next extents up to eight ahead

@@ -21,18 +21,21 @@ type readingKey struct{}
 // A zero id (Ino 0) names no file, and the read is served as one without
 // the mark.
 //
+// Writes may be marked too: a write then lands in the bytes of the file it
+// names, not in cached bytes of the file that one replaced.
+//
 // The engine records the identity of the file its extents come from: the
-// first identity a read names while it holds none of the file, since the
-// copies that follow read that file or one that replaced it since. A read
-// that names another identity costs one look at the backing store
-// (backing.IDOf); the answer is remembered, so that readers of an old
-// open, which may go on reading after the replacement, ask no more. A
-// file with dirty extents keeps them all (they are written back to
-// whatever file the path names), and its clean ones too, until it has no
-// dirty extent left. Extents whose source the engine does not know,
-// those a restart found in the index and those written through the
-// cache, are taken for the file that the backing store holds when a read
-// first names one.
+// first identity a call names while it holds none of the file, since the
+// copies that follow read that file or one that replaced it since, and
+// the writes that follow are that file's. A call that names another
+// identity costs one look at the backing store (backing.IDOf); the answer
+// is remembered, so that readers of an old open, which may go on reading
+// after the replacement, ask no more. A file with dirty extents keeps them
+// all (they are written back to whatever file the path names), and its
+// clean ones too, until it has no dirty extent left. Extents whose source
+// the engine does not know, those a restart found in the index and those
+// written by callers that named no file, are taken for the file that the
+// backing store holds when a call first names one.
 func ReadingFile(ctx context.Context, id backing.FileID) context.Context {
 	if id.Ino == 0 {
 		return ctx

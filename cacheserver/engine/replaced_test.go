@@ -144,3 +144,30 @@ func TestFileWrittenThroughTheCacheIsNotReplaced(t *testing.T) {
 			st.ReplacedFiles, r.backingReads()-reads)
 	}
 }
+
+// TestWriteNamingAReplacementKeepsTheOldBytesOut writes part of an extent
+// of a file replaced behind the cache, through an open of the new file:
+// the write must land in the new file's bytes, not in those of the old
+// file's cached extent, which reads of the new file would see around it
+// until the write-back.
+func TestWriteNamingAReplacementKeepsTheOldBytesOut(t *testing.T) {
+	const es = 4096
+	r := newRig(t, es, 8, nil)
+	r.writeBacking("f", bytes.Repeat([]byte("o"), es))
+	r.readNaming("f", r.backingID("f"), es)
+	r.replaceBacking("f", bytes.Repeat([]byte("n"), es))
+	ctx := ReadingFile(context.Background(), r.backingID("f"))
+	if _, err := r.e.WriteAt(ctx, "f", []byte("written"), 10); err != nil {
+		t.Fatal(err)
+	}
+	want := append(append(bytes.Repeat([]byte("n"), 10), []byte("written")...), bytes.Repeat([]byte("n"), es-17)...)
+	if got := r.readNaming("f", r.backingID("f"), es); !bytes.Equal(got, want) {
+		t.Fatalf("read of the new file after the write: %.40q", got)
+	}
+	if err := r.e.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.backingFile("f"); !bytes.Equal(got, want) {
+		t.Fatalf("backing file after the write-back: %.40q, want the new file's bytes around the write", got)
+	}
+}

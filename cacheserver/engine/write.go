@@ -78,6 +78,13 @@ func (e *Engine) fileForWrite(ctx context.Context, path string, off, n int64) (*
 	if err != nil && !errorsIsNotExist(err) {
 		return nil, err
 	}
+	if err == nil {
+		// A partial write would otherwise merge the extents of a file
+		// that the writer's replaced into the new one.
+		if f, err = e.unlessReplaced(ctx, f); err != nil {
+			return nil, err
+		}
+	}
 	if err == nil && e.passThrough(f) {
 		return f, errPassThrough
 	}

@@ -228,7 +228,8 @@ func (s *Server) write(ctx context.Context, req *wire.Request, resp *wire.Respon
 // acceptedWrite reads the last arguments of a write, which say whether
 // its bytes come from a client's page cache, and whether it completes a
 // write whose later pieces other servers took (a client of an earlier
-// release sends neither), and marks ctx for the engine if they do.
+// release sends neither), and marks ctx for the engine if they do; then
+// the backing file that the writer's open found, as for a read.
 func acceptedWrite(ctx context.Context, d *wire.Decoder) (context.Context, error) {
 	fromPageCache, err := optionalBool(d)
 	if err != nil {
@@ -244,7 +245,7 @@ func acceptedWrite(ctx context.Context, d *wire.Decoder) (context.Context, error
 	if completing {
 		ctx = engine.Completing(ctx)
 	}
-	return ctx, nil
+	return readingFile(ctx, d)
 }
 
 // optionalBool reads a last argument that clients of an earlier release

@@ -61,6 +61,21 @@ func TestOpenAfterAReplacementReadsTheNewFile(t *testing.T) {
 				openAndExpect(t, f, "f", fill('o', 3<<16))
 				replace(t, backingDir, "f", fill('n', 3<<16+5))
 				openAndExpect(t, f, "f", fill('n', 3<<16+5))
+
+				// A write through an open of the new file lands in its bytes,
+				// not in those the old file left cached.
+				replace(t, backingDir, "f", fill('m', 3<<16))
+				ctx := context.Background()
+				if _, err := f.Open(ctx, "f", syscall.O_RDWR); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.WriteAt(ctx, "f", fill('w', 10), 100); err != nil {
+					t.Fatal(err)
+				}
+				f.Released("f")
+				want := fill('m', 3<<16)
+				copy(want[100:], fill('w', 10))
+				openAndExpect(t, f, "f", want)
 			})
 		}
 	}

@@ -22,9 +22,11 @@ const (
 	// (engine.ReadingFile). A server of an earlier release ignores them
 	// and serves what it holds.
 	OpRead Op = 1 + iota
-	// OpWrite (path, off i64[, fromPageCache bool[, completing bool]];
-	// data) answers the count written (u32) and the server's incarnation
-	// (u64; see OpSync). fromPageCache says that the bytes are pages of the
+	// OpWrite (path, off i64[, fromPageCache bool[, completing bool[, ino
+	// u64, birth i64, gen u32]]]; data) answers the count written (u32) and
+	// the server's incarnation (u64; see OpSync). ino, birth and gen name
+	// the backing file as for OpRead: a write into an extent of a file
+	// that the named one replaced lands in the new file's bytes. fromPageCache says that the bytes are pages of the
 	// client's page cache, which the job was told were written: the
 	// cache's limit on new writes (the write window, and maxFiles at
 	// servers of an earlier release) does not refuse them. completing says
@@ -218,7 +220,8 @@ const (
 	// restart of the server finds its pipe closed.
 	OpWritePipe
 	// OpWritePiped (path, off i64, len u32, pipe id u64[, fromPageCache
-	// bool[, completing bool]]) writes like OpWrite the len bytes the client put into the
+	// bool[, completing bool[, ino u64, birth i64, gen u32]]]) writes like
+	// OpWrite the len bytes the client put into the
 	// pipe, which must hold them and nothing else; the server moves them
 	// into the slab itself. It answers the count written (u32) and the
 	// server's incarnation (u64). After an error the server closes the
