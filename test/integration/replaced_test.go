@@ -17,18 +17,32 @@ import (
 // cached data serves. The default set-up reaches its servers over Unix
 // sockets and reads the slab they lend; a cache directory whose path has
 // a comma makes them listen on loopback TCP, and every read goes through
-// the socket.
+// the socket. With the client cache the mount takes a file of another
+// inode number for another file, whose pages its kernel does not hold.
 func TestReplacedFilesAreSeenAtOpen(t *testing.T) {
 	requireFUSE(t)
-	for name, cacheDir := range map[string]string{"slab lent": "cache", "through the socket": "cache,tcp"} {
+	tests := map[string]struct {
+		cacheDir    string
+		clientCache bool
+	}{
+		"slab lent":          {cacheDir: "cache"},
+		"through the socket": {cacheDir: "cache,tcp"},
+		"client cache":       {cacheDir: "cache", clientCache: true},
+	}
+	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			in := dirs(t)
+			cacheDir := tc.cacheDir
 			in.cacheDir = filepath.Join(filepath.Dir(in.cacheDir), cacheDir)
 			old := randomBytes(2<<20+100, 1)
 			if err := os.WriteFile(filepath.Join(in.backing, "input"), old, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			up(t, in, 2)
+			var extra []string
+			if tc.clientCache {
+				extra = append(extra, "--client-cache")
+			}
+			up(t, in, 2, extra...)
 			st := readState(t, in.cacheDir)
 			if local := !strings.Contains(cacheDir, ","); local != strings.HasPrefix(st.Servers[0].Data, "/") {
 				t.Fatalf("server data address %q, want a Unix socket: %v", st.Servers[0].Data, local)
@@ -49,16 +63,9 @@ func TestReplacedFilesAreSeenAtOpen(t *testing.T) {
 			if n := replacedFiles(t, in, st); n == 0 {
 				t.Error("no server counted a replaced file")
 			}
-			// Removed and created again, on ext4 the file often gets the
-			// inode number of the removed one, and another generation.
-			if err := os.Remove(filepath.Join(in.backing, "input")); err != nil {
-				t.Fatal(err)
+			if !tc.clientCache {
+				recreate(t, in)
 			}
-			recreated := randomBytes(2<<20+11, 4)
-			if err := os.WriteFile(filepath.Join(in.backing, "input"), recreated, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			sameFile(t, filepath.Join(in.mount, "input"), recreated)
 
 			out := randomBytes(2<<20+300, 3)
 			writeSynced(t, filepath.Join(in.mount, "out"), out)
@@ -70,6 +77,23 @@ func TestReplacedFilesAreSeenAtOpen(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recreate removes the backing file input of in and creates it anew, and
+// reads it through the mount: the new bytes. On ext4 the file often gets
+// the inode number of the removed one, and another generation. With the
+// client cache, the node's kernel may keep pages of the removed file for
+// one of the same inode number, which the test leaves alone.
+func recreate(t *testing.T, in instance) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(in.backing, "input")); err != nil {
+		t.Fatal(err)
+	}
+	recreated := randomBytes(2<<20+11, 4)
+	if err := os.WriteFile(filepath.Join(in.backing, "input"), recreated, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sameFile(t, filepath.Join(in.mount, "input"), recreated)
 }
 
 // replacedFiles sums the files the servers of in dropped for a replaced
