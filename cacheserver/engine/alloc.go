@@ -277,6 +277,7 @@ func (e *Engine) setCleanLocked(x *extent) {
 		e.dirtyBytes -= int64(x.hi - x.lo)
 		x.lo, x.hi = 0, 0
 		e.dirty.remove(x)
+		x.f.dirtyExtents--
 	}
 	x.recovered = false
 	if x.list == nil {
@@ -304,6 +305,7 @@ func (e *Engine) setDirtyLocked(x *extent, lo, hi int32) {
 		e.dirty.moveToBack(x)
 	} else {
 		e.dirty.pushBack(x)
+		x.f.dirtyExtents++
 	}
 	e.markExtLocked(x)
 	// Writers mostly fill extents in order: one dirty from end to end is

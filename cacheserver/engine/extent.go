@@ -107,10 +107,12 @@ type file struct {
 	// unknown: they may be of any file the path named since.
 	source, replacedBy backing.FileID
 	blind              bool
-	notSource          []backing.FileID
-	misses             seqread.Streams // readers of missing extents, for prefetch
-	hits               seqread.Streams // readers of cached extents, for read-ahead
-	prefetching        int             // prefetches of this file in flight
+	// dirtyExtents counts the extents of f on the dirty list.
+	dirtyExtents int
+	notSource    []backing.FileID
+	misses       seqread.Streams // readers of missing extents, for prefetch
+	hits         seqread.Streams // readers of cached extents, for read-ahead
+	prefetching  int             // prefetches of this file in flight
 	// notReadAhead: the kernel does not read the backing file ahead of
 	// copies (backing.RangeCopier), as the last prefetch found.
 	notReadAhead bool

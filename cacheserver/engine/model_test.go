@@ -355,6 +355,25 @@ func (m *modelRun) checkBacking(dir string) {
 	}
 }
 
+// checkDirtyCounts checks that each file counts its dirty extents right
+// (file.dirtyExtents), which reads of a replaced file go by.
+func (m *modelRun) checkDirtyCounts() {
+	e := m.r.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for p, f := range e.files {
+		n := 0
+		for _, x := range f.extents {
+			if x.list == &e.dirty {
+				n++
+			}
+		}
+		if n != f.dirtyExtents {
+			m.fail("%s counts %d dirty extents, has %d", p, f.dirtyExtents, n)
+		}
+	}
+}
+
 func TestModel(t *testing.T) {
 	seeds, ops := 50, 2000
 	if *soak {
@@ -367,6 +386,7 @@ func TestModel(t *testing.T) {
 			m := newModelRun(t, uint64(seed))
 			for range ops {
 				m.step()
+				m.checkDirtyCounts()
 			}
 			m.do("final flush", m.r.e.Flush(context.Background()))
 			m.checkBacking("")

@@ -51,6 +51,7 @@ func (e *Engine) recover() error {
 	slices.SortFunc(dirty, func(a, b *extent) int { return a.lastWrite.Compare(b.lastWrite) })
 	for _, x := range dirty {
 		e.dirty.pushBack(x)
+		x.f.dirtyExtents++
 	}
 	for s := len(used) - 1; s >= 0; s-- {
 		if !used[s] {

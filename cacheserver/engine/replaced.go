@@ -174,15 +174,10 @@ func (f *file) copyingLocked() {
 	}
 }
 
-// hasDirtyLocked reports whether f holds dirty extents.
-func (e *Engine) hasDirtyLocked(f *file) bool {
-	for _, x := range f.extents {
-		if x.dirty() {
-			return true
-		}
-	}
-	return false
-}
+// hasDirtyLocked reports whether f holds dirty extents, without going
+// through them: a read of a file that waits for its dirty extents to be
+// written back asks at every call.
+func (e *Engine) hasDirtyLocked(f *file) bool { return f.dirtyExtents > 0 }
 
 // dropReplaced drops the clean extents of f, whose backing file named
 // replaced the one they came from, as InvalidatePath does, and reports
