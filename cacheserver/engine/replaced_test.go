@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"syscall"
 	"testing"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
@@ -169,5 +170,22 @@ func TestWriteNamingAReplacementKeepsTheOldBytesOut(t *testing.T) {
 	}
 	if got := r.backingFile("f"); !bytes.Equal(got, want) {
 		t.Fatalf("backing file after the write-back: %.40q, want the new file's bytes around the write", got)
+	}
+}
+
+// TestWriteWhenTheCheckFails writes through an open of the file that
+// replaced the cached one while the backing store cannot be asked which
+// file the path names: the write goes in, as it did before writes named
+// their file, since pages a client's kernel wrote back cannot be retried.
+func TestWriteWhenTheCheckFails(t *testing.T) {
+	const es = 4096
+	r := newRig(t, es, 8, nil)
+	r.writeBacking("f", bytes.Repeat([]byte("o"), es))
+	r.readNaming("f", r.backingID("f"), es)
+	r.replaceBacking("f", bytes.Repeat([]byte("n"), es))
+	ctx := Accepted(ReadingFile(context.Background(), r.backingID("f")))
+	r.faulty.SetError(backing.OpStat, syscall.EIO)
+	if _, err := r.e.WriteAt(ctx, "f", []byte("pages"), 0); err != nil {
+		t.Fatalf("write of written-back pages while the check fails: %v", err)
 	}
 }

@@ -80,9 +80,11 @@ func (e *Engine) fileForWrite(ctx context.Context, path string, off, n int64) (*
 	}
 	if err == nil {
 		// A partial write would otherwise merge the extents of a file
-		// that the writer's replaced into the new one.
-		if f, err = e.unlessReplaced(ctx, f); err != nil {
-			return nil, err
+		// that the writer's replaced into the new one. A check that fails
+		// leaves the write as before: pages that a client's kernel wrote
+		// back (Accepted) are gone from it if the write fails.
+		if g, err := e.unlessReplaced(ctx, f); err == nil {
+			f = g
 		}
 	}
 	if err == nil && e.passThrough(f) {
