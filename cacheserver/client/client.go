@@ -94,7 +94,10 @@ type FS struct {
 	mu    sync.Mutex
 	files map[string]*fileState
 	// sources are the identities of the backing files that the last
-	// opens of paths found, until the mount releases them (opened).
+	// opens of paths found, until the mount releases them (opened). Every
+	// read and write looks them up, under srcMu, not mu, which they would
+	// otherwise contend for with everything else of the client.
+	srcMu   sync.Mutex
 	sources map[string]backing.FileID
 	// extensions counts the writes of this client that made a file longer
 	// than it knew it to be; see fileState.grewAt.

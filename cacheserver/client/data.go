@@ -484,7 +484,7 @@ func (f *FS) Released(path string) {
 	if st := f.files[path]; st != nil && st.pending == 0 {
 		delete(f.files, path)
 	}
-	delete(f.sources, path)
+	f.forgetSources(path)
 }
 
 // forget drops what the client knows about path.
@@ -493,6 +493,6 @@ func (f *FS) forget(paths ...string) {
 	defer f.mu.Unlock()
 	for _, p := range paths {
 		delete(f.files, p)
-		delete(f.sources, p)
 	}
+	f.forgetSources(paths...)
 }

@@ -14,17 +14,26 @@ import (
 // the replacement reads the new file; one opened before may go on
 // reading what the cache holds.
 func (f *FS) opened(path string, a namespace.Attr) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.srcMu.Lock()
+	defer f.srcMu.Unlock()
 	f.sources[path] = backing.FileID{Ino: a.Ino, Birth: a.Birth, Gen: a.Gen}
 }
 
 // sourceOf returns the identity of the backing file that the last open of
 // path found, or the zero one if the client knows none.
 func (f *FS) sourceOf(path string) backing.FileID {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.srcMu.Lock()
+	defer f.srcMu.Unlock()
 	return f.sources[path]
+}
+
+// forgetSources forgets the backing files that opens of paths found.
+func (f *FS) forgetSources(paths ...string) {
+	f.srcMu.Lock()
+	defer f.srcMu.Unlock()
+	for _, p := range paths {
+		delete(f.sources, p)
+	}
 }
 
 // withIdentity reads the creation time and inode generation that end the
