@@ -279,7 +279,7 @@ func (f *FS) readLocal(ctx context.Context, l *localSlab, path string, pc placem
 	}
 	// The server reads ahead for a reader that goes in order, which it
 	// cannot tell by itself when some of the reads came from leases.
-	args := f.naming(path, pathArgs(path).Int64(pc.Off).Uint32(uint32(len(dst))).Bool(true).Bool(seq))
+	args := namingFile(key.src, pathArgs(path).Int64(pc.Off).Uint32(uint32(len(dst))).Bool(true).Bool(seq))
 	epoch := l.leases.epoch()
 	rep, err := l.srv.Do(ctx, &wire.Call{Op: wire.OpReadSpans, Cred: cred(ctx), Args: args.Bytes(), Dst: dst})
 	if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EOPNOTSUPP) {

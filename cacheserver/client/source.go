@@ -51,7 +51,12 @@ func withIdentity(d *wire.Decoder, a namespace.Attr) namespace.Attr {
 // if the client knows one; servers of an earlier release ignore it. Every
 // optional argument before it must be in args already.
 func (f *FS) naming(path string, args *wire.Encoder) *wire.Encoder {
-	if id := f.sourceOf(path); id.Ino != 0 {
+	return namingFile(f.sourceOf(path), args)
+}
+
+// namingFile ends args with id, as naming does, when id names a file.
+func namingFile(id backing.FileID, args *wire.Encoder) *wire.Encoder {
+	if id.Ino != 0 {
 		args.Uint64(id.Ino).Int64(id.Birth).Uint32(id.Gen)
 	}
 	return args
