@@ -267,6 +267,9 @@ func (e *Engine) removeExtentLocked(x *extent) {
 	}
 	x.state = dead
 	delete(x.f.extents, x.idx)
+	if len(x.f.extents) == 0 {
+		e.sourceChangedLocked(x.f)
+	}
 	e.markExtLocked(x)
 	e.cond.Broadcast()
 }

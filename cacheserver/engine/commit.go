@@ -90,7 +90,7 @@ func (e *Engine) wantChanges() {
 func (e *Engine) commitPending() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return len(e.idxExt) > 0 || len(e.idxFile) > 0 || len(e.idxChange) > 0 || len(e.pendingFree) > 0
+	return len(e.idxExt) > 0 || len(e.idxFile) > 0 || len(e.idxChange) > 0 || len(e.idxSource) > 0 || len(e.pendingFree) > 0
 }
 
 // commitOnce commits every index change made so far, in one transaction.
@@ -117,6 +117,9 @@ func (e *Engine) commitOnce() error {
 		}
 		for c := range batch.Changes {
 			e.idxChange[c] = struct{}{}
+		}
+		for p := range batch.Sources {
+			e.idxSource[p] = struct{}{}
 		}
 		e.pendingFree = append(e.pendingFree, freeing...)
 		e.st.commitFailures++
@@ -200,6 +203,7 @@ func (e *Engine) batchLocked() (index.Batch, []index.Key, []string) {
 		b.Changes = e.changesLocked()
 		e.changesWanted = false
 	}
+	b.Sources = e.sourcesLocked()
 	clear(e.idxExt)
 	clear(e.idxFile)
 	return b, keys, files

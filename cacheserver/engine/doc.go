@@ -120,10 +120,15 @@
 //     back (to the new file, by path; only their dirty ranges are
 //     written, so no byte of the old file goes with them). A reader of
 //     the old file, whose open came before the replacement, is served from
-//     the cache as before. Extents whose source is unknown (found in the
-//     index after a restart, or written by callers that name no file) are
-//     taken for the file the path names when a call first names it, so a
-//     file replaced while its server was down still needs InvalidatePath.
+//     the cache as before. The source goes into the index with the
+//     file's first extent (its own record, not a file record: a file with
+//     clean extents only has none), so a restart keeps it, and a file
+//     replaced while its server was down is seen at the first call that
+//     names the new one. Extents whose source is unknown (written by calls
+//     that named no file before any call named one, or found with no
+//     source record, as an earlier release leaves them) are taken for the
+//     file the path names when a call first names it: such a file
+//     replaced while its server was down still needs InvalidatePath.
 //     A file overwritten in place keeps its identity, and the engine
 //     cannot tell it changed.
 //   - Read-ahead: a miss right after a miss of the previous extent by one

@@ -61,6 +61,7 @@ type Engine struct {
 	idxExt    map[index.Key]struct{}
 	idxFile   map[string]struct{}
 	idxChange map[index.Change]struct{}
+	idxSource map[string]struct{}
 	// changesStored holds the change records the committed index holds;
 	// changesWanted has the next commit write those queued (wantChanges).
 	changesStored map[index.Change]struct{}
@@ -123,7 +124,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, log: cfg.Logger, backing: cfg.Backing, es: cfg.ExtentSize, tun: cfg.Tunables,
-		files: map[string]*file{}, dooms: map[*file]struct{}{}, overtaken: map[unlinkKey]time.Time{}, idxExt: map[index.Key]struct{}{}, idxFile: map[string]struct{}{}, durableDirty: map[index.Key]int32{},
+		files: map[string]*file{}, dooms: map[*file]struct{}{}, overtaken: map[unlinkKey]time.Time{}, idxExt: map[index.Key]struct{}{}, idxFile: map[string]struct{}{}, idxSource: map[string]struct{}{}, durableDirty: map[index.Key]int32{},
 		commitKick: make(chan struct{}, 1), stop: make(chan struct{}),
 		changedNames: map[string]nameChange{},
 		changedAttrs: map[string]nameChange{},

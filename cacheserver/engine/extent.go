@@ -107,6 +107,9 @@ type file struct {
 	// unknown: they may be of any file the path named since.
 	source, replacedBy backing.FileID
 	blind              bool
+	// sourceRecord is the source the index holds for f, or that the
+	// next commit writes (see sourceChangedLocked).
+	sourceRecord backing.FileID
 	// dirtyExtents counts the extents of f on the dirty list.
 	dirtyExtents int
 	notSource    []backing.FileID

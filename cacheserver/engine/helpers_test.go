@@ -154,7 +154,7 @@ func (r *rig) trackedFiles() int {
 func (e *Engine) committed() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return len(e.idxExt) == 0 && len(e.idxFile) == 0 && len(e.pendingFree) == 0 && e.commitDone == e.commitStarted
+	return len(e.idxExt) == 0 && len(e.idxFile) == 0 && len(e.idxSource) == 0 && len(e.pendingFree) == 0 && e.commitDone == e.commitStarted
 }
 
 // crashable sets c up for crash tests: the cache directory on fsys, and

@@ -317,6 +317,9 @@ func (e *Engine) placeholderLocked(f *file, idx int64, slot int32) (*extent, err
 	x := &extent{f: f, idx: idx, state: loading, slot: -1}
 	x.mu.Lock()
 	f.extents[idx] = x
+	if len(f.extents) == 1 {
+		e.sourceChangedLocked(f)
+	}
 	return x, nil
 }
 
@@ -324,6 +327,9 @@ func (e *Engine) placeholderLocked(f *file, idx int64, slot int32) (*extent, err
 func (e *Engine) abandonLocked(x *extent, slot int32) {
 	x.state = dead
 	delete(x.f.extents, x.idx)
+	if len(x.f.extents) == 0 {
+		e.sourceChangedLocked(x.f)
+	}
 	e.releaseSlotLocked(slot)
 }
 

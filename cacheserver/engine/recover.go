@@ -48,6 +48,9 @@ func (e *Engine) recover() error {
 	if err := e.idx.LoadChanges(e.recoverChange); err != nil {
 		return fmt.Errorf("loading index: %w", err)
 	}
+	if err := e.idx.LoadSources(e.recoverSource); err != nil {
+		return fmt.Errorf("loading index: %w", err)
+	}
 	slices.SortFunc(dirty, func(a, b *extent) int { return a.lastWrite.Compare(b.lastWrite) })
 	for _, x := range dirty {
 		e.dirty.pushBack(x)

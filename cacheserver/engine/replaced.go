@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
+	"github.com/burstcache/burstcache/cacheserver/index"
 )
 
 type readingKey struct{}
@@ -27,15 +28,16 @@ type readingKey struct{}
 // The engine records the identity of the file its extents come from: the
 // first identity a call names while it holds none of the file, since the
 // copies that follow read that file or one that replaced it since, and
-// the writes that follow are that file's. A call that names another
-// identity costs one look at the backing store (backing.IDOf); the answer
-// is remembered, so that readers of an old open, which may go on reading
-// after the replacement, ask no more. A file with dirty extents keeps them
-// all (they are written back to whatever file the path names), and its
-// clean ones too, until it has no dirty extent left. Extents whose source
-// the engine does not know, those a restart found in the index and those
-// written by callers that named no file, are taken for the file that the
-// backing store holds when a call first names one.
+// the writes that follow are that file's. The index keeps it across a
+// restart. A call that names another identity costs one look at the
+// backing store (backing.IDOf); the answer is remembered, so that readers
+// of an old open, which may go on reading after the replacement, ask no
+// more. A file with dirty extents keeps them all (they are written back
+// to whatever file the path names), and its clean ones too, until it has
+// no dirty extent left. Extents whose source the engine does not know,
+// those written by callers that named no file and those a restart found
+// with no record of their source, are taken for the file that the backing
+// store holds when a call first names one.
 func ReadingFile(ctx context.Context, id backing.FileID) context.Context {
 	if id.Ino == 0 {
 		return ctx
@@ -105,6 +107,7 @@ func (e *Engine) judgeLocked(f *file, named backing.FileID) verdict {
 		// it since; a copier's open may be of an older one.
 		f.source, f.replacedBy, f.notSource, f.blind = named, backing.FileID{}, nil, false
 		f.copierStale = f.copier
+		e.sourceChangedLocked(f)
 		return serve
 	case f.source.Ino != 0 && same(f.source), slices.ContainsFunc(f.notSource, same):
 		return serve
@@ -135,6 +138,7 @@ func (e *Engine) askStore(ctx context.Context, f *file, named backing.FileID) (v
 		return serve, nil
 	case f.source.Ino == 0 && !f.blind:
 		f.source = now
+		e.sourceChangedLocked(f)
 		return serve, nil
 	case e.hasDirtyLocked(f):
 		f.replacedBy = named
@@ -163,6 +167,7 @@ func (e *Engine) learnSource(ctx context.Context, f *file) {
 	// Extents placed during the look may be of an older file.
 	if err == nil && f.source.Ino == 0 && len(f.extents) == 0 {
 		f.source, f.blind = id, false
+		e.sourceChangedLocked(f)
 	}
 }
 
@@ -206,6 +211,7 @@ func (e *Engine) dropReplaced(f *file, named backing.FileID) bool {
 		f.replacedLocked(f.source)
 	}
 	f.source, f.replacedBy, f.blind = named, backing.FileID{}, false
+	e.sourceChangedLocked(f)
 	f.statted = false
 	e.st.replaced++
 	return true
@@ -218,4 +224,59 @@ func (f *file) replacedLocked(id backing.FileID) {
 	if len(f.notSource) > maxNotSource {
 		f.notSource = f.notSource[1:]
 	}
+}
+
+// durableSourceLocked returns the source of f that the index is to hold:
+// its known source while it holds extents, none otherwise.
+func durableSourceLocked(f *file) backing.FileID {
+	if f == nil || f.dead || f.shared || f.blind || len(f.extents) == 0 {
+		return backing.FileID{}
+	}
+	return f.source
+}
+
+// sourceChangedLocked queues the source record of f for the next commit
+// when what the index is to hold of it changed: its source, its blindness,
+// or whether it holds extents. The record goes in the commit that takes
+// f's first extent, or an earlier one, so a restart never finds extents
+// of a file under the source of the one before.
+func (e *Engine) sourceChangedLocked(f *file) {
+	if durableSourceLocked(f) != f.sourceRecord {
+		e.idxSource[f.path] = struct{}{}
+	}
+}
+
+// sourcesLocked serialises the queued source records: a known source is
+// put, no source deleted.
+func (e *Engine) sourcesLocked() map[string]*index.Source {
+	if len(e.idxSource) == 0 {
+		return nil
+	}
+	b := make(map[string]*index.Source, len(e.idxSource))
+	for p := range e.idxSource {
+		f := e.files[p]
+		id := durableSourceLocked(f)
+		if f != nil {
+			f.sourceRecord = id
+		}
+		b[p] = nil
+		if id.Ino != 0 {
+			b[p] = &index.Source{Ino: id.Ino, Birth: id.Birth, Gen: id.Gen}
+		}
+	}
+	clear(e.idxSource)
+	return b
+}
+
+// recoverSource gives the file at p the source its record names, if the
+// restarted engine found extents of it; the records of others go.
+func (e *Engine) recoverSource(p string, r index.Source) error {
+	f := e.files[p]
+	if f == nil || len(f.extents) == 0 {
+		e.idxSource[p] = struct{}{}
+		return nil
+	}
+	f.source = backing.FileID{Ino: r.Ino, Birth: r.Birth, Gen: r.Gen}
+	f.sourceRecord = f.source
+	return nil
 }

@@ -3,10 +3,13 @@ package engine
 import (
 	"bytes"
 	"context"
+	"maps"
 	"syscall"
 	"testing"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
+	"github.com/burstcache/burstcache/cacheserver/index"
+	"github.com/burstcache/burstcache/cacheserver/vfs"
 )
 
 // backingID returns the identity of the backing file p.
@@ -188,4 +191,126 @@ func TestWriteWhenTheCheckFails(t *testing.T) {
 	if _, err := r.e.WriteAt(ctx, "f", []byte("pages"), 0); err != nil {
 		t.Fatalf("write of written-back pages while the check fails: %v", err)
 	}
+}
+
+// TestFileReplacedWhileStoppedIsSeen replaces the backing file of cached
+// extents while the engine is stopped, cleanly or by a crash at each of
+// its durable steps: a read that names the new file after the restart
+// must read it, not the extents of the old one, and a read that names a
+// file the restart found unchanged must be served from the cache.
+func TestFileReplacedWhileStoppedIsSeen(t *testing.T) {
+	const es = 4096
+	gen := func(c byte) []byte { return bytes.Repeat([]byte{c}, 2*es+100) }
+	t.Run("restart", func(t *testing.T) {
+		r := newRig(t, es, 8, nil)
+		r.writeBacking("f", gen('o'))
+		r.writeBacking("g", gen('g'))
+		r.readNaming("f", r.backingID("f"), len(gen('o')))
+		r.readNaming("g", r.backingID("g"), len(gen('g')))
+		r.restart()
+		r.replaceBacking("f", gen('n'))
+
+		reads := r.backingReads()
+		if got := r.readNaming("g", r.backingID("g"), len(gen('g'))); !bytes.Equal(got, gen('g')) {
+			t.Fatalf("read of the unchanged file after a restart: %.10q...", got)
+		}
+		if n := r.backingReads() - reads; n != 0 {
+			t.Errorf("the unchanged file was read %d times from the backing store, want it served from the cache", n)
+		}
+		if got := r.readNaming("f", r.backingID("f"), len(gen('n'))); !bytes.Equal(got, gen('n')) {
+			t.Fatalf("read of the file replaced while the engine was stopped: %.10q..., want the new file", got)
+		}
+		if st := r.e.Stats(); st.ReplacedFiles != 1 {
+			t.Errorf("ReplacedFiles = %d, want 1", st.ReplacedFiles)
+		}
+	})
+	t.Run("crash", func(t *testing.T) {
+		ctx := context.Background()
+		for step := 1; ; step++ {
+			fsys := vfs.NewCrashable(vfs.OS{}, uint64(step))
+			r := newRig(t, es, 8, func(c *Config) { crashable(t, c, fsys) })
+			fsys.CrashAtStep(step)
+			// Cache the first file, then the one that replaces it while the
+			// engine runs; a crash at any step ends the calls with errors.
+			r.writeBacking("f", gen('1'))
+			first := ReadingFile(ctx, r.backingID("f"))
+			r.e.ReadAt(first, "f", make([]byte, 2*es+100), 0)
+			r.e.waitCommit(ctx)
+			r.replaceBacking("f", gen('2'))
+			second := ReadingFile(ctx, r.backingID("f"))
+			r.e.ReadAt(second, "f", make([]byte, 2*es+100), 0)
+			r.e.waitCommit(ctx)
+			crashed := fsys.Crashed()
+			r.crash(fsys)
+
+			// The restarted engine serves whichever file the path names.
+			if got := r.readNaming("f", r.backingID("f"), len(gen('2'))); !bytes.Equal(got, gen('2')) {
+				t.Fatalf("crash at step %d: read of the current file: %.10q..., want the second file", step, got)
+			}
+			r.replaceBacking("f", gen('3'))
+			if got := r.readNaming("f", r.backingID("f"), len(gen('3'))); !bytes.Equal(got, gen('3')) {
+				t.Fatalf("crash at step %d, file replaced after the restart: %.10q..., want the third file", step, got)
+			}
+			r.e.Close()
+			r.e = nil
+			if !crashed {
+				break
+			}
+		}
+	})
+}
+
+// TestSourceRecordsGoWithTheExtents checks that the index keeps the
+// source of a file only while the cache holds extents of it: records of
+// files evicted, invalidated, unlinked or dropped are deleted, so the
+// index does not grow with every file a job ever read.
+func TestSourceRecordsGoWithTheExtents(t *testing.T) {
+	const es = 4096
+	ctx := context.Background()
+	r := newRig(t, es, 16, nil)
+	gone := map[string]func() error{
+		"evicted":     func() error { return r.e.EvictPath(ctx, "evicted") },
+		"invalidated": func() error { return r.e.InvalidatePath(ctx, "invalidated") },
+		"unlinked":    func() error { return r.e.Unlink(ctx, "unlinked") },
+		"dropped":     func() error { return r.e.Drop(ctx, "dropped") },
+	}
+	for p := range gone {
+		r.writeBacking(p, []byte(p))
+		r.readNaming(p, r.backingID(p), len(p))
+	}
+	r.writeBacking("kept", []byte("kept"))
+	kept := r.backingID("kept")
+	r.readNaming("kept", kept, 4)
+	if err := r.e.waitCommit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.sourceRecords(); len(got) != len(gone)+1 {
+		t.Fatalf("source records after the reads: %v, want one per file", got)
+	}
+	for p, remove := range gone {
+		if err := remove(); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+	}
+	if err := r.e.waitCommit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]backing.FileID{"kept": kept}
+	if got := r.sourceRecords(); !maps.Equal(got, want) {
+		t.Fatalf("source records after the files went: %v, want %v", got, want)
+	}
+}
+
+// sourceRecords returns the source records the index holds.
+func (r *rig) sourceRecords() map[string]backing.FileID {
+	r.t.Helper()
+	got := map[string]backing.FileID{}
+	err := r.e.idx.LoadSources(func(p string, s index.Source) error {
+		got[p] = backing.FileID{Ino: s.Ino, Birth: s.Birth, Gen: s.Gen}
+		return nil
+	})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return got
 }

@@ -109,6 +109,7 @@ func (e *Engine) forgetFileLocked(f *file) {
 	if e.files[f.path] == f {
 		delete(e.files, f.path)
 	}
+	e.sourceChangedLocked(f)
 	if f.record {
 		f.record = false
 		if e.cfg.Share.counts(f.path) {

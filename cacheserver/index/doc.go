@@ -12,7 +12,7 @@
 //
 // # On-disk format
 //
-// All integers are big-endian. Four buckets:
+// All integers are big-endian. Five buckets:
 //
 //	meta     "version"     uint32 format version (1)
 //	         "extentSize"  uint64 bytes per extent and per slot
@@ -41,12 +41,21 @@
 //	                'a': the inode of a backing file), path bytes
 //	         value: as a files value of size 0 with no doom: the
 //	                identity to fsync as, if any
+//	sources  key:   path bytes
+//	         value: uint64 inode, int64 creation time (Unix
+//	                nanoseconds), uint32 inode generation (0: unknown)
+//	                of the backing file the path's cached extents were
+//	                copied from                                  = 20 bytes
 //
 // A change record names what calls through the cache changed on the
 // backing store itself, a name or an inode, and no fsync there made
-// durable yet; the engine deletes it once one did. An index of a release
-// that knew no changes gets the bucket when opened; such a release opening
-// this index ignores it.
+// durable yet; the engine deletes it once one did. A source record names
+// the backing file a file's extents are of, so that a file the backing
+// store replaced while the engine was stopped is not served from extents
+// of the one it replaced. An index of a release that knew no changes or
+// sources gets the buckets when opened; such a release opening this index
+// ignores them (a source record it left stale makes the next release copy
+// the file up again, at worst).
 //
 // Paths never contain 0x00, so an extent key sorts after its path and before
 // the path of any other file with that prefix.

@@ -77,6 +77,7 @@ type Batch struct {
 	Extents map[Key]*Extent
 	Files   map[string]*File
 	Changes map[Change]*ChangeRecord
+	Sources map[string]*Source
 }
 
 // DB is an open index.
@@ -99,7 +100,7 @@ func open(path string, fsys vfs.FS, wait time.Duration) (*DB, error) {
 		return nil, fmt.Errorf("opening index %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketExtents, bucketFiles, bucketChanges} {
+		for _, b := range [][]byte{bucketMeta, bucketExtents, bucketFiles, bucketChanges, bucketSources} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -202,7 +203,7 @@ func apply(tx *bolt.Tx, b Batch) error {
 			return err
 		}
 	}
-	return applyChanges(tx, b.Changes)
+	return errors.Join(applyChanges(tx, b.Changes), applySources(tx, b.Sources))
 }
 
 func putOrDelete[T any](b *bolt.Bucket, key []byte, v *T, enc func(*T) []byte) error {

@@ -161,3 +161,39 @@ func TestOpenRefusesAnIndexInUse(t *testing.T) {
 	}
 	second.Close()
 }
+
+// TestSourcesRoundTrip commits source records, deletes one, and loads the
+// rest back, all their fields kept.
+func TestSourcesRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	db, err := Open(path, vfs.OS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]Source{
+		"a":   {Ino: 1<<63 + 1, Birth: -2, Gen: 1<<31 + 3},
+		"a/b": {Ino: 4},
+	}
+	b := Batch{Sources: map[string]*Source{"gone": {Ino: 5}}}
+	for p, s := range want {
+		b.Sources[p] = &s
+	}
+	if err := db.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Commit(Batch{Sources: map[string]*Source{"gone": nil}}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if db, err = Open(path, vfs.OS{}); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	got := map[string]Source{}
+	if err := db.LoadSources(func(p string, s Source) error { got[p] = s; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("sources loaded (-want +got):\n%s", diff)
+	}
+}

@@ -1,10 +1,14 @@
 package integration
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestReplacedFilesAreSeenAtOpen reads a file through a mount, which
@@ -105,4 +109,48 @@ func replacedFiles(t *testing.T, in instance, st localState) float64 {
 		n += scrapeMetrics(t, s.Control, "local:"+in.backing)["burstcache_replaced_files_total"]
 	}
 	return n
+}
+
+// TestFileReplacedWhileTheServerIsDownIsSeen reads a file through a
+// mount, which caches it, stops the server (cleanly, or with SIGKILL once
+// its index committed), replaces the file on the backing directory and
+// starts the server again over the same cache directory: the mount must
+// read the new file, not the data the restarted server found of the old.
+func TestFileReplacedWhileTheServerIsDownIsSeen(t *testing.T) {
+	requireFUSE(t)
+	for name, sig := range map[string]syscall.Signal{"stopped cleanly": syscall.SIGTERM, "killed": syscall.SIGKILL} {
+		t.Run(name, func(t *testing.T) {
+			in := dirs(t)
+			old := randomBytes(2<<20+100, 1)
+			if err := os.WriteFile(filepath.Join(in.backing, "input"), old, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			up(t, in, 1)
+			sameFile(t, filepath.Join(in.mount, "input"), old)
+			// The index commits within a second.
+			time.Sleep(1500 * time.Millisecond)
+			replaced := randomBytes(3<<20+7, 2)
+			err := stopAndStart(in, 0, sig, 0, func(servers int) error {
+				tmp := filepath.Join(in.backing, "input.tmp")
+				if err := os.WriteFile(tmp, replaced, 0o644); err != nil {
+					return err
+				}
+				if err := os.Rename(tmp, filepath.Join(in.backing, "input")); err != nil {
+					return err
+				}
+				out, err := exec.Command(bin, upArgs(in, servers)...).CombinedOutput()
+				if err != nil {
+					return fmt.Errorf("local up: %w\n%s", err, out)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameFile(t, filepath.Join(in.mount, "input"), replaced)
+			if n := replacedFiles(t, in, readState(t, in.cacheDir)); n != 1 {
+				t.Errorf("the restarted server counted %g replaced files, want 1", n)
+			}
+		})
+	}
 }
