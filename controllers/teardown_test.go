@@ -131,7 +131,10 @@ var _ = Describe("Teardown", func() {
 	It("refuses to delete the namespace of an instance, whose servers would go before its data is written back", func() {
 		w := newWorld()
 		inst, data := ready(w, nil)
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}
+		ns := &corev1.Namespace{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: w.ns}, ns)).To(Succeed())
+		Expect(ns.Labels).To(HaveKeyWithValue(cachev1alpha1.LabelHoldsInstances, "true"),
+			"the namespace of an instance with servers is not labelled: its guard would fail open while the manager is down")
 		err := k8sClient.Delete(ctx, ns)
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "deleting the namespace: %v", err)
 		Expect(err.Error()).To(ContainSubstring(inst.Name))

@@ -32,6 +32,12 @@ const (
 	// in the instance, from 0.
 	LabelServerIndex = "cache.burstcache.io/server-index"
 
+	// LabelHoldsInstances is set, to "true", on a namespace before the
+	// first object of a CacheInstance in it is made, and stays: the guard
+	// of namespace deletion refuses to delete such a namespace while the
+	// manager does not answer, where it lets others go.
+	LabelHoldsInstances = "cache.burstcache.io/holds-instances"
+
 	// AnnotationControlProtocol is set by the manager on every server pod
 	// it creates; its value is the version of the control API protocol
 	// that the pod's server speaks ("4" for servers that take only calls

@@ -26,6 +26,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		r.loadServerPods,
 		r.loadCacheClaims,
 		r.allocate,
+		r.markNamespace,
 		r.ensureService,
 		r.ensureDisruptionBudget,
 		r.ensureSecret,

@@ -24,9 +24,10 @@ import (
 // Deleting the instances first writes everything back; the namespace can
 // go once they are gone.
 //
-// The webhook fails open (failurePolicy ignore): it sees every namespace
-// deletion of the cluster, and a manager that is down must not stop them
-// all. While the manager is down, namespace deletion is not guarded.
+// The chart installs it twice: failing closed for namespaces labelled
+// LabelHoldsInstances, which the reconciler labels before it makes any
+// object of an instance, and failing open for every other namespace of
+// the cluster, whose deletion a manager that is down must not stop.
 type NamespaceGuard struct {
 	// Reader lists CacheInstances; the API server itself (the manager's
 	// APIReader), so that an instance created a moment ago is seen.

@@ -1,0 +1,35 @@
+package cacheinstance
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+)
+
+// markNamespace labels the instance's namespace as one that holds
+// instances, before any of the instance's objects is made: the guard of
+// namespace deletion then refuses to delete it even while the manager is
+// down, since deleting it would stop the instance's servers before their
+// data is written back.
+func (r *Reconciler) markNamespace(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.nsLabels[cachev1alpha1.LabelHoldsInstances] == "true" {
+		return ctrl.Result{}, nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"labels": map[string]string{cachev1alpha1.LabelHoldsInstances: "true"}}})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.inst.Namespace}}
+	if err := r.Client.Patch(ctx, ns, client.RawPatch(client.Merge.Type(), patch)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("labelling namespace %s as holding instances: %w", s.inst.Namespace, err)
+	}
+	return ctrl.Result{}, nil
+}
