@@ -136,9 +136,18 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	// that races with the open hide it rather than remove it.
 	n.addOpen()
 	a, err := n.m.fsys.Open(ctx, n.path(), int(flags))
-	if err == nil && a.Ino != 0 && a.Ino != n.StableAttr().Ino {
-		// The name now stands for another file: ESTALE makes the kernel
-		// look the name up again and retry.
+	if err == nil && a.Ino != 0 && a.Ino != n.StableAttr().Ino || errors.Is(err, syscall.ENOENT) {
+		// The name now stands for another file, or for none: ESTALE makes
+		// the kernel look the name up again and retry (an open that may
+		// create the file then creates it).
+		err = syscall.ESTALE
+	}
+	if err == nil && n.m.opts.ClientCache && a.IsRegular() && n.opensAnother(a) {
+		// A file created under the inode number of one removed behind the
+		// mount: the kernel's inode of n, its size and its pages are the
+		// old file's. Nodes made from now on are new (see generations),
+		// and ESTALE makes the kernel look the name up again into one.
+		n.m.gens.renew(a.Ino)
 		err = syscall.ESTALE
 	}
 	if err != nil {
@@ -159,8 +168,11 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if err != nil {
 		return nil, nil, 0, errno(err)
 	}
+	// go-fuse makes a new node of a created file whatever nodes it has of
+	// the inode number, and the kernel a new inode.
 	ci := n.newChild(ctx, a, out)
 	c := ci.Operations().(*node)
+	c.opensAnother(a)
 	c.addOpen()
 	h, fuseFlags := c.newHandle(ctx, flags)
 	return ci, h, fuseFlags, 0

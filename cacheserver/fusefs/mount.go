@@ -116,6 +116,9 @@ type Server struct {
 	interest     xattrInterest
 	probes       probes
 	xattrChanges atomic.Uint64
+	// gens are the generations of inode numbers of files replaced under
+	// them (see generations).
+	gens generations
 }
 
 // Mount mounts fsys on the directory mountpoint and serves it until Unmount.

@@ -35,10 +35,48 @@ type node struct {
 	// it was unlinked while open; unlinkAs is who unlinked it.
 	hidden   bool
 	unlinkAs context.Context
+	// opened is the creation time and generation of the backing file that
+	// the last open or create of n found (zero: unknown).
+	opened fileGen
+}
+
+// fileGen tells a backing file apart from one that took its inode number.
+type fileGen struct {
+	birth int64
+	gen   uint32
+}
+
+// other reports whether g and o are known to be different files: a field
+// both know differs.
+func (g fileGen) other(o fileGen) bool {
+	return g.birth != 0 && o.birth != 0 && g.birth != o.birth || g.gen != 0 && o.gen != 0 && g.gen != o.gen
+}
+
+// OnForget notes that the kernel forgot n.
+func (n *node) OnForget() {
+	st := n.StableAttr()
+	n.m.gens.forgot(st.Ino, st.Gen)
+}
+
+// opensAnother reports whether an open of n that found a is of another
+// file than the last open or create of n found under the same inode
+// number, and records a otherwise.
+func (n *node) opensAnother(a namespace.Attr) bool {
+	g := fileGen{a.Birth, a.Gen}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.opened.other(g) {
+		return true
+	}
+	if g != (fileGen{}) {
+		n.opened = g
+	}
+	return false
 }
 
 var (
 	_ fs.NodeLookuper       = (*node)(nil)
+	_ fs.NodeOnForgetter    = (*node)(nil)
 	_ fs.NodeGetattrer      = (*node)(nil)
 	_ fs.NodeSetattrer      = (*node)(nil)
 	_ fs.NodeAccesser       = (*node)(nil)
@@ -120,7 +158,7 @@ func (n *node) newChild(ctx context.Context, a namespace.Attr, out *fuse.EntryOu
 	case a.Mode&syscall.S_IFMT == syscall.S_IFDIR:
 		out.SetEntryTimeout(dirEntryTimeout)
 	}
-	return n.NewInode(ctx, c, fs.StableAttr{Mode: a.Mode & syscall.S_IFMT, Ino: a.Ino})
+	return n.NewInode(ctx, c, fs.StableAttr{Mode: a.Mode & syscall.S_IFMT, Ino: a.Ino, Gen: n.m.gens.current(a.Ino)})
 }
 
 // Lookup finds name in directory n. What it learnt of extended attributes

@@ -67,9 +67,7 @@ func TestReplacedFilesAreSeenAtOpen(t *testing.T) {
 			if n := replacedFiles(t, in, st); n == 0 {
 				t.Error("no server counted a replaced file")
 			}
-			if !tc.clientCache {
-				recreate(t, in)
-			}
+			recreate(t, in, tc.clientCache)
 
 			out := randomBytes(2<<20+300, 3)
 			writeSynced(t, filepath.Join(in.mount, "out"), out)
@@ -85,17 +83,30 @@ func TestReplacedFilesAreSeenAtOpen(t *testing.T) {
 
 // recreate removes the backing file input of in and creates it anew, and
 // reads it through the mount: the new bytes. On ext4 the file often gets
-// the inode number of the removed one, and another generation. With the
-// client cache, the node's kernel may keep pages of the removed file for
-// one of the same inode number, which the test leaves alone.
-func recreate(t *testing.T, in instance) {
+// the inode number of the removed one, and another generation: with the
+// client cache, the node's kernel must not serve the pages it kept of the
+// removed file once it trusts its names and attributes no more (a second).
+func recreate(t *testing.T, in instance, clientCache bool) {
 	t.Helper()
-	if err := os.Remove(filepath.Join(in.backing, "input")); err != nil {
+	p := filepath.Join(in.backing, "input")
+	var before syscall.Stat_t
+	if err := syscall.Stat(p, &before); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(p); err != nil {
 		t.Fatal(err)
 	}
 	recreated := randomBytes(2<<20+11, 4)
-	if err := os.WriteFile(filepath.Join(in.backing, "input"), recreated, 0o644); err != nil {
+	if err := os.WriteFile(p, recreated, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	var after syscall.Stat_t
+	if err := syscall.Stat(p, &after); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the recreated file has inode number %d, the removed one had %d", after.Ino, before.Ino)
+	if clientCache {
+		time.Sleep(1100 * time.Millisecond)
 	}
 	sameFile(t, filepath.Join(in.mount, "input"), recreated)
 }

@@ -1,0 +1,131 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+	"github.com/burstcache/burstcache/cacheserver/posixns"
+)
+
+// reusedIno answers one inode number for every regular file, and each
+// backing file's own inode number as its generation (at opens and
+// creations only, as the servers answer them): a file system that gives
+// every new file the inode number of the last one removed.
+type reusedIno struct{ *posixns.FS }
+
+const theIno = 4242
+
+func reuse(a namespace.Attr, gen bool) namespace.Attr {
+	if a.IsRegular() {
+		if gen {
+			a.Gen = uint32(a.Ino)
+		}
+		a.Ino = theIno
+	}
+	return a
+}
+
+func (r reusedIno) GetAttr(ctx context.Context, p string) (namespace.Attr, error) {
+	a, err := r.FS.GetAttr(ctx, p)
+	return reuse(a, false), err
+}
+
+func (r reusedIno) GetAttrProbing(ctx context.Context, p string, names []string) (namespace.Attr, []error, error) {
+	a, errs, err := r.FS.GetAttrProbing(ctx, p, names)
+	return reuse(a, false), errs, err
+}
+
+func (r reusedIno) Open(ctx context.Context, p string, flags int) (namespace.Attr, error) {
+	a, err := r.FS.Open(ctx, p, flags)
+	return reuse(a, true), err
+}
+
+func (r reusedIno) Create(ctx context.Context, p string, flags int, mode uint32) (namespace.Attr, error) {
+	a, err := r.FS.Create(ctx, p, flags, mode)
+	return reuse(a, true), err
+}
+
+// TestClientCacheKeepsNothingOfAFileWhoseInodeNumberWasReused replaces a
+// file behind a mount with the client cache, by one that has the removed
+// file's inode number, and creates one so through the mount while a
+// descriptor holds the removed one open: the kernel,
+// which trusts the size it knows of an inode it holds and keeps its
+// pages, must read and stat the new file once it trusts the name no
+// more, not the removed one.
+func TestClientCacheKeepsNothingOfAFileWhoseInodeNumberWasReused(t *testing.T) {
+	opts := Options{ClientCache: true, EntryTimeout: time.Millisecond, AttrTimeout: time.Millisecond}
+	mnt, backing, _, _ := mountOver(t, opts, func(p *posixns.FS) reusedIno { return reusedIno{p} })
+	const old, replaced = "the removed file", "the file that replaced it, longer"
+	if err := os.WriteFile(filepath.Join(backing, "f"), []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(mnt, "f")); string(got) != old {
+		t.Fatalf("first read: %q, %v", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(backing, "f.new"), []byte(replaced), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(backing, "f.new"), filepath.Join(backing, "f")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if got, err := os.ReadFile(filepath.Join(mnt, "f")); string(got) != replaced {
+		t.Fatalf("read of the file that replaced it: %q, %v; want %q", got, err, replaced)
+	}
+
+	// Removed behind the mount while a descriptor holds it open, and made
+	// again through the mount.
+	held, err := os.Open(filepath.Join(mnt, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := os.Remove(filepath.Join(backing, "f")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	const created = "made"
+	if err := os.WriteFile(filepath.Join(mnt, "f"), []byte(created), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(mnt, "f")); err != nil || fi.Size() != int64(len(created)) {
+		t.Fatalf("stat of the file made through the mount: %v, %v; want size %d", fi, err, len(created))
+	}
+	if got, err := os.ReadFile(filepath.Join(mnt, "f")); string(got) != created {
+		t.Fatalf("read of the file made through the mount: %q, %v", got, err)
+	}
+}
+
+// TestOpenOfANameRemovedBehindTheMount opens, through a mount with the
+// client cache, whose kernel trusts names for an hour, a file removed
+// behind the mount: an open that may create it makes it anew, one that
+// may not fails with ENOENT, as on a file system the kernel asks.
+func TestOpenOfANameRemovedBehindTheMount(t *testing.T) {
+	mnt, backing, _ := mount(t, Options{ClientCache: true, EntryTimeout: time.Hour, AttrTimeout: time.Hour})
+	for _, name := range []string{"created", "opened"} {
+		if err := os.WriteFile(filepath.Join(backing, name), []byte("old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(mnt, name)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(backing, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "created"), []byte("new"), 0o644); err != nil {
+		t.Fatalf("creating a file removed behind the mount: %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(backing, "created")); string(got) != "new" {
+		t.Fatalf("backing file made through the mount: %q, %v", got, err)
+	}
+	if _, err := os.Open(filepath.Join(mnt, "opened")); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("opening a file removed behind the mount: %v, want ENOENT", err)
+	}
+}
