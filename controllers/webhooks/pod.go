@@ -30,9 +30,11 @@ import (
 // pod's node, so the pod must be scheduled first; NodeStageVolume waits
 // for the instance instead.
 //
-// The webhook fails open (failurePolicy ignore): it sees every pod of the
-// cluster, and a manager that is down must not stop all pods from being
-// created; such a pod runs ungated and its mount waits for the instance.
+// The chart installs it twice: failing closed for pods that carry
+// directives, which would otherwise run without the cache they ask for,
+// and failing open for every other pod of the cluster, whose creation a
+// manager that is down must not stop; such a pod runs ungated and its
+// mount waits for the instance.
 type PodGate struct {
 	// Reader reads CacheInstances and CachePools.
 	Reader client.Reader
