@@ -142,7 +142,7 @@ func (e *Engine) commitOnce() error {
 
 // commitBatch makes batch durable.
 func (e *Engine) commitBatch(b index.Batch) error {
-	if len(b.Extents) == 0 && len(b.Files) == 0 && len(b.Changes) == 0 {
+	if len(b.Extents) == 0 && len(b.Files) == 0 && len(b.Changes) == 0 && len(b.Sources) == 0 {
 		return nil
 	}
 	e.mu.Lock()
@@ -152,7 +152,8 @@ func (e *Engine) commitBatch(b index.Batch) error {
 		return failed
 	}
 	if len(b.Extents) == 0 && len(b.Files) == 0 {
-		// Change records name no slot: the slab holds nothing they need.
+		// Change and source records name no slot: the slab holds nothing
+		// they need.
 		return e.idx.Commit(b)
 	}
 	// Durable step 1: fdatasync the slab. Every entry in the batch names a

@@ -224,6 +224,21 @@ func TestFileReplacedWhileStoppedIsSeen(t *testing.T) {
 			t.Errorf("ReplacedFiles = %d, want 1", st.ReplacedFiles)
 		}
 	})
+	t.Run("written through the cache", func(t *testing.T) {
+		// Its extents have no source until a call names one, which the
+		// engine learns from the backing store and commits on its own.
+		r := newRig(t, es, 8, nil)
+		r.write("f", 0, gen('w'))
+		if err := r.e.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r.readNaming("f", r.backingID("f"), len(gen('w')))
+		r.restart()
+		r.replaceBacking("f", gen('n'))
+		if got := r.readNaming("f", r.backingID("f"), len(gen('n'))); !bytes.Equal(got, gen('n')) {
+			t.Fatalf("read of the file replaced while the engine was stopped: %.10q..., want the new file", got)
+		}
+	})
 	t.Run("crash", func(t *testing.T) {
 		ctx := context.Background()
 		for step := 1; ; step++ {
