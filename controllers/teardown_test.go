@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -142,6 +143,56 @@ var _ = Describe("Teardown", func() {
 		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
 		Expect(os.ReadFile(outFile(w))).To(Equal(data))
 		Expect(k8sClient.Delete(ctx, ns)).To(Succeed())
+	})
+
+	It("goes on, with a warning, where a policy of the cluster keeps the label off its namespace", func() {
+		w := newWorld()
+		ns := &corev1.Namespace{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: w.ns}, ns)).To(Succeed())
+		ns.Labels["locked"] = "true"
+		Expect(k8sClient.Update(ctx, ns)).To(Succeed())
+		// A policy that refuses the label on namespaces labelled locked, as
+		// a cluster's own admission rules may.
+		policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "locked-namespaces-"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				MatchConstraints: &admissionregistrationv1.MatchResources{
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"locked": "true"}},
+					ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+						Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces"}},
+					}}},
+				},
+				Validations: []admissionregistrationv1.Validation{{
+					Expression: "object.metadata.labels == oldObject.metadata.labels",
+					Message:    "the labels of locked namespaces are the admins'",
+				}},
+			},
+		}
+		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, policy)).To(Succeed()) })
+		binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "locked-namespaces-"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+				PolicyName:        policy.Name,
+				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			},
+		}
+		Expect(k8sClient.Create(ctx, binding)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, binding)).To(Succeed()) })
+		// The policy takes a moment to apply.
+		Eventually(func() error {
+			probe := ns.DeepCopy()
+			probe.Labels["probe"] = "x"
+			return k8sClient.Update(ctx, probe, client.DryRunAll)
+		}).WithTimeout(10 * time.Second).Should(HaveOccurred())
+
+		inst, _ := ready(w, nil)
+		Expect(eventReasons(w.ns, inst.Name)).To(ContainElement(cachev1alpha1.ReasonNamespaceUnguarded))
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: w.ns}, ns)).To(Succeed())
+		Expect(ns.Labels).NotTo(HaveKey(cachev1alpha1.LabelHoldsInstances))
+		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
+		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
 	})
 
 	It("holds the instance while a pod mounts it and a server has dirty data, and lets go after the flush", func() {

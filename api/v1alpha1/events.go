@@ -22,4 +22,11 @@ const (
 	// before the files' last close. Nothing is lost; the files stay in the
 	// backing file system under those names, which the event lists.
 	ReasonHiddenNamesLeft = "HiddenNamesLeft"
+
+	// ReasonNamespaceUnguarded means the operator may not label the
+	// instance's namespace as one that holds instances (a policy of the
+	// cluster refuses it): the instance goes on, but while the manager is
+	// down nothing keeps the namespace from being deleted with its
+	// servers before their data is written back.
+	ReasonNamespaceUnguarded = "NamespaceUnguarded"
 )
