@@ -11,7 +11,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
-	"github.com/burstcache/burstcache/test/apiserver"
 )
 
 // TestServerPodGuardFailsClosedForServerPodsOnly installs the webhooks as
@@ -20,27 +19,16 @@ import (
 // theirs made a server, no exec into one), while every other pod of the
 // cluster is made, changed and reached as if burstcache were not there.
 func TestServerPodGuardFailsClosedForServerPodsOnly(t *testing.T) {
-	env, cfg, err := apiserver.Start(apiserver.Options{CRDs: true, Webhooks: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := withoutManager(t)
 	ctx := t.Context()
 	const ns = "jobs"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, cs, ns, nil)
 	pod := func(name string, labels map[string]string) *corev1.Pod {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "server", Image: "busybox"}}},
 		}
 	}
-	const unanswered = "failed calling webhook"
 	serverLabel := map[string]string{cachev1alpha1.LabelComponent: cachev1alpha1.ComponentServer}
 
 	// Other pods: made, relabelled and reached past admission (the exec
