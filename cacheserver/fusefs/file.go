@@ -136,7 +136,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	// that races with the open hide it rather than remove it.
 	n.addOpen()
 	a, err := n.m.fsys.Open(ctx, n.path(), int(flags))
-	if err == nil && a.Ino != 0 && a.Ino != n.StableAttr().Ino || errors.Is(err, syscall.ENOENT) {
+	if err == nil && a.Ino != 0 && a.Ino != n.StableAttr().Ino || err != nil && errno(err) == syscall.ENOENT {
 		// The name now stands for another file, or for none: ESTALE makes
 		// the kernel look the name up again and retry (an open that may
 		// create the file then creates it).

@@ -165,3 +165,29 @@ func TestFileReplacedWhileTheServerIsDownIsSeen(t *testing.T) {
 		})
 	}
 }
+
+// TestCreatingANameRemovedBehindTheMount removes a file on the backing
+// directory that a mount with the client cache knows, whose kernel trusts
+// the name for a second, and at once creates it through the mount: the
+// creation must make the file, as on NFS, not fail with ENOENT.
+func TestCreatingANameRemovedBehindTheMount(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	if err := os.WriteFile(filepath.Join(in.backing, "out"), []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	up(t, in, 2, "--client-cache")
+	if _, err := os.Stat(filepath.Join(in.mount, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(in.backing, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(in.mount, "out"), []byte("new"), 0o644); err != nil {
+		t.Fatalf("creating a name removed behind the mount: %v", err)
+	}
+	must(t, "local", "flush", "--mount", in.mount, in.mount)
+	if got, err := os.ReadFile(filepath.Join(in.backing, "out")); string(got) != "new" {
+		t.Fatalf("backing file: %q, %v", got, err)
+	}
+}
