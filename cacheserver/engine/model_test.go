@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/vfs"
 )
 
@@ -30,6 +31,10 @@ type modelRun struct {
 	rng   *rand.Rand
 	r     *rig
 	model map[string][]byte
+	// named holds the paths whose reads and writes name the backing file
+	// they open, as a client's do: those of files replaced behind the
+	// cache (replaceBehind) always, the others at random.
+	named map[string]bool
 	crash *vfs.Crashable
 	log   []string
 }
@@ -37,7 +42,7 @@ type modelRun struct {
 const modelES = 4096
 
 func newModelRun(t *testing.T, seed uint64) *modelRun {
-	m := &modelRun{t: t, rng: rand.New(rand.NewPCG(seed, 7)), model: map[string][]byte{}}
+	m := &modelRun{t: t, rng: rand.New(rand.NewPCG(seed, 7)), model: map[string][]byte{}, named: map[string]bool{}}
 	// The backing directory is on tmpfs too: write-back fsyncs it.
 	m.r = newRigOver(t, shmDir(t), modelES, 8+int64(seed%8), func(c *Config) {
 		c.Dir = filepath.Join(shmDir(t), "cache")
@@ -119,8 +124,10 @@ func (m *modelRun) step() {
 	case k < 90:
 		p := m.path()
 		m.do("invalidate "+p, m.r.e.InvalidatePath(ctx, p))
-	case k < 94:
+	case k < 93:
 		m.size(ctx)
+	case k < 94:
+		m.replaceBehind(ctx)
 	case k < 97:
 		m.crashRestart(ctx)
 	default:
@@ -144,8 +151,9 @@ func (m *modelRun) write(ctx context.Context) {
 	for i := range data {
 		data[i] = byte(m.rng.IntN(255) + 1)
 	}
+	ctx, as := m.naming(ctx, p)
 	n, err := m.r.e.WriteAt(ctx, p, data, off)
-	m.do(fmt.Sprintf("write %s [%d,%d)", p, off, off+int64(len(data))), err)
+	m.do(fmt.Sprintf("write %s [%d,%d)%s", p, off, off+int64(len(data)), as), err)
 	if n != len(data) {
 		m.fail("short write %d", n)
 	}
@@ -172,8 +180,9 @@ func (m *modelRun) readInOrder(ctx context.Context) {
 
 func (m *modelRun) readAt(ctx context.Context, p string, off int64, size int) {
 	b := make([]byte, size)
+	ctx, as := m.naming(ctx, p)
 	n, err := m.r.e.ReadAt(ctx, p, b, off)
-	m.log = append(m.log, fmt.Sprintf("read %s [%d,%d)", p, off, off+int64(len(b))))
+	m.log = append(m.log, fmt.Sprintf("read %s [%d,%d)%s", p, off, off+int64(len(b)), as))
 	cur, ok := m.model[p]
 	if !ok {
 		if !errors.Is(err, fs.ErrNotExist) {
@@ -191,6 +200,64 @@ func (m *modelRun) readAt(ctx context.Context, p string, off int64, size int) {
 	if (n < len(b)) != errors.Is(err, io.EOF) || (err != nil && !errors.Is(err, io.EOF)) {
 		m.fail("read %s: n=%d of %d, err=%v", p, n, len(b), err)
 	}
+}
+
+// naming marks ctx for a call that names the backing file p, as the
+// client's open found it, for the paths of named and half of the others,
+// and says so for the log.
+func (m *modelRun) naming(ctx context.Context, p string) (context.Context, string) {
+	if !m.named[p] && m.rng.IntN(2) == 0 {
+		return ctx, ""
+	}
+	id, err := backing.IDOf(ctx, backing.NewDir(m.r.root), p)
+	if err != nil {
+		return ctx, ""
+	}
+	return ReadingFile(ctx, id), fmt.Sprintf(" naming inode %d", id.Ino)
+}
+
+// replaceBehind writes a new file over p on the backing store, as a job
+// outside the cache does, once the cache wrote back what it held of p,
+// often while the engine is stopped: from then on every call names the
+// file it opens, and reads the new one.
+func (m *modelRun) replaceBehind(ctx context.Context) {
+	p := m.path()
+	if _, ok := m.model[p]; !ok {
+		return
+	}
+	m.do("flushpath "+p, m.r.e.FlushPath(ctx, p))
+	m.checkBacking(p)
+	// A read that names the file, as every client of this release does
+	// at its open: extents written by calls that named none are taken
+	// for that file's (see ReadingFile).
+	m.named[p] = true
+	m.readAt(ctx, p, 0, 1)
+	// No shorter than the file was: the engine keeps the size that
+	// writes through it gave a file (see ReadingFile), as it does at an
+	// invalidation.
+	data := make([]byte, len(m.model[p])+m.rng.IntN(3*modelES))
+	for i := range data {
+		data[i] = byte(m.rng.IntN(255) + 1)
+	}
+	bp := filepath.Join(m.r.root, p)
+	if err := os.WriteFile(bp+".new", data, 0o644); err != nil {
+		m.fail("writing the replacement of %s: %v", p, err)
+	}
+	if err := os.Rename(bp+".new", bp); err != nil {
+		m.fail("replacing %s: %v", p, err)
+	}
+	m.log = append(m.log, fmt.Sprintf("replace %s behind the cache (%d bytes)", p, len(data)))
+	m.model[p] = data
+	// Often while the engine was stopped.
+	switch m.rng.IntN(3) {
+	case 0:
+		m.crashRestart(ctx)
+	case 1:
+		m.log = append(m.log, "restart")
+		m.r.restart()
+	}
+	// The open that names the new file, and its first read.
+	m.readAt(ctx, p, 0, 1+len(data))
 }
 
 func firstDiff(a, b []byte) int {
@@ -229,6 +296,7 @@ func (m *modelRun) unlink(ctx context.Context) {
 		m.fail("unlink %s: %v", p, err)
 	}
 	delete(m.model, p)
+	delete(m.named, p)
 }
 
 // doomedUnlink unlinks a file as a client of servers does: Doom, the
@@ -271,6 +339,7 @@ func (m *modelRun) doomedUnlink(ctx context.Context) {
 			m.fail("removing %s: %v", bp, err)
 		}
 		delete(m.model, p)
+		delete(m.named, p)
 	}
 	if crashAt == 1 {
 		m.crashRestart(ctx)
@@ -295,6 +364,8 @@ func (m *modelRun) rename(ctx context.Context) {
 	m.do("rename "+from+" "+to, m.r.e.Rename(ctx, from, to))
 	m.model[to] = m.model[from]
 	delete(m.model, from)
+	m.named[to] = m.named[from]
+	delete(m.named, from)
 }
 
 func (m *modelRun) size(ctx context.Context) {

@@ -37,7 +37,9 @@ type readingKey struct{}
 // no dirty extent left. Extents whose source the engine does not know,
 // those written by callers that named no file and those a restart found
 // with no record of their source, are taken for the file that the backing
-// store holds when a call first names one.
+// store holds when a call first names one. The size that writes through
+// the cache gave the path stays, as at an invalidation: a replacement
+// shorter than that reads as that long.
 func ReadingFile(ctx context.Context, id backing.FileID) context.Context {
 	if id.Ino == 0 {
 		return ctx
