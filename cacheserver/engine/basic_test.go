@@ -199,23 +199,23 @@ func TestKnownSize(t *testing.T) {
 	r := newRig(t, 4096, 8, nil)
 	ctx := context.Background()
 	r.writeBacking("backed", make([]byte, 10000))
-	if size, ok := r.e.KnownSize("backed"); ok {
+	if size, ok := r.e.KnownSize("backed", 0); ok {
 		t.Fatalf("KnownSize of a file the cache holds nothing of = %d, true", size)
 	}
 	r.write("w", 5000, []byte("x"))
-	if size, ok := r.e.KnownSize("w"); !ok || size != 5001 {
+	if size, ok := r.e.KnownSize("w", 0); !ok || size != 5001 {
 		t.Fatalf("KnownSize after a write = %d, %v; want 5001", size, ok)
 	}
 	if err := r.e.ExtendSize(ctx, "w", 9000); err != nil {
 		t.Fatal(err)
 	}
-	if size, _ := r.e.KnownSize("w"); size != 9000 {
+	if size, _ := r.e.KnownSize("w", 0); size != 9000 {
 		t.Fatalf("KnownSize after ExtendSize = %d, want 9000", size)
 	}
 	if err := r.e.Truncate(ctx, "w", 100); err != nil {
 		t.Fatal(err)
 	}
-	if size, _ := r.e.KnownSize("w"); size != 100 {
+	if size, _ := r.e.KnownSize("w", 0); size != 100 {
 		t.Fatalf("KnownSize after Truncate = %d, want 100", size)
 	}
 }
@@ -240,5 +240,44 @@ func TestReadOfMissingFileKeepsNoRecord(t *testing.T) {
 	r.writeBacking("missing/f7", []byte("late"))
 	if n, err := r.e.ReadAt(ctx, "missing/f7", b, 0); string(b[:n]) != "late" || !errors.Is(err, io.EOF) {
 		t.Fatalf("read of a file created later = %q, %v", b[:n], err)
+	}
+}
+
+// TestKnownSizeTheBackingFileCaughtUpWithIsForgotten checks that a size
+// the cache knows is forgotten once the backing file is seen as long and
+// the cache holds no dirty data of the file, so that a shorter file that
+// replaces it behind the cache shows its own size; and that sizes of
+// data not written back stay, whatever the backing file's size.
+func TestKnownSizeTheBackingFileCaughtUpWithIsForgotten(t *testing.T) {
+	r := newRig(t, 4096, 8, nil)
+	ctx := context.Background()
+	r.write("w", 5000, []byte("x"))
+	if size, _ := r.e.KnownSize("w", 0); size != 5001 {
+		t.Fatalf("KnownSize of dirty data = %d, want 5001", size)
+	}
+	if err := r.e.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if size, ok := r.e.KnownSize("w", 5001); !ok || size != 0 {
+		t.Fatalf("KnownSize once the backing file has the size = %d, %v; want 0, true", size, ok)
+	}
+	r.replaceBacking("w", []byte("short"))
+	if size, _ := r.e.KnownSize("w", 5); size != 0 {
+		t.Fatalf("KnownSize once a shorter file replaced it = %d, want 0", size)
+	}
+
+	// Sizes of data not written back: dirty here, or another server's.
+	r.write("w", 7000, []byte("y"))
+	if size, _ := r.e.KnownSize("w", 9000); size != 7001 {
+		t.Fatalf("KnownSize of dirty data under a longer backing file = %d, want 7001", size)
+	}
+	if err := r.e.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.e.ExtendSize(ctx, "w", 20000); err != nil {
+		t.Fatal(err)
+	}
+	if size, _ := r.e.KnownSize("w", 7001); size != 20000 {
+		t.Fatalf("KnownSize past the backing file's = %d, want 20000", size)
 	}
 }

@@ -191,7 +191,7 @@ func TestChangesWaitForTheUnlink(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if size, ok := r.e.KnownSize("f"); !ok || size != 4096 {
+		if size, ok := r.e.KnownSize("f", 0); !ok || size != 4096 {
 			t.Fatalf("KnownSize = %d, %v; want the size published after the unlink", size, ok)
 		}
 	})

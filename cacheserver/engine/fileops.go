@@ -65,15 +65,36 @@ func (e *Engine) untrackedSize(ctx context.Context, path string) (size int64, ok
 // KnownSize returns the size only the cache knows for path: the end of data
 // written here and sizes given to ExtendSize and Truncate. It does not ask
 // the backing store: it is for callers that have just read the backing
-// file's attributes and fold this in. ok is false when the cache holds
-// nothing of path.
-func (e *Engine) KnownSize(path string) (size int64, ok bool) {
+// file's attributes, its size backingSize among them, and fold this in.
+// A known size that the backing file has caught up with, of a file the
+// cache holds no dirty data of, is forgotten: the backing file carries it
+// now, and a shorter file that replaces it behind the cache must not be
+// taken for longer. ok is false when the cache holds nothing of path.
+func (e *Engine) KnownSize(path string, backingSize int64) (size int64, ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if f := e.files[path]; f != nil && (f.record || len(f.extents) > 0) {
-		return f.size, true
+	f := e.files[path]
+	if f == nil || !f.record && len(f.extents) == 0 {
+		return 0, false
 	}
-	return 0, false
+	if f.size <= backingSize && f.dirtyExtents == 0 && f.doomed == 0 {
+		e.forgetSizeLocked(f)
+	}
+	return f.size, true
+}
+
+// forgetSizeLocked forgets the size the cache knew of f, whose backing
+// file carries its size: the change goes into the file record with the
+// next commit. A crash before it brings back the size, which is no larger
+// than the backing file's unless a file replaced it since.
+func (e *Engine) forgetSizeLocked(f *file) {
+	if f.size == 0 {
+		return
+	}
+	f.size = 0
+	if f.record {
+		e.markFileLocked(f)
+	}
 }
 
 // ExtendSize durably records that path is at least size bytes long, for a

@@ -108,7 +108,7 @@ func TestTruncateOfLinkedFileLeavesNoStaleSize(t *testing.T) {
 			t.Errorf("read %d of a: %d bytes, want the 3000 the last truncation left", i, len(got))
 		}
 	}
-	if size, ok := r.e.KnownSize("a"); ok && size > 3000 {
+	if size, ok := r.e.KnownSize("a", 0); ok && size > 3000 {
 		t.Errorf("KnownSize(a) = %d, want at most 3000", size)
 	}
 }

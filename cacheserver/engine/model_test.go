@@ -232,10 +232,7 @@ func (m *modelRun) replaceBehind(ctx context.Context) {
 	// for that file's (see ReadingFile).
 	m.named[p] = true
 	m.readAt(ctx, p, 0, 1)
-	// No shorter than the file was: the engine keeps the size that
-	// writes through it gave a file (see ReadingFile), as it does at an
-	// invalidation.
-	data := make([]byte, len(m.model[p])+m.rng.IntN(3*modelES))
+	data := make([]byte, m.rng.IntN(6*modelES))
 	for i := range data {
 		data[i] = byte(m.rng.IntN(255) + 1)
 	}

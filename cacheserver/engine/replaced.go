@@ -38,8 +38,7 @@ type readingKey struct{}
 // those written by callers that named no file and those a restart found
 // with no record of their source, are taken for the file that the backing
 // store holds when a call first names one. The size that writes through
-// the cache gave the path stays, as at an invalidation: a replacement
-// shorter than that reads as that long.
+// the cache gave the path goes with the replaced file's extents.
 func ReadingFile(ctx context.Context, id backing.FileID) context.Context {
 	if id.Ino == 0 {
 		return ctx
@@ -214,6 +213,10 @@ func (e *Engine) dropReplaced(f *file, named backing.FileID) bool {
 	}
 	f.source, f.replacedBy, f.blind = named, backing.FileID{}, false
 	e.sourceChangedLocked(f)
+	// The size writes through the cache gave the path is the replaced
+	// file's (those of other servers' dirty data, if any, come back as
+	// their write-back extends the new file).
+	e.forgetSizeLocked(f)
 	f.statted = false
 	e.st.replaced++
 	return true

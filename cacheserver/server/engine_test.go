@@ -279,11 +279,11 @@ func TestFlushAndDropKeepingSizes(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(backingDir, "f")); err != nil || string(got) != "dirty" {
 		t.Errorf("backing file after a flush and drop keeping sizes: %q (%v), want the write", got, err)
 	}
-	if got, ok := engines[0].KnownSize("f"); !ok || got != size {
+	if got, ok := engines[0].KnownSize("f", 0); !ok || got != size {
 		t.Errorf("KnownSize after a flush and drop keeping sizes = %d, %v; want %d", got, ok, size)
 	}
 	flushAndDrop((&wire.Encoder{}).String("f"))
-	if got, ok := engines[0].KnownSize("f"); ok {
+	if got, ok := engines[0].KnownSize("f", 0); ok {
 		t.Errorf("KnownSize after a flush and drop = %d; want the file forgotten", got)
 	}
 }

@@ -54,7 +54,7 @@ func (s *Server) withCacheSize(_ context.Context, p string, a namespace.Attr) na
 		// under one of its names are stale under another.
 		return a
 	}
-	known, ok := s.cfg.Cache.KnownSize(p)
+	known, ok := s.cfg.Cache.KnownSize(p, a.Size)
 	if !ok {
 		known = 0
 	}

@@ -29,9 +29,9 @@ type Cache interface {
 	WriteAt(ctx context.Context, path string, p []byte, off int64) (int, error)
 	// KnownSize returns the size that only the cache knows for path (the
 	// end of data written there, sizes given to ExtendSize and Truncate),
-	// without asking the backing store, and false if the cache holds
-	// nothing of path.
-	KnownSize(path string) (int64, bool)
+	// without asking the backing store, whose size for it the caller just
+	// read (backingSize), and false if the cache holds nothing of path.
+	KnownSize(path string, backingSize int64) (int64, bool)
 	ExtendSize(ctx context.Context, path string, size int64) error
 	// Truncate sets the size of path in the cache.
 	Truncate(ctx context.Context, path string, size int64) error

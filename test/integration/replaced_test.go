@@ -191,3 +191,32 @@ func TestCreatingANameRemovedBehindTheMount(t *testing.T) {
 		t.Fatalf("backing file: %q, %v", got, err)
 	}
 }
+
+// TestShorterReplacementOfAWrittenFileShowsItsSize writes a file through
+// a mount, writes it back, and replaces it on the backing directory with
+// a shorter one: a stat through the mount must show the new size, and a
+// read the new bytes and no more, not the size the writes through the
+// cache gave the path.
+func TestShorterReplacementOfAWrittenFileShowsItsSize(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 3)
+	p := filepath.Join(in.mount, "out")
+	writeSynced(t, p, randomBytes(3<<20+5, 1))
+	must(t, "local", "flush", "--mount", in.mount, in.mount)
+	if fi, err := os.Stat(p); err != nil || fi.Size() != 3<<20+5 {
+		t.Fatalf("stat after the write-back: %v, %v", fi, err)
+	}
+	short := randomBytes(1<<20+3, 2)
+	tmp := filepath.Join(in.backing, "out.tmp")
+	if err := os.WriteFile(tmp, short, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(in.backing, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(p); err != nil || fi.Size() != int64(len(short)) {
+		t.Fatalf("stat of the shorter file that replaced it: %v, %v; want size %d", fi.Size(), err, len(short))
+	}
+	sameFile(t, p, short)
+}

@@ -148,7 +148,7 @@ func (m *MemCache) Size(_ context.Context, path string) (int64, error) {
 }
 
 // KnownSize returns the size the cache knows, without the backing file.
-func (m *MemCache) KnownSize(path string) (int64, bool) {
+func (m *MemCache) KnownSize(path string, _ int64) (int64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if f := m.files[path]; f != nil {
