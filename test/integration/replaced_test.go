@@ -56,11 +56,7 @@ func TestReplacedFilesAreSeenAtOpen(t *testing.T) {
 			}
 
 			replaced := randomBytes(3<<20+7, 2)
-			tmp := filepath.Join(in.backing, "input.tmp")
-			if err := os.WriteFile(tmp, replaced, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Rename(tmp, filepath.Join(in.backing, "input")); err != nil {
+			if err := replaceBacking(in, "input", replaced); err != nil {
 				t.Fatal(err)
 			}
 			sameFile(t, filepath.Join(in.mount, "input"), replaced)
@@ -79,6 +75,16 @@ func TestReplacedFilesAreSeenAtOpen(t *testing.T) {
 			}
 		})
 	}
+}
+
+// replaceBacking writes data under another name in the backing directory
+// of in and renames it over name, as jobs and tools replace files.
+func replaceBacking(in instance, name string, data []byte) error {
+	tmp := filepath.Join(in.backing, name+".tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(in.backing, name))
 }
 
 // recreate removes the backing file input of in and creates it anew, and
@@ -142,11 +148,7 @@ func TestFileReplacedWhileTheServerIsDownIsSeen(t *testing.T) {
 			time.Sleep(1500 * time.Millisecond)
 			replaced := randomBytes(3<<20+7, 2)
 			err := stopAndStart(in, 0, sig, 0, func(servers int) error {
-				tmp := filepath.Join(in.backing, "input.tmp")
-				if err := os.WriteFile(tmp, replaced, 0o644); err != nil {
-					return err
-				}
-				if err := os.Rename(tmp, filepath.Join(in.backing, "input")); err != nil {
+				if err := replaceBacking(in, "input", replaced); err != nil {
 					return err
 				}
 				out, err := exec.Command(bin, upArgs(in, servers)...).CombinedOutput()
@@ -208,11 +210,7 @@ func TestShorterReplacementOfAWrittenFileShowsItsSize(t *testing.T) {
 		t.Fatalf("stat after the write-back: %v, %v", fi, err)
 	}
 	short := randomBytes(1<<20+3, 2)
-	tmp := filepath.Join(in.backing, "out.tmp")
-	if err := os.WriteFile(tmp, short, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(in.backing, "out")); err != nil {
+	if err := replaceBacking(in, "out", short); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(p); err != nil || fi.Size() != int64(len(short)) {
