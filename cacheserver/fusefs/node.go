@@ -12,6 +12,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 )
 
@@ -35,21 +36,9 @@ type node struct {
 	// it was unlinked while open; unlinkAs is who unlinked it.
 	hidden   bool
 	unlinkAs context.Context
-	// opened is the creation time and generation of the backing file that
-	// the last open or create of n found (zero: unknown).
-	opened fileGen
-}
-
-// fileGen tells a backing file apart from one that took its inode number.
-type fileGen struct {
-	birth int64
-	gen   uint32
-}
-
-// other reports whether g and o are known to be different files: a field
-// both know differs.
-func (g fileGen) other(o fileGen) bool {
-	return g.birth != 0 && o.birth != 0 && g.birth != o.birth || g.gen != 0 && o.gen != 0 && g.gen != o.gen
+	// opened is the backing file that the last open or create of n found
+	// (zero: none yet).
+	opened backing.FileID
 }
 
 // OnForget notes that the kernel forgot n.
@@ -62,14 +51,15 @@ func (n *node) OnForget() {
 // file than the last open or create of n found under the same inode
 // number, and records a otherwise.
 func (n *node) opensAnother(a namespace.Attr) bool {
-	g := fileGen{a.Birth, a.Gen}
+	id := backing.FileID{Ino: a.Ino, Birth: a.Birth, Gen: a.Gen}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.opened.other(g) {
+	if n.opened.Ino == a.Ino && n.opened.Other(id) {
 		return true
 	}
-	if g != (fileGen{}) {
-		n.opened = g
+	if id.Birth != 0 || id.Gen != 0 {
+		// An answer that tells neither keeps what an earlier one told.
+		n.opened = id
 	}
 	return false
 }

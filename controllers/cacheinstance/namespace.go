@@ -2,7 +2,6 @@ package cacheinstance
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,13 +22,10 @@ func (r *Reconciler) markNamespace(ctx context.Context, s *scope) (ctrl.Result, 
 	if s.nsLabels[cachev1alpha1.LabelHoldsInstances] == "true" {
 		return ctrl.Result{}, nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"labels": map[string]string{cachev1alpha1.LabelHoldsInstances: "true"}}})
-	if err != nil {
-		return ctrl.Result{}, err
-	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.inst.Namespace}}
-	err = r.Client.Patch(ctx, ns, client.RawPatch(client.Merge.Type(), patch))
+	patch := client.MergeFrom(ns.DeepCopy())
+	ns.Labels = map[string]string{cachev1alpha1.LabelHoldsInstances: "true"}
+	err := r.Client.Patch(ctx, ns, patch)
 	switch {
 	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
 		// A policy of the cluster keeps the label off: the guard of the
