@@ -142,7 +142,8 @@ func (d *Dir) Stat(ctx context.Context, p string) (fi fs.FileInfo, err error) {
 }
 
 // FileID implements Identifier, with statx(2) and, for a regular file the
-// caller may read, FS_IOC_GETVERSION.
+// caller may read, FS_IOC_GETVERSION. The change time comes from the same
+// statx, before anything is read: a change after it is a later one.
 func (d *Dir) FileID(ctx context.Context, p string) (id FileID, err error) {
 	err = ident.DoContext(ctx, func() error {
 		f, err := d.open(ctx, p, unix.O_PATH, 0, false)
@@ -151,12 +152,15 @@ func (d *Dir) FileID(ctx context.Context, p string) (id FileID, err error) {
 		}
 		defer f.Close()
 		var st unix.Statx_t
-		if err := unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_INO|unix.STATX_BTIME|unix.STATX_TYPE, &st); err != nil {
+		if err := unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_INO|unix.STATX_BTIME|unix.STATX_TYPE|unix.STATX_CTIME, &st); err != nil {
 			return &fs.PathError{Op: "statx", Path: p, Err: err}
 		}
 		id.Ino = st.Ino
 		if st.Mask&unix.STATX_BTIME != 0 {
 			id.Birth = st.Btime.Sec*1e9 + int64(st.Btime.Nsec)
+		}
+		if st.Mask&unix.STATX_CTIME != 0 {
+			id.Change = st.Ctime.Sec*1e9 + int64(st.Ctime.Nsec)
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return nil

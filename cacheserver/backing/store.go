@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"syscall"
+	"time"
 )
 
 // Store is a backing file system addressed by slash-separated paths relative
@@ -104,6 +105,14 @@ type FileID struct {
 	// Gen is the inode's generation (FS_IOC_GETVERSION), which a file
 	// system that reuses inode numbers, such as ext4, changes when it does.
 	Gen uint32
+	// Change is the file's change time (ctime) in Unix nanoseconds, 0 where
+	// unknown: any write or truncate of the file moves it, and nothing
+	// but the file system can set it, so a later one says that the file
+	// was changed in place. It tells one version of a file from another,
+	// not one file from another (Other ignores it). File systems keep it
+	// to a clock tick (ext4: a few milliseconds; Lustre: a second), so a
+	// change within the tick of the look is not told.
+	Change int64
 }
 
 // Other reports whether id and o are surely different files: their inode
@@ -115,11 +124,28 @@ func (id FileID) Other(o FileID) bool {
 		id.Gen != 0 && o.Gen != 0 && id.Gen != o.Gen
 }
 
+// ChangedSince reports whether id is a later version of the file o names:
+// the same file, changed in place after o was looked at (both change times
+// known, and id's later).
+func (id FileID) ChangedSince(o FileID) bool {
+	return !id.Other(o) && id.Change != 0 && o.Change != 0 && id.Change > o.Change
+}
+
+// ChangedAt returns id with the change time t, or with none for a time
+// before 1970, as an answer that tells none carries.
+func (id FileID) ChangedAt(t time.Time) FileID {
+	id.Change = 0
+	if ns := t.UnixNano(); ns > 0 {
+		id.Change = ns
+	}
+	return id
+}
+
 // statID is the identity that fi, a FileInfo of a Store, gives: its inode
-// number, if it has one.
+// number and change time, if it has them.
 func statID(fi fs.FileInfo) FileID {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return FileID{Ino: st.Ino}
+		return FileID{Ino: st.Ino, Change: st.Ctim.Nano()}
 	}
 	return FileID{}
 }

@@ -16,7 +16,8 @@ import (
 func (f *FS) opened(path string, a namespace.Attr) {
 	f.srcMu.Lock()
 	defer f.srcMu.Unlock()
-	f.sources[path] = backing.FileID{Ino: a.Ino, Birth: a.Birth, Gen: a.Gen}
+	// The change time tells the version of the file the open found.
+	f.sources[path] = backing.FileID{Ino: a.Ino, Birth: a.Birth, Gen: a.Gen}.ChangedAt(a.Ctime)
 }
 
 // sourceOf returns the identity of the backing file that the last open of
@@ -47,9 +48,9 @@ func withIdentity(d *wire.Decoder, a namespace.Attr) namespace.Attr {
 }
 
 // naming ends the arguments of a read of path with the identity of the
-// backing file its open found (inode number, creation time, generation),
-// if the client knows one; servers of an earlier release ignore it. Every
-// optional argument before it must be in args already.
+// backing file its open found (inode number, creation time, generation,
+// change time), if the client knows one; servers of an earlier release
+// ignore it. Every optional argument before it must be in args already.
 func (f *FS) naming(path string, args *wire.Encoder) *wire.Encoder {
 	return namingFile(f.sourceOf(path), args)
 }
@@ -57,7 +58,7 @@ func (f *FS) naming(path string, args *wire.Encoder) *wire.Encoder {
 // namingFile ends args with id, as naming does, when id names a file.
 func namingFile(id backing.FileID, args *wire.Encoder) *wire.Encoder {
 	if id.Ino != 0 {
-		args.Uint64(id.Ino).Int64(id.Birth).Uint32(id.Gen)
+		args.Uint64(id.Ino).Int64(id.Birth).Uint32(id.Gen).Int64(id.Change)
 	}
 	return args
 }

@@ -44,9 +44,9 @@ func (s *earlierServer) ServeWire(_ context.Context, req *wire.Request, resp *wi
 }
 
 // TestOpensAndReadsWithAServerOfAnEarlierRelease opens and reads a file
-// through a server whose open answers no creation time or generation: the
-// open succeeds, and reads name the inode number the open found, which
-// such a server ignores.
+// through a server whose open answers no creation time, generation or
+// change time: the open succeeds, and reads name the inode number the
+// open found, which such a server ignores.
 func TestOpensAndReadsWithAServerOfAnEarlierRelease(t *testing.T) {
 	srv := &earlierServer{}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -72,8 +72,8 @@ func TestOpensAndReadsWithAServerOfAnEarlierRelease(t *testing.T) {
 		t.Fatalf("read %d bytes: %v", n, err)
 	}
 	// Read as u32 words: the inode number (u64) and the creation time
-	// (i64) are two each, the generation one.
-	want := [][]byte{{7, 0, 0, 0, 0}}
+	// (i64) are two each, the generation one, the change time (i64) two.
+	want := [][]byte{{7, 0, 0, 0, 0, 0, 0}}
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if diff := cmp.Diff(want, srv.after); diff != "" {

@@ -115,7 +115,7 @@ type Stats struct {
 	DoomedFiles int64 `json:"doomedFiles"`
 	// ReplacedFiles counts the files whose cached data a read dropped
 	// because the file it opened had replaced, on the backing store, the
-	// one the data came from.
+	// one the data came from, or had been changed in place since.
 	ReplacedFiles uint64 `json:"replacedFiles,omitempty"`
 	// HiddenNames counts the files that mounts unlinked while they had
 	// them open, and whose hidden names in the backing store the server

@@ -310,6 +310,7 @@ func (e *Engine) setDirtyLocked(x *extent, lo, hi int32) {
 		e.dirty.pushBack(x)
 		x.f.dirtyExtents++
 	}
+	e.writtenLocked(x.f)
 	e.markExtLocked(x)
 	// Writers mostly fill extents in order: one dirty from end to end is
 	// most likely complete, and writing it to the disk now, while the

@@ -129,8 +129,18 @@
 //     source record, as an earlier release leaves them) are taken for the
 //     file the path names when a call first names it: such a file
 //     replaced while its server was down still needs InvalidatePath.
-//     A file overwritten in place keeps its identity, and the engine
-//     cannot tell it changed.
+//     A file changed in place keeps its identity; the identity a call
+//     names carries the file's change time too, and the engine keeps the
+//     one its extents were copied at (in the index as well): a call that
+//     names a later one drops them, as for a replacement, without asking
+//     the backing store. Not for a file written through the cache, whose
+//     write-backs move the change time: a write, or a size that another
+//     server's writes gave the file (ExtendSize), makes the engine forget
+//     the file's version until it holds neither extents nor a size of it
+//     (a metadata server forgets a size the backing file caught up with,
+//     KnownSize; a data server the end of its writes only with the file).
+//     A change within the backing file system's clock tick of the look is
+//     missed.
 //   - Read-ahead: a miss right after a miss of the previous extent by one
 //     of the file's readers (package seqread follows up to eight), or a hit
 //     on an extent read ahead, claims the next extents up to eight ahead

@@ -130,6 +130,9 @@ func (e *Engine) ExtendSize(ctx context.Context, path string, size int64) error 
 		// one, which counts against MaxFiles as a write's does.
 		e.recordLocked(f)
 		f.size = size
+		// Written through the cache, on another server: its write-back
+		// moves the change time.
+		e.writtenLocked(f)
 		e.markFileLocked(f)
 	}
 	e.mu.Unlock()

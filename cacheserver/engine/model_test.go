@@ -12,7 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/backing"
 	"github.com/burstcache/burstcache/cacheserver/vfs"
@@ -216,10 +218,10 @@ func (m *modelRun) naming(ctx context.Context, p string) (context.Context, strin
 	return ReadingFile(ctx, id), fmt.Sprintf(" naming inode %d", id.Ino)
 }
 
-// replaceBehind writes a new file over p on the backing store, as a job
-// outside the cache does, once the cache wrote back what it held of p,
-// often while the engine is stopped: from then on every call names the
-// file it opens, and reads the new one.
+// replaceBehind writes a new file over p on the backing store, or writes p
+// over in place, as a job outside the cache does, once the cache wrote
+// back what it held of p, often while the engine is stopped: from then on
+// every call names the file it opens, and reads the new one.
 func (m *modelRun) replaceBehind(ctx context.Context) {
 	p := m.path()
 	if _, ok := m.model[p]; !ok {
@@ -227,6 +229,16 @@ func (m *modelRun) replaceBehind(ctx context.Context) {
 	}
 	m.do("flushpath "+p, m.r.e.FlushPath(ctx, p))
 	m.checkBacking(p)
+	// Half of the time the file is written over in place, which the
+	// engine tells only for extents copied from a version it knows, not
+	// for a file written through the cache (see ReadingFile): evicted,
+	// it holds none, and once a metadata server's stat saw the backing
+	// file carry its size (KnownSize), no size either.
+	inPlace := m.rng.IntN(2) == 0
+	if inPlace {
+		m.r.e.KnownSize(p, int64(len(m.model[p])))
+		m.do("evict "+p, m.r.e.EvictPath(ctx, p))
+	}
 	// A read that names the file, as every client of this release does
 	// at its open: extents written by calls that named none are taken
 	// for that file's (see ReadingFile).
@@ -237,13 +249,17 @@ func (m *modelRun) replaceBehind(ctx context.Context) {
 		data[i] = byte(m.rng.IntN(255) + 1)
 	}
 	bp := filepath.Join(m.r.root, p)
-	if err := os.WriteFile(bp+".new", data, 0o644); err != nil {
-		m.fail("writing the replacement of %s: %v", p, err)
+	if inPlace {
+		m.changeInPlace(bp, data)
+	} else {
+		if err := os.WriteFile(bp+".new", data, 0o644); err != nil {
+			m.fail("writing the replacement of %s: %v", p, err)
+		}
+		if err := os.Rename(bp+".new", bp); err != nil {
+			m.fail("replacing %s: %v", p, err)
+		}
 	}
-	if err := os.Rename(bp+".new", bp); err != nil {
-		m.fail("replacing %s: %v", p, err)
-	}
-	m.log = append(m.log, fmt.Sprintf("replace %s behind the cache (%d bytes)", p, len(data)))
+	m.log = append(m.log, fmt.Sprintf("replace %s behind the cache (%d bytes, in place: %v)", p, len(data), inPlace))
 	m.model[p] = data
 	// Often while the engine was stopped.
 	switch m.rng.IntN(3) {
@@ -255,6 +271,33 @@ func (m *modelRun) replaceBehind(ctx context.Context) {
 	}
 	// The open that names the new file, and its first read.
 	m.readAt(ctx, p, 0, 1+len(data))
+}
+
+// changeInPlace writes data over the backing file bp in place, once its
+// change time moves: a change within the clock tick of the engine's look
+// is not told (backing.FileID).
+func (m *modelRun) changeInPlace(bp string, data []byte) {
+	var before syscall.Stat_t
+	if err := syscall.Stat(bp, &before); err != nil {
+		m.fail("stat of %s: %v", bp, err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if err := os.WriteFile(bp, data, 0o644); err != nil {
+			m.fail("writing %s in place: %v", bp, err)
+		}
+		var after syscall.Stat_t
+		if err := syscall.Stat(bp, &after); err != nil {
+			m.fail("stat of %s: %v", bp, err)
+		}
+		if after.Ino != before.Ino {
+			m.fail("writing %s in place made another inode", bp)
+		}
+		if after.Ctim.Nano() > before.Ctim.Nano() {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	m.fail("the change time of %s stays at %d", bp, before.Ctim.Nano())
 }
 
 func firstDiff(a, b []byte) int {

@@ -22,6 +22,14 @@ type readingKey struct{}
 // A zero id (Ino 0) names no file, and the read is served as one without
 // the mark.
 //
+// The same goes for a file that the backing store changed in place (cp
+// over it, a job elsewhere writing it): extents copied from the file
+// before its change time moved past the one the read names are dropped
+// too. Not those of a file written through the cache: its write-backs
+// move the change time (and those of the other servers that hold its
+// extents), so the engine keeps no version of a file it took writes or a
+// size of (ExtendSize) until it holds neither extents nor a size.
+//
 // Writes may be marked too: a write then lands in the bytes of the file it
 // names, not in cached bytes of the file that one replaced.
 //
@@ -107,10 +115,23 @@ func (e *Engine) judgeLocked(f *file, named backing.FileID) verdict {
 		// Copy-ups from now on read the named file, or one that replaced
 		// it since; a copier's open may be of an older one.
 		f.source, f.replacedBy, f.notSource, f.blind = named, backing.FileID{}, nil, false
+		if f.size != 0 {
+			// Writes through the cache gave it a size, here or on
+			// another server, whose write-back moves the change time,
+			// and may hold its end yet, which a drop would forget: of no
+			// version, as written (writtenLocked).
+			f.source.Change = 0
+		}
 		f.copierStale = f.copier
 		e.sourceChangedLocked(f)
 		return serve
-	case f.source.Ino != 0 && same(f.source), slices.ContainsFunc(f.notSource, same):
+	case f.source.Ino != 0 && same(f.source):
+		if named.ChangedSince(f.source) {
+			// Changed in place since the extents were copied from it.
+			return dropThem
+		}
+		return serve
+	case slices.ContainsFunc(f.notSource, same):
 		return serve
 	case f.replacedBy.Ino != 0 && same(f.replacedBy):
 		if e.hasDirtyLocked(f) {
@@ -138,7 +159,10 @@ func (e *Engine) askStore(ctx context.Context, f *file, named backing.FileID) (v
 		f.replacedLocked(named)
 		return serve, nil
 	case f.source.Ino == 0 && !f.blind:
+		// Extents of unknown source may have been written through the
+		// cache: of unknown version too (writtenLocked).
 		f.source = now
+		f.source.Change = 0
 		e.sourceChangedLocked(f)
 		return serve, nil
 	case e.hasDirtyLocked(f):
@@ -172,6 +196,19 @@ func (e *Engine) learnSource(ctx context.Context, f *file) {
 	}
 }
 
+// writtenLocked notes that a write through the cache made an extent of f
+// dirty, or gave f a size: its extents are of no version of the backing
+// file any more, and the backing file's change time, which its write-back
+// moves (and other servers' write-backs of the file), says nothing of
+// them. A file written through the cache is told changed in place no more
+// until it has neither extents nor a size left.
+func (e *Engine) writtenLocked(f *file) {
+	if f.source.Change != 0 {
+		f.source.Change = 0
+		e.sourceChangedLocked(f)
+	}
+}
+
 // copyingLocked notes a copy-up into f: one made while its source is
 // unknown may copy any file the path names.
 func (f *file) copyingLocked() {
@@ -186,10 +223,11 @@ func (f *file) copyingLocked() {
 func (e *Engine) hasDirtyLocked(f *file) bool { return f.dirtyExtents > 0 }
 
 // dropReplaced drops the clean extents of f, whose backing file named
-// replaced the one they came from, as InvalidatePath does, and reports
-// whether it did. Dirty extents that a write made meanwhile stay, and so
-// does the clean data with them: the drop is tried again at a later read
-// of named, once they are written back.
+// replaced the one they came from, or is a later version of it, as
+// InvalidatePath does, and reports whether it did. Dirty extents that a
+// write made meanwhile stay, and so does the clean data with them: the
+// drop is tried again at a later read of named, once they are written
+// back.
 func (e *Engine) dropReplaced(f *file, named backing.FileID) bool {
 	e.mu.Lock()
 	// The copier's open may be of the replaced file.
@@ -215,7 +253,8 @@ func (e *Engine) dropReplaced(f *file, named backing.FileID) bool {
 	e.sourceChangedLocked(f)
 	// The size writes through the cache gave the path is the replaced
 	// file's (those of other servers' dirty data, if any, come back as
-	// their write-back extends the new file).
+	// their write-back extends the new file). A file changed in place
+	// has none: it is of no version while it has one (judgeLocked).
 	e.forgetSizeLocked(f)
 	f.statted = false
 	e.st.replaced++
@@ -266,7 +305,7 @@ func (e *Engine) sourcesLocked() map[string]*index.Source {
 		}
 		b[p] = nil
 		if id.Ino != 0 {
-			b[p] = &index.Source{Ino: id.Ino, Birth: id.Birth, Gen: id.Gen}
+			b[p] = &index.Source{Ino: id.Ino, Birth: id.Birth, Gen: id.Gen, Change: id.Change}
 		}
 	}
 	clear(e.idxSource)
@@ -281,7 +320,16 @@ func (e *Engine) recoverSource(p string, r index.Source) error {
 		e.idxSource[p] = struct{}{}
 		return nil
 	}
-	f.source = backing.FileID{Ino: r.Ino, Birth: r.Birth, Gen: r.Gen}
+	f.source = backing.FileID{Ino: r.Ino, Birth: r.Birth, Gen: r.Gen, Change: r.Change}
 	f.sourceRecord = f.source
+	written := f.size != 0
+	for _, x := range f.extents {
+		written = written || x.dirty()
+	}
+	if written && f.source.Change != 0 {
+		// Of no version (writtenLocked).
+		f.source.Change = 0
+		e.sourceChangedLocked(f)
+	}
 	return nil
 }

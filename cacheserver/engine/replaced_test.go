@@ -321,7 +321,7 @@ func (r *rig) sourceRecords() map[string]backing.FileID {
 	r.t.Helper()
 	got := map[string]backing.FileID{}
 	err := r.e.idx.LoadSources(func(p string, s index.Source) error {
-		got[p] = backing.FileID{Ino: s.Ino, Birth: s.Birth, Gen: s.Gen}
+		got[p] = backing.FileID{Ino: s.Ino, Birth: s.Birth, Gen: s.Gen, Change: s.Change}
 		return nil
 	})
 	if err != nil {

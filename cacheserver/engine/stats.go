@@ -62,7 +62,8 @@ type Stats struct {
 	CopyUpTime, WriteBackTime time.Duration
 	// ReplacedFiles counts the files whose clean extents a read dropped
 	// because it named a backing file that replaced, on the backing
-	// store, the one they were copied from (see ReadingFile).
+	// store, the one they were copied from, or a later version of it
+	// (see ReadingFile).
 	ReplacedFiles int64
 }
 

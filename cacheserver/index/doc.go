@@ -12,7 +12,7 @@
 //
 // # On-disk format
 //
-// All integers are big-endian. Five buckets:
+// All integers are big-endian. Six buckets:
 //
 //	meta     "version"     uint32 format version (1)
 //	         "extentSize"  uint64 bytes per extent and per slot
@@ -46,16 +46,22 @@
 //	                nanoseconds), uint32 inode generation (0: unknown)
 //	                of the backing file the path's cached extents were
 //	                copied from                                  = 20 bytes
+//	versions key:   path bytes
+//	         value: int64 change time (Unix nanoseconds) of the backing
+//	                file when the path's extents were copied from it, for
+//	                a path with a source record; none: unknown   = 8 bytes
 //
 // A change record names what calls through the cache changed on the
 // backing store itself, a name or an inode, and no fsync there made
 // durable yet; the engine deletes it once one did. A source record names
 // the backing file a file's extents are of, so that a file the backing
 // store replaced while the engine was stopped is not served from extents
-// of the one it replaced. An index of a release that knew no changes or
-// sources gets the buckets when opened; such a release opening this index
-// ignores them (a source record it left stale makes the next release copy
-// the file up again, at worst).
+// of the one it replaced, and its version one that the backing store
+// changed in place. An index of a release that knew no changes, sources
+// or versions gets the buckets when opened; such a release opening this
+// index ignores them (a source record it left stale makes the next
+// release copy the file up again, at worst, and so does a version: one
+// older than the file's makes the extents be dropped).
 //
 // Paths never contain 0x00, so an extent key sorts after its path and before
 // the path of any other file with that prefix.

@@ -100,7 +100,7 @@ func open(path string, fsys vfs.FS, wait time.Duration) (*DB, error) {
 		return nil, fmt.Errorf("opening index %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketExtents, bucketFiles, bucketChanges, bucketSources} {
+		for _, b := range [][]byte{bucketMeta, bucketExtents, bucketFiles, bucketChanges, bucketSources, bucketVersions} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

@@ -171,17 +171,25 @@ func TestSourcesRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]Source{
-		"a":   {Ino: 1<<63 + 1, Birth: -2, Gen: 1<<31 + 3},
-		"a/b": {Ino: 4},
+		"a":     {Ino: 1<<63 + 1, Birth: -2, Gen: 1<<31 + 3, Change: 1<<62 + 5},
+		"a/b":   {Ino: 4},
+		"again": {Ino: 6},
 	}
-	b := Batch{Sources: map[string]*Source{"gone": {Ino: 5}}}
+	b := Batch{Sources: map[string]*Source{"gone": {Ino: 5, Change: 9}, "again": {Ino: 6, Change: 10}}}
 	for p, s := range want {
-		b.Sources[p] = &s
+		if p != "again" {
+			b.Sources[p] = &s
+		}
 	}
 	if err := db.Commit(b); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Commit(Batch{Sources: map[string]*Source{"gone": nil}}); err != nil {
+	// A source deleted takes its version along, and one without a version
+	// any version it had.
+	if err := db.Commit(Batch{Sources: map[string]*Source{"gone": nil, "again": nil}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Commit(Batch{Sources: map[string]*Source{"again": {Ino: 6}}}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

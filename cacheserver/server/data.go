@@ -174,15 +174,19 @@ func readRange(d *wire.Decoder) (string, int64, int, error) {
 
 // readingFile reads the last arguments of a read, the identity of the
 // backing file that the client's open of the path found (inode number,
-// creation time, generation; a zero inode number: none), and marks ctx
-// with it for the engine, which then serves no cached extents of a file
-// that this one replaced (engine.ReadingFile). Clients of an earlier
-// release send none.
+// creation time, generation, change time; a zero inode number: none), and
+// marks ctx with it for the engine, which then serves no cached extents
+// of a file that this one replaced, or of an earlier version of it
+// (engine.ReadingFile). Clients of an earlier release send none, or no
+// change time.
 func readingFile(ctx context.Context, d *wire.Decoder) (context.Context, error) {
 	if !d.More() {
 		return ctx, d.Err()
 	}
 	id := backing.FileID{Ino: d.Uint64(), Birth: d.Int64(), Gen: d.Uint32()}
+	if d.More() {
+		id.Change = d.Int64()
+	}
 	if err := d.Err(); err != nil {
 		return ctx, err
 	}

@@ -35,7 +35,7 @@ var metrics = []metric{
 	{name: "burstcache_hidden_names", kind: "gauge", help: "Hidden names of files unlinked while open that the server removes at the teardown unless their mount does first.", value: func(s control.Stats) float64 { return float64(s.HiddenNames) }},
 	{name: "burstcache_refused_connections_total", kind: "counter", help: "Data-path connections closed because the peer did not prove the shared secret or sent an untagged request.", value: func(s control.Stats) float64 { return float64(s.RefusedConnections) }},
 	{name: "burstcache_refused_control_calls_total", kind: "counter", help: "Control calls refused for their signature: unsigned, another secret, replayed, or a clock too far off.", value: func(s control.Stats) float64 { return float64(s.RefusedControlCalls) }},
-	{name: "burstcache_replaced_files_total", kind: "counter", help: "Files whose cached data a read dropped because the file it opened had replaced, behind the cache, the one the data came from.", value: func(s control.Stats) float64 { return float64(s.ReplacedFiles) }},
+	{name: "burstcache_replaced_files_total", kind: "counter", help: "Files whose cached data a read dropped because the file it opened had replaced, behind the cache, the one the data came from, or had been changed in place since.", value: func(s control.Stats) float64 { return float64(s.ReplacedFiles) }},
 	{name: "burstcache_evictions_total", kind: "counter", help: "Clean extents evicted to make room.", value: func(s control.Stats) float64 { return float64(s.Evictions) }},
 	{name: "burstcache_write_window_bytes", kind: "gauge", help: "Bytes written to the cache device within the current write window.", value: func(s control.Stats) float64 { return float64(s.WindowBytesWritten) }},
 	{

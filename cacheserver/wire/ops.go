@@ -11,22 +11,25 @@ import (
 // holds an extent (or to every server); metadata operations go to the
 // server that placement assigns to the path.
 const (
-	// OpRead (path, off i64, len u32[, ino u64, birth i64, gen u32])
+	// OpRead (path, off i64, len u32[, ino u64, birth i64, gen u32[, change i64]])
 	// answers the bytes read in the data section and a bool that is true at
 	// the end of the file the server knows. ino, birth and gen identify
 	// the backing file that the client's last open of the path found (the
 	// inode number of OpOpen's or OpCreate's Attr and the creation time
-	// and generation that follow it; 0: unknown): the server serves no
-	// cached extents of a file that this one replaced on the backing
-	// store, but drops them and copies the new file up
+	// and generation that follow it; 0: unknown), and change its change
+	// time (the Ctime of that Attr, Unix nanoseconds; 0: unknown): the
+	// server serves no cached extents of a file that this one replaced on
+	// the backing store, or of an earlier version of it that the backing
+	// store changed in place, but drops them and copies the new file up
 	// (engine.ReadingFile). A server of an earlier release ignores them
 	// and serves what it holds.
 	OpRead Op = 1 + iota
 	// OpWrite (path, off i64[, fromPageCache bool[, completing bool[, ino
-	// u64, birth i64, gen u32]]]; data) answers the count written (u32) and
-	// the server's incarnation (u64; see OpSync). ino, birth and gen name
-	// the backing file as for OpRead: a write into an extent of a file
-	// that the named one replaced lands in the new file's bytes. fromPageCache says that the bytes are pages of the
+	// u64, birth i64, gen u32[, change i64]]]]; data) answers the count
+	// written (u32) and the server's incarnation (u64; see OpSync). ino,
+	// birth, gen and change name the backing file as for OpRead: a write
+	// into an extent of a file that the named one replaced lands in the
+	// new file's bytes. fromPageCache says that the bytes are pages of the
 	// client's page cache, which the job was told were written: the
 	// cache's limit on new writes (the write window, and maxFiles at
 	// servers of an earlier release) does not refuse them. completing says
@@ -176,8 +179,8 @@ const (
 	// client cannot write the slab with it.
 	OpSlabFile
 	// OpReadSpans (path, off i64, len u32[, lease bool[, sequential
-	// bool[, ino u64, birth i64, gen u32]]]) reads like OpRead, ino, birth
-	// and gen as there,
+	// bool[, ino u64, birth i64, gen u32[, change i64]]]]) reads like
+	// OpRead, ino, birth, gen and change as there,
 	// but answers where the bytes are in the slab file instead of the
 	// bytes: a bool that is true at the end of the file the server knows, a
 	// bool that is true when the bytes came inline in the data section after
@@ -220,8 +223,8 @@ const (
 	// restart of the server finds its pipe closed.
 	OpWritePipe
 	// OpWritePiped (path, off i64, len u32, pipe id u64[, fromPageCache
-	// bool[, completing bool[, ino u64, birth i64, gen u32]]]) writes like
-	// OpWrite the len bytes the client put into the
+	// bool[, completing bool[, ino u64, birth i64, gen u32[, change
+	// i64]]]]) writes like OpWrite the len bytes the client put into the
 	// pipe, which must hold them and nothing else; the server moves them
 	// into the slab itself. It answers the count written (u32) and the
 	// server's incarnation (u64). After an error the server closes the

@@ -282,9 +282,8 @@ func TestClientCacheWritesReachTheBackingDirectory(t *testing.T) {
 // TestPreloadPassesOverWhatItCannotRead preloads a tree with a directory
 // the instance's identity may not list: as cp -r does, the preload copies
 // up every file it can read, then fails naming the directory, byte for
-// byte even when its name is not UTF-8. A file preloaded is
-// served from the cache: changed behind the cache's back, it still reads
-// as it was.
+// byte even when its name is not UTF-8. A file preloaded is served from
+// the cache, without a copy-up.
 func TestPreloadPassesOverWhatItCannotRead(t *testing.T) {
 	requireFUSE(t)
 	for name, root := range map[string]string{"UTF-8": "t", "Latin-1": "t\xe9"} {
@@ -318,8 +317,13 @@ func preloadPassesOverWhatItCannotRead(t *testing.T, root string) {
 	if r.code == 0 || !strings.Contains(r.out, fmt.Sprintf("%q", root+"/m")) {
 		t.Errorf("preload of a tree with an unreadable directory: exit %d, %q; want a failure naming %q", r.code, r.out, root+"/m")
 	}
+	// Preloaded, the files are read without a copy-up.
+	st := readState(t, in.cacheDir)
+	copied := serversMetric(t, in, st, "burstcache_copy_up_bytes_total")
 	for _, n := range []string{root + "/a/f", root + "/z/f"} {
-		writeWhole(t, filepath.Join(in.backing, n), randomBytes(3<<20, 9))
 		sameFile(t, filepath.Join(in.mount, n), before[n])
+	}
+	if n := serversMetric(t, in, st, "burstcache_copy_up_bytes_total") - copied; n != 0 {
+		t.Errorf("reading the preloaded files copied %g bytes up", n)
 	}
 }

@@ -121,9 +121,15 @@ func recreate(t *testing.T, in instance, clientCache bool) {
 // backing file.
 func replacedFiles(t *testing.T, in instance, st localState) float64 {
 	t.Helper()
+	return serversMetric(t, in, st, "burstcache_replaced_files_total")
+}
+
+// serversMetric sums the metric name of the servers of in.
+func serversMetric(t *testing.T, in instance, st localState, name string) float64 {
+	t.Helper()
 	var n float64
 	for _, s := range st.Servers {
-		n += scrapeMetrics(t, s.Control, "local:"+in.backing)["burstcache_replaced_files_total"]
+		n += scrapeMetrics(t, s.Control, "local:"+in.backing)[name]
 	}
 	return n
 }
