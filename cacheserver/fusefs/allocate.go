@@ -26,6 +26,7 @@ func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off, size uint64, 
 	if !ok || !h.writable() {
 		return syscall.EBADF
 	}
+	n.written()
 	_, done := n.usePath()
 	defer done()
 	if a, ok := n.m.fsys.(Allocater); ok {

@@ -158,6 +158,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if !ok {
 		return nil, syscall.EXDEV
 	}
+	t.written()
 	a, err := n.m.fsys.Link(n.ctx(ctx), t.path(), n.child(name))
 	if err != nil {
 		return nil, errno(err)
@@ -200,6 +201,12 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	ctx = n.ctx(ctx)
 	release := n.m.holdNames()
 	moved := n.GetChild(name)
+	if moved != nil {
+		// A rename moves the change time of the file, as writes do.
+		if m, ok := moved.Operations().(*node); ok {
+			m.written()
+		}
+	}
 	e := n.rename(ctx, name, np, newName, flags)
 	release(e == 0, moved, np.EmbeddedInode(), newName)
 	return e

@@ -144,9 +144,10 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	if err == nil && n.m.opts.ClientCache && a.IsRegular() && n.opensAnother(a) {
 		// A file created under the inode number of one removed behind the
-		// mount: the kernel's inode of n, its size and its pages are the
-		// old file's. Nodes made from now on are new (see generations),
-		// and ESTALE makes the kernel look the name up again into one.
+		// mount, or changed in place behind it: the kernel's inode of n,
+		// its size and its pages are the old file's. Nodes made from now
+		// on are new (see generations), and ESTALE makes the kernel look
+		// the name up again into one.
 		n.m.gens.renew(a.Ino)
 		err = syscall.ESTALE
 	}
@@ -173,6 +174,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	ci := n.newChild(ctx, a, out)
 	c := ci.Operations().(*node)
 	c.opensAnother(a)
+	c.written()
 	c.addOpen()
 	h, fuseFlags := c.newHandle(ctx, flags)
 	return ci, h, fuseFlags, 0
@@ -245,6 +247,7 @@ func (r *fileResult) Done() { r.Release() }
 // Write writes to an open file.
 func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
 	h := f.(*handle)
+	n.written()
 	p, done := n.usePath()
 	defer done()
 	got, err := n.m.fsys.WriteAt(n.m.fromPageCache(ctx, h.as), p, data, off)

@@ -16,9 +16,12 @@ import (
 // into the removed file's node and inode, with its size and pages. When
 // an open finds such a file, its inode number gets a new generation:
 // nodes made from then on are new nodes, of which the kernel makes new
-// inodes, while descriptors open on the old inode keep it. Other inode
-// numbers have generation 0. (A file created through the mount gets a
-// new node anyway: go-fuse makes one for every creation.)
+// inodes, while descriptors open on the old inode keep it. So does a file
+// changed in place behind the mount (its change time moved), unless it
+// was written or changed through the mount, whose own writes move the
+// change time as the servers write them back. Other inode numbers have
+// generation 0. (A file created through the mount gets a new node anyway:
+// go-fuse makes one for every creation.)
 //
 // An inode number keeps its generation until a while after the kernel
 // forgot its node: the kernel forgets a node it looked up again and

@@ -129,3 +129,74 @@ func TestOpenOfANameRemovedBehindTheMount(t *testing.T) {
 		t.Fatalf("opening a file removed behind the mount: %v, want ENOENT", err)
 	}
 }
+
+// TestClientCacheReadsAFileChangedInPlace changes a file in place behind a
+// mount with the client cache (the same inode, written over as cp does):
+// the kernel, which keeps the size and pages of the inode it holds, must
+// read the new version once it trusts the name no more. A file written
+// through the mount, whose change time its own writes move, keeps its
+// node and pages.
+func TestClientCacheReadsAFileChangedInPlace(t *testing.T) {
+	opts := Options{ClientCache: true, EntryTimeout: time.Millisecond, AttrTimeout: time.Millisecond}
+	mnt, backing, s := mount(t, opts)
+	const old, changed = "version one", "the second version, longer"
+	p := filepath.Join(backing, "f")
+	if err := os.WriteFile(p, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(mnt, "f")); string(got) != old {
+		t.Fatalf("first read: %q, %v", got, err)
+	}
+	var before, after syscall.Stat_t
+	if err := syscall.Stat(p, &before); err != nil {
+		t.Fatal(err)
+	}
+	for after.Ctim.Nano() <= before.Ctim.Nano() {
+		// ext4 keeps times to a clock tick.
+		time.Sleep(10 * time.Millisecond)
+		if err := os.WriteFile(p, []byte(changed), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Stat(p, &after); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after.Ino != before.Ino {
+		t.Fatalf("writing the file over made inode %d of %d", after.Ino, before.Ino)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if got, err := os.ReadFile(filepath.Join(mnt, "f")); string(got) != changed {
+		t.Fatalf("read of the file changed in place: %q, %v; want %q", got, err, changed)
+	}
+
+	g := filepath.Join(mnt, "g")
+	if err := os.WriteFile(g, []byte("written "), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	w, err := os.OpenFile(g, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteString("through the mount"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	renewed := s.gens.renewals()
+	time.Sleep(10 * time.Millisecond)
+	if got, err := os.ReadFile(g); string(got) != "written through the mount" {
+		t.Fatalf("read of the file written through the mount: %q, %v", got, err)
+	}
+	if n := s.gens.renewals() - renewed; n != 0 {
+		t.Errorf("the open of a file written through the mount renewed %d generations, want it kept", n)
+	}
+}
+
+// renewals returns how many generations g gave.
+func (g *generations) renewals() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.last
+}

@@ -37,8 +37,10 @@ type node struct {
 	hidden   bool
 	unlinkAs context.Context
 	// opened is the backing file that the last open or create of n found
-	// (zero: none yet).
+	// (zero: none yet); wrote says that n was written or changed through
+	// the mount.
 	opened backing.FileID
+	wrote  bool
 }
 
 // OnForget notes that the kernel forgot n.
@@ -49,19 +51,28 @@ func (n *node) OnForget() {
 
 // opensAnother reports whether an open of n that found a is of another
 // file than the last open or create of n found under the same inode
-// number, and records a otherwise.
+// number, or of a version of it changed in place since, and records a
+// otherwise. A file written or changed through the mount is taken for
+// the same version: the servers' write-back of it moves its change time.
 func (n *node) opensAnother(a namespace.Attr) bool {
-	id := backing.FileID{Ino: a.Ino, Birth: a.Birth, Gen: a.Gen}
+	id := backing.FileID{Ino: a.Ino, Birth: a.Birth, Gen: a.Gen}.ChangedAt(a.Ctime)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.opened.Ino == a.Ino && n.opened.Other(id) {
+	if n.opened.Ino == a.Ino && (n.opened.Other(id) || !n.wrote && id.ChangedSince(n.opened)) {
 		return true
 	}
-	if id.Birth != 0 || id.Gen != 0 {
-		// An answer that tells neither keeps what an earlier one told.
+	if id.Birth != 0 || id.Gen != 0 || id.Change != 0 {
+		// An answer that tells none keeps what an earlier one told.
 		n.opened = id
 	}
 	return false
+}
+
+// written notes that n was written or changed through the mount.
+func (n *node) written() {
+	n.mu.Lock()
+	n.wrote = true
+	n.mu.Unlock()
 }
 
 var (
@@ -205,6 +216,7 @@ func (n *node) stale(a namespace.Attr, f fs.FileHandle) syscall.Errno {
 // Setattr changes attributes: chmod, chown, truncate and utimens.
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	ctx = n.ctx(ctx)
+	n.written()
 	sa := setAttr(in)
 	if n.m.opts.ClientCache && sa.Size != nil {
 		// The kernel's write-back cache sends its own times with every

@@ -38,6 +38,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 // Setxattr sets an extended attribute.
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
 	defer n.m.xattrsChanged()
+	n.written()
 	return errno(n.m.fsys.Setxattr(n.ctx(ctx), n.path(), attr, data, int(flags)))
 }
 
@@ -53,5 +54,6 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 // Removexattr removes an extended attribute.
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	defer n.m.xattrsChanged()
+	n.written()
 	return errno(n.m.fsys.Removexattr(n.ctx(ctx), n.path(), attr))
 }

@@ -1,0 +1,89 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestFilesChangedInPlaceAreSeenAtOpen reads a file through a mount, which
+// caches it, writes it over in place on the backing directory (the same
+// inode, cut and written again, as cp over an existing file does), and
+// opens and reads it again without an invalidation: the mount must read
+// the new version, longer or shorter, as NFS would after the open. Through
+// the slab the servers lend, through the socket, and with the client
+// cache, whose kernel keeps the size and pages of the file it read, as in
+// TestReplacedFilesAreSeenAtOpen.
+func TestFilesChangedInPlaceAreSeenAtOpen(t *testing.T) {
+	requireFUSE(t)
+	tests := map[string]struct {
+		cacheDir    string
+		clientCache bool
+	}{
+		"slab lent":          {cacheDir: "cache"},
+		"through the socket": {cacheDir: "cache,tcp"},
+		"client cache":       {cacheDir: "cache", clientCache: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			in := dirs(t)
+			in.cacheDir = filepath.Join(filepath.Dir(in.cacheDir), tc.cacheDir)
+			old := randomBytes(2<<20+100, 1)
+			if err := os.WriteFile(filepath.Join(in.backing, "input"), old, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var extra []string
+			if tc.clientCache {
+				extra = append(extra, "--client-cache")
+			}
+			up(t, in, 2, extra...)
+			st := readState(t, in.cacheDir)
+			for range 2 {
+				sameFile(t, filepath.Join(in.mount, "input"), old)
+			}
+			for i, data := range [][]byte{randomBytes(3<<20+7, 2), randomBytes(1<<20-9, 3)} {
+				before := replacedFiles(t, in, st)
+				changeInPlace(t, filepath.Join(in.backing, "input"), data)
+				if tc.clientCache {
+					// Until the kernel trusts the name no more.
+					time.Sleep(1100 * time.Millisecond)
+				}
+				sameFile(t, filepath.Join(in.mount, "input"), data)
+				if n := replacedFiles(t, in, st); n == before {
+					t.Errorf("change %d: no server dropped the extents of the earlier version", i+1)
+				}
+			}
+		})
+	}
+}
+
+// changeInPlace writes data over the file p in place, once the clock of
+// its file system has moved past p's change time, and checks that p kept
+// its inode and its change time moved.
+func changeInPlace(t *testing.T, p string, data []byte) {
+	t.Helper()
+	var before, after syscall.Stat_t
+	if err := syscall.Stat(p, &before); err != nil {
+		t.Fatal(err)
+	}
+	// ext4 keeps times to a clock tick.
+	time.Sleep(20 * time.Millisecond)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Stat(p, &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Ino != before.Ino || after.Ctim.Nano() <= before.Ctim.Nano() {
+		t.Fatalf("%s changed in place: inode %d, change time %d; before %d, %d", p, after.Ino, after.Ctim.Nano(), before.Ino, before.Ctim.Nano())
+	}
+}
