@@ -13,16 +13,21 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/posixns"
 )
 
-// reusedIno answers one inode number for every regular file, and each
-// backing file's own inode number as its generation (at opens and
-// creations only, as the servers answer them): a file system that gives
-// every new file the inode number of the last one removed.
-type reusedIno struct{ *posixns.FS }
+// reusedIno answers one inode number for every regular file, and, with
+// gens, each backing file's own inode number as its generation (at opens
+// and creations only, as the servers answer them): a file system that
+// gives every new file the inode number of the last one removed. Without
+// gens, as over NFS, only the change time tells the files apart.
+type reusedIno struct {
+	*posixns.FS
+	gens bool
+}
 
 const theIno = 4242
 
 func reuse(a namespace.Attr, gen bool) namespace.Attr {
 	if a.IsRegular() {
+		a.Birth, a.Gen = 0, 0
 		if gen {
 			a.Gen = uint32(a.Ino)
 		}
@@ -43,12 +48,12 @@ func (r reusedIno) GetAttrProbing(ctx context.Context, p string, names []string)
 
 func (r reusedIno) Open(ctx context.Context, p string, flags int) (namespace.Attr, error) {
 	a, err := r.FS.Open(ctx, p, flags)
-	return reuse(a, true), err
+	return reuse(a, r.gens), err
 }
 
 func (r reusedIno) Create(ctx context.Context, p string, flags int, mode uint32) (namespace.Attr, error) {
 	a, err := r.FS.Create(ctx, p, flags, mode)
-	return reuse(a, true), err
+	return reuse(a, r.gens), err
 }
 
 // TestClientCacheKeepsNothingOfAFileWhoseInodeNumberWasReused replaces a
@@ -57,10 +62,17 @@ func (r reusedIno) Create(ctx context.Context, p string, flags int, mode uint32)
 // descriptor holds the removed one open: the kernel,
 // which trusts the size it knows of an inode it holds and keeps its
 // pages, must read and stat the new file once it trusts the name no
-// more, not the removed one.
+// more, not the removed one. With generations, and without, by the change
+// time of the new file.
 func TestClientCacheKeepsNothingOfAFileWhoseInodeNumberWasReused(t *testing.T) {
+	for name, gens := range map[string]bool{"generations": true, "change times": false} {
+		t.Run(name, func(t *testing.T) { clientCacheKeepsNothingOfReusedInode(t, gens) })
+	}
+}
+
+func clientCacheKeepsNothingOfReusedInode(t *testing.T, gens bool) {
 	opts := Options{ClientCache: true, EntryTimeout: time.Millisecond, AttrTimeout: time.Millisecond}
-	mnt, backing, _, _ := mountOver(t, opts, func(p *posixns.FS) reusedIno { return reusedIno{p} })
+	mnt, backing, _, _ := mountOver(t, opts, func(p *posixns.FS) reusedIno { return reusedIno{p, gens} })
 	const old, replaced = "the removed file", "the file that replaced it, longer"
 	if err := os.WriteFile(filepath.Join(backing, "f"), []byte(old), 0o644); err != nil {
 		t.Fatal(err)
@@ -68,6 +80,8 @@ func TestClientCacheKeepsNothingOfAFileWhoseInodeNumberWasReused(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(mnt, "f")); string(got) != old {
 		t.Fatalf("first read: %q, %v", got, err)
 	}
+	// ext4 keeps change times to a clock tick.
+	time.Sleep(10 * time.Millisecond)
 	if err := os.WriteFile(filepath.Join(backing, "f.new"), []byte(replaced), 0o644); err != nil {
 		t.Fatal(err)
 	}
