@@ -3,6 +3,7 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -86,4 +87,49 @@ func changeInPlace(t *testing.T, p string, data []byte) {
 	if after.Ino != before.Ino || after.Ctim.Nano() <= before.Ctim.Nano() {
 		t.Fatalf("%s changed in place: inode %d, change time %d; before %d, %d", p, after.Ino, after.Ctim.Nano(), before.Ino, before.Ctim.Nano())
 	}
+}
+
+// TestReadFilesWrittenThroughTheCacheStayWhole reads a file of the backing
+// directory through three servers, which copy it up and keep the version
+// they copied, then writes into it and past its end through the mount
+// and writes it back: those write-backs move the file's change time, which
+// the servers must not take for a change behind the cache that loses the
+// bytes or the size the writes gave the file, before or after the
+// write-back: at most they copy up again what they copied before.
+func TestReadFilesWrittenThroughTheCacheStayWhole(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	orig := randomBytes(5<<20+300, 1)
+	if err := os.WriteFile(filepath.Join(in.backing, "f"), orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	up(t, in, 3)
+	p := filepath.Join(in.mount, "f")
+	sameFile(t, p, orig)
+
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, tail := randomBytes(4000, 2), randomBytes(2<<20+77, 3)
+	if _, err := f.WriteAt(patch, 2<<20+100); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(tail, int64(len(orig))); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Concat(orig, tail)
+	copy(want[2<<20+100:], patch)
+	sameFile(t, p, want)
+	must(t, "local", "flush", "--mount", in.mount, in.mount)
+	for range 2 {
+		sameFile(t, p, want)
+		if fi, err := os.Stat(p); err != nil || fi.Size() != int64(len(want)) {
+			t.Fatalf("stat after the write-back: %v, %v; want %d bytes", fi, err, len(want))
+		}
+	}
+	sameFile(t, filepath.Join(in.backing, "f"), want)
 }
