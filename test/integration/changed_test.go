@@ -13,41 +13,18 @@ import (
 // caches it, writes it over in place on the backing directory (the same
 // inode, cut and written again, as cp over an existing file does), and
 // opens and reads it again without an invalidation: the mount must read
-// the new version, longer or shorter, as NFS would after the open. Through
-// the slab the servers lend, through the socket, and with the client
-// cache, whose kernel keeps the size and pages of the file it read, as in
-// TestReplacedFilesAreSeenAtOpen.
+// the new version, longer or shorter, as NFS would after the open. In
+// each of openSetUps: with the client cache, the kernel keeps the size and
+// pages of the file it read.
 func TestFilesChangedInPlaceAreSeenAtOpen(t *testing.T) {
 	requireFUSE(t)
-	tests := map[string]struct {
-		cacheDir    string
-		clientCache bool
-	}{
-		"slab lent":          {cacheDir: "cache"},
-		"through the socket": {cacheDir: "cache,tcp"},
-		"client cache":       {cacheDir: "cache", clientCache: true},
-	}
-	for name, tc := range tests {
+	for name, set := range openSetUps {
 		t.Run(name, func(t *testing.T) {
-			in := dirs(t)
-			in.cacheDir = filepath.Join(filepath.Dir(in.cacheDir), tc.cacheDir)
-			old := randomBytes(2<<20+100, 1)
-			if err := os.WriteFile(filepath.Join(in.backing, "input"), old, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			var extra []string
-			if tc.clientCache {
-				extra = append(extra, "--client-cache")
-			}
-			up(t, in, 2, extra...)
-			st := readState(t, in.cacheDir)
-			for range 2 {
-				sameFile(t, filepath.Join(in.mount, "input"), old)
-			}
+			in, st, _ := cachedInput(t, set)
 			for i, data := range [][]byte{randomBytes(3<<20+7, 2), randomBytes(1<<20-9, 3)} {
 				before := replacedFiles(t, in, st)
 				changeInPlace(t, filepath.Join(in.backing, "input"), data)
-				if tc.clientCache {
+				if set.clientCache {
 					// Until the kernel trusts the name no more.
 					time.Sleep(1100 * time.Millisecond)
 				}

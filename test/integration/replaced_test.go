@@ -18,42 +18,14 @@ import (
 // file, as NFS would after the open; and again once it was removed and
 // created anew. A file written through the mount is
 // not taken for a replacement of itself: read back after write-back, its
-// cached data serves. The default set-up reaches its servers over Unix
-// sockets and reads the slab they lend; a cache directory whose path has
-// a comma makes them listen on loopback TCP, and every read goes through
-// the socket. With the client cache the mount takes a file of another
-// inode number for another file, whose pages its kernel does not hold.
+// cached data serves. In each of openSetUps: with the client cache the
+// mount takes a file of another inode number for another file, whose
+// pages its kernel does not hold.
 func TestReplacedFilesAreSeenAtOpen(t *testing.T) {
 	requireFUSE(t)
-	tests := map[string]struct {
-		cacheDir    string
-		clientCache bool
-	}{
-		"slab lent":          {cacheDir: "cache"},
-		"through the socket": {cacheDir: "cache,tcp"},
-		"client cache":       {cacheDir: "cache", clientCache: true},
-	}
-	for name, tc := range tests {
+	for name, set := range openSetUps {
 		t.Run(name, func(t *testing.T) {
-			in := dirs(t)
-			cacheDir := tc.cacheDir
-			in.cacheDir = filepath.Join(filepath.Dir(in.cacheDir), cacheDir)
-			old := randomBytes(2<<20+100, 1)
-			if err := os.WriteFile(filepath.Join(in.backing, "input"), old, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			var extra []string
-			if tc.clientCache {
-				extra = append(extra, "--client-cache")
-			}
-			up(t, in, 2, extra...)
-			st := readState(t, in.cacheDir)
-			if local := !strings.Contains(cacheDir, ","); local != strings.HasPrefix(st.Servers[0].Data, "/") {
-				t.Fatalf("server data address %q, want a Unix socket: %v", st.Servers[0].Data, local)
-			}
-			for range 2 {
-				sameFile(t, filepath.Join(in.mount, "input"), old)
-			}
+			in, st, _ := cachedInput(t, set)
 
 			replaced := randomBytes(3<<20+7, 2)
 			if err := replaceBacking(in, "input", replaced); err != nil {
@@ -63,7 +35,7 @@ func TestReplacedFilesAreSeenAtOpen(t *testing.T) {
 			if n := replacedFiles(t, in, st); n == 0 {
 				t.Error("no server counted a replaced file")
 			}
-			recreate(t, in, tc.clientCache)
+			recreate(t, in, set.clientCache)
 
 			out := randomBytes(2<<20+300, 3)
 			writeSynced(t, filepath.Join(in.mount, "out"), out)
@@ -75,6 +47,47 @@ func TestReplacedFilesAreSeenAtOpen(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openSetUps are the ways of a mount whose opens see files changed behind
+// the cache: the default, whose servers are reached over Unix sockets and
+// lend their slab; with a comma in the cache directory's path, over
+// loopback TCP, every read through the socket; and with the client cache.
+var openSetUps = map[string]openSetUp{
+	"slab lent":          {cacheDir: "cache"},
+	"through the socket": {cacheDir: "cache,tcp"},
+	"client cache":       {cacheDir: "cache", clientCache: true},
+}
+
+type openSetUp struct {
+	cacheDir    string
+	clientCache bool
+}
+
+// cachedInput writes a backing file "input", starts two servers and a
+// mount over it as set says, and reads it through the mount twice, which
+// caches it. It returns the instance, its state and the file's bytes.
+func cachedInput(t *testing.T, set openSetUp) (instance, localState, []byte) {
+	t.Helper()
+	in := dirs(t)
+	in.cacheDir = filepath.Join(filepath.Dir(in.cacheDir), set.cacheDir)
+	old := randomBytes(2<<20+100, 1)
+	if err := os.WriteFile(filepath.Join(in.backing, "input"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var extra []string
+	if set.clientCache {
+		extra = append(extra, "--client-cache")
+	}
+	up(t, in, 2, extra...)
+	st := readState(t, in.cacheDir)
+	if local := !strings.Contains(set.cacheDir, ","); local != strings.HasPrefix(st.Servers[0].Data, "/") {
+		t.Fatalf("server data address %q, want a Unix socket: %v", st.Servers[0].Data, local)
+	}
+	for range 2 {
+		sameFile(t, filepath.Join(in.mount, "input"), old)
+	}
+	return in, st, old
 }
 
 // replaceBacking writes data under another name in the backing directory
