@@ -135,6 +135,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	// Counting the open first makes an unlink or a rename over the file
 	// that races with the open hide it rather than remove it.
 	n.addOpen()
+	if flags&syscall.O_TRUNC != 0 {
+		// The open changes the file (where the kernel does not cut it
+		// with a setattr first).
+		n.written()
+	}
 	a, err := n.m.fsys.Open(ctx, n.path(), int(flags))
 	if err == nil && a.Ino != 0 && a.Ino != n.StableAttr().Ino || err != nil && errno(err) == syscall.ENOENT {
 		// The name now stands for another file, or for none: ESTALE makes

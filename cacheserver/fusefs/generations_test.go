@@ -182,6 +182,19 @@ func TestClientCacheReadsAFileChangedInPlace(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(mnt, "f")); string(got) != changed {
 		t.Fatalf("read of the file changed in place: %q, %v; want %q", got, err, changed)
 	}
+	// Cut and written through the mount, as cp over it does there.
+	renewed := s.gens.renewals()
+	time.Sleep(10 * time.Millisecond)
+	const rewritten = "written over through the mount"
+	if err := os.WriteFile(filepath.Join(mnt, "f"), []byte(rewritten), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(mnt, "f")); string(got) != rewritten {
+		t.Fatalf("read of the file written over through the mount: %q, %v", got, err)
+	}
+	if n := s.gens.renewals() - renewed; n != 0 {
+		t.Errorf("writing a file over through the mount renewed %d generations, want it kept", n)
+	}
 
 	g := filepath.Join(mnt, "g")
 	if err := os.WriteFile(g, []byte("written "), 0o644); err != nil {
@@ -198,7 +211,7 @@ func TestClientCacheReadsAFileChangedInPlace(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	renewed := s.gens.renewals()
+	renewed = s.gens.renewals()
 	time.Sleep(10 * time.Millisecond)
 	if got, err := os.ReadFile(g); string(got) != "written through the mount" {
 		t.Fatalf("read of the file written through the mount: %q, %v", got, err)
