@@ -66,8 +66,9 @@ func applySources(tx *bolt.Tx, sources map[string]*Source) error {
 		if err := putOrDelete(b, []byte(p), s, encodeSource); err != nil {
 			return err
 		}
-		// A version without a source, which a release that knows no
-		// versions may leave, is never read.
+		// No version outlives its source here. One that a release that
+		// knows no versions leaves behind is older than the file, if a
+		// source comes back: the next release copies the file again.
 		var change *int64
 		if s != nil && s.Change != 0 {
 			change = &s.Change
