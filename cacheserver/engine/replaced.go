@@ -114,16 +114,9 @@ func (e *Engine) judgeLocked(f *file, named backing.FileID) verdict {
 	case len(f.extents) == 0:
 		// Copy-ups from now on read the named file, or one that replaced
 		// it since; a copier's open may be of an older one.
-		f.source, f.replacedBy, f.notSource, f.blind = named, backing.FileID{}, nil, false
-		if f.size != 0 {
-			// Writes through the cache gave it a size, here or on
-			// another server, whose write-back moves the change time,
-			// and may hold its end yet, which a drop would forget: of no
-			// version, as written (writtenLocked).
-			f.source.Change = 0
-		}
+		f.replacedBy, f.notSource, f.blind = backing.FileID{}, nil, false
 		f.copierStale = f.copier
-		e.sourceChangedLocked(f)
+		e.takeSourceLocked(f, named)
 		return serve
 	case f.source.Ino != 0 && same(f.source):
 		if named.ChangedSince(f.source) {
@@ -191,9 +184,22 @@ func (e *Engine) learnSource(ctx context.Context, f *file) {
 	defer e.mu.Unlock()
 	// Extents placed during the look may be of an older file.
 	if err == nil && f.source.Ino == 0 && len(f.extents) == 0 {
-		f.source, f.blind = id, false
-		e.sourceChangedLocked(f)
+		f.blind = false
+		e.takeSourceLocked(f, id)
 	}
+}
+
+// takeSourceLocked makes id the source of the extents f copies from now
+// on. It is of no version while writes through the cache gave f a size,
+// here or on another server: their write-back moves the change time, and
+// a drop would forget the size, whose end another server may hold dirty
+// yet (see writtenLocked).
+func (e *Engine) takeSourceLocked(f *file, id backing.FileID) {
+	f.source = id
+	if f.size != 0 {
+		f.source.Change = 0
+	}
+	e.sourceChangedLocked(f)
 }
 
 // writtenLocked notes that a write through the cache made an extent of f
