@@ -37,10 +37,11 @@ type node struct {
 	hidden   bool
 	unlinkAs context.Context
 	// opened is the backing file that the last open or create of n found
-	// (zero: none yet); wrote says that n was written or changed through
-	// the mount.
+	// (zero: none yet).
 	opened backing.FileID
-	wrote  bool
+	// wrote says that n was written or changed through the mount. Every
+	// write sets it, in parallel for a shared file: not under mu.
+	wrote atomic.Bool
 }
 
 // OnForget notes that the kernel forgot n.
@@ -58,7 +59,7 @@ func (n *node) opensAnother(a namespace.Attr) bool {
 	id := backing.FileID{Ino: a.Ino, Birth: a.Birth, Gen: a.Gen}.ChangedAt(a.Ctime)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.opened.Ino == a.Ino && (n.opened.Other(id) || !n.wrote && id.ChangedSince(n.opened)) {
+	if n.opened.Ino == a.Ino && (n.opened.Other(id) || !n.wrote.Load() && id.ChangedSince(n.opened)) {
 		return true
 	}
 	if id.Birth != 0 || id.Gen != 0 || id.Change != 0 {
@@ -70,9 +71,9 @@ func (n *node) opensAnother(a namespace.Attr) bool {
 
 // written notes that n was written or changed through the mount.
 func (n *node) written() {
-	n.mu.Lock()
-	n.wrote = true
-	n.mu.Unlock()
+	if !n.wrote.Load() {
+		n.wrote.Store(true)
+	}
 }
 
 var (
