@@ -67,7 +67,7 @@ func (d *Dir) WriteAt(ctx context.Context, p string, b []byte, off int64) (n int
 func (d *Dir) with(ctx context.Context, p string, flags int, fn func(*os.File) error) error {
 	var owned *unix.Stat_t
 	err := ident.DoContext(ctx, func() error {
-		f, err := d.open(ctx, p, flags|unix.O_NOFOLLOW, 0o666, flags&unix.O_CREAT != 0)
+		f, err := d.open(ctx, p, flags|unix.O_NOFOLLOW, createdFileMode, flags&unix.O_CREAT != 0)
 		if errors.Is(err, fs.ErrPermission) {
 			if st, ok := d.usableByCaller(ctx, p, flags); ok {
 				owned = st

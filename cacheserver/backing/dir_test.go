@@ -195,3 +195,32 @@ func TestSyncDirOfADropBox(t *testing.T) {
 		t.Errorf("SyncDir of a missing directory: %v, want not exist", err)
 	}
 }
+
+// TestDirCreatesForTheOwnerOnly: what a write creates (a file removed
+// behind the cache, written back, its parents, a missing root) only its
+// owner may read, whatever the umask lets through.
+func TestDirCreatesForTheOwnerOnly(t *testing.T) {
+	defer syscall.Umask(syscall.Umask(0))
+	root := filepath.Join(t.TempDir(), "gone")
+	d := NewDir(root)
+	ctx := context.Background()
+	if _, err := d.WriteAt(ctx, "a/b/written", []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Truncate(ctx, "c/truncated", 10); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]fs.FileMode{
+		"":            fs.ModeDir | 0o700,
+		"a":           fs.ModeDir | 0o700,
+		"a/b":         fs.ModeDir | 0o700,
+		"a/b/written": 0o600,
+		"c":           fs.ModeDir | 0o700,
+		"c/truncated": 0o600,
+	} {
+		fi, err := os.Stat(filepath.Join(root, p))
+		if err != nil || fi.Mode() != want {
+			t.Errorf("%q: %v, %v; want mode %v", p, fi.Mode(), err, want)
+		}
+	}
+}

@@ -3,8 +3,14 @@
 //
 // Store is the interface the cache engine uses. Dir implements it over a POSIX
 // directory: ranged reads and writes go to the same offsets of the same
-// relative paths, writes create missing parent directories, and regions never
-// written stay holes, so sparse files stay sparse. Dir runs every system call
+// relative paths, writes create missing files and parent directories, and
+// regions never written stay holes, so sparse files stay sparse. What a write
+// creates only its owner may read (files 0600, directories 0700): a file a
+// job created through the cache exists on the backing store before its first
+// write, so a write that creates one writes back a file removed behind the
+// cache's back, and the mode of the file, and of any directory removed with
+// it, is gone with them; data written back must not become readable by
+// anyone its owner had not let read it. Dir runs every system call
 // under the identity carried by the call's context (see package ident), so
 // the kernel checks permissions, parent directories included, as if the
 // caller touched the file system itself.

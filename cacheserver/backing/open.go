@@ -66,6 +66,14 @@ func actsAsProcess(ctx context.Context) bool {
 	return !ok || c.IsProcess()
 }
 
+// The modes of what a write creates (see the package documentation): a
+// file removed behind the cache's back, and its parents, readable by their
+// owner only.
+const (
+	createdFileMode = 0o600
+	createdDirMode  = 0o700
+)
+
 // open opens p beneath the root with the open(2) flags and mode, for a call
 // of ctx on the thread that runs as its identity. With create, missing
 // parent directories, and the root itself if no directory is pinned, are
@@ -73,7 +81,7 @@ func actsAsProcess(ctx context.Context) bool {
 func (d *Dir) open(ctx context.Context, p string, flags int, mode uint32, create bool) (*os.File, error) {
 	root, err := d.openRoot(ctx)
 	if create && d.pin == nil && errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(d.root, 0o777); err != nil {
+		if err := os.MkdirAll(d.root, createdDirMode); err != nil {
 			return nil, err
 		}
 		root, err = d.openRoot(ctx)
@@ -118,7 +126,7 @@ func mkdirBeneath(root int, dir string, resolve uint64) error {
 		if err != nil {
 			return err
 		}
-		err = unix.Mkdirat(int(parent.Fd()), parts[i], 0o777)
+		err = unix.Mkdirat(int(parent.Fd()), parts[i], createdDirMode)
 		parent.Close()
 		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return &fs.PathError{Op: "mkdir", Path: sub, Err: err}

@@ -16,12 +16,13 @@ type Store interface {
 	// end of the file.
 	ReadAt(ctx context.Context, path string, p []byte, off int64) (int, error)
 	// WriteAt writes p at off, creating the file and its parent
-	// directories when missing. The file grows only to off+len(p).
+	// directories when missing, readable by their owner only. The file
+	// grows only to off+len(p).
 	WriteAt(ctx context.Context, path string, p []byte, off int64) (int, error)
 	// Stat returns information about path.
 	Stat(ctx context.Context, path string) (fs.FileInfo, error)
 	// Truncate sets the size of the file, creating it (and its parents)
-	// when missing.
+	// when missing, as WriteAt does.
 	Truncate(ctx context.Context, path string, size int64) error
 	// Sync makes the file's data durable (fsync).
 	Sync(ctx context.Context, path string) error

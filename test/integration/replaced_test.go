@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -236,4 +237,35 @@ func TestShorterReplacementOfAWrittenFileShowsItsSize(t *testing.T) {
 		t.Fatalf("stat of the shorter file that replaced it: %v, %v; want size %d", fi.Size(), err, len(short))
 	}
 	sameFile(t, p, short)
+}
+
+// TestDirtyDataOfAFileRemovedBehindTheCacheGoesBackPrivate removes, on the
+// backing directory, a private directory whose file holds dirty data in
+// the cache: the write-back brings the file back, data whole, and neither
+// it nor its directory readable by anyone but its owner, even from servers
+// whose umask would let everyone read what they create.
+func TestDirtyDataOfAFileRemovedBehindTheCacheGoesBackPrivate(t *testing.T) {
+	requireFUSE(t)
+	defer syscall.Umask(syscall.Umask(0))
+	in := dirs(t)
+	up(t, in, 2)
+	if err := os.Mkdir(filepath.Join(in.mount, "private"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	data := randomBytes(3<<20+5, 3)
+	if err := os.WriteFile(filepath.Join(in.mount, "private", "f"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(in.backing, "private")); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "local", "flush", "--mount", in.mount, in.mount)
+	for p, want := range map[string]os.FileMode{"private": os.ModeDir | 0o700, "private/f": 0o600} {
+		if fi, err := os.Stat(filepath.Join(in.backing, p)); err != nil || fi.Mode() != want {
+			t.Errorf("%s on the backing directory: %v, %v; want mode %v", p, fi.Mode(), err, want)
+		}
+	}
+	if got, err := os.ReadFile(filepath.Join(in.backing, "private", "f")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("file written back: %d bytes, %v; want the %d written", len(got), err, len(data))
+	}
 }
