@@ -224,3 +224,38 @@ func TestDirCreatesForTheOwnerOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestDirCrossesNoMount: reads and writes stay on the root's file system;
+// a path through a file system mounted beneath the root fails with EXDEV
+// and writes nothing there.
+func TestDirCrossesNoMount(t *testing.T) {
+	root := t.TempDir()
+	at := filepath.Join(root, "mnt")
+	if err := os.Mkdir(at, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", at, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("mounting a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(at, syscall.MNT_DETACH) })
+	if err := os.WriteFile(filepath.Join(at, "f"), []byte("other"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := NewDir(root)
+	ctx := context.Background()
+	if _, err := d.WriteAt(ctx, "mnt/f", []byte("cache"), 0); !errors.Is(err, syscall.EXDEV) {
+		t.Errorf("write through a mount point: %v, want EXDEV", err)
+	}
+	if _, err := d.ReadAt(ctx, "mnt/f", make([]byte, 5), 0); !errors.Is(err, syscall.EXDEV) {
+		t.Errorf("read through a mount point: %v, want EXDEV", err)
+	}
+	if err := d.Truncate(ctx, "mnt/g", 10); !errors.Is(err, syscall.EXDEV) {
+		t.Errorf("truncate through a mount point: %v, want EXDEV", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(at, "f")); err != nil || string(got) != "other" {
+		t.Fatalf("file of the mounted file system: %q, %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(at, "g")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("truncate made a file on the mounted file system: %v", err)
+	}
+}

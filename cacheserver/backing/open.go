@@ -16,8 +16,10 @@ import (
 
 // beneath is how every path below the root is resolved: no symbolic link,
 // in the path or planted there later, may lead outside the backing
-// directory, and no /proc magic link may be followed.
-const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
+// directory, no mount point may be crossed (the backing store is the
+// root's file system alone, as the namespace is), and no /proc magic link
+// may be followed.
+const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
 
 // resolveFor is how p is resolved for an open with flags. An open for
 // writing follows no symbolic link at all. The cache writes a file back

@@ -28,13 +28,31 @@ func attrOf(st *unix.Stat_t) namespace.Attr {
 	}
 }
 
-// lstatAt returns the attributes of name in dirfd without following it.
-func lstatAt(dirfd int, name string) (namespace.Attr, error) {
+// lstatAt returns the attributes of name in dirfd without following it,
+// and EXDEV for a mount point: what it shows is another file system's, or
+// a directory of this one seen again (a bind mount), maybe above itself. A
+// mount point is a directory, or shows another device; for other names no
+// second call is made.
+func (f *FS) lstatAt(dirfd int, name string) (namespace.Attr, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return namespace.Attr{}, err
 	}
+	maybeMounted := st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Dev != f.dev
+	if maybeMounted && f.mnt != 0 && mountID(dirfd, name) != f.mnt {
+		return namespace.Attr{}, unix.EXDEV
+	}
 	return attrOf(&st), nil
+}
+
+// mountID returns the mount ID of name in dirfd ("" for dirfd itself),
+// not following a final symbolic link, or 0 if the kernel does not tell.
+func mountID(dirfd int, name string) uint64 {
+	var stx unix.Statx_t
+	if unix.Statx(dirfd, name, unix.AT_SYMLINK_NOFOLLOW|unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &stx) != nil || stx.Mask&unix.STATX_MNT_ID == 0 {
+		return 0
+	}
+	return stx.Mnt_id
 }
 
 // GetAttr returns the attributes of p without following a final symbolic
@@ -42,7 +60,7 @@ func lstatAt(dirfd int, name string) (namespace.Attr, error) {
 func (f *FS) GetAttr(ctx context.Context, p string) (namespace.Attr, error) {
 	var a namespace.Attr
 	err := f.at(ctx, "getattr", p, func(dirfd int, name string) (err error) {
-		a, err = lstatAt(dirfd, name)
+		a, err = f.lstatAt(dirfd, name)
 		return err
 	})
 	return a, err
@@ -57,7 +75,7 @@ func (f *FS) SetAttr(ctx context.Context, p string, in namespace.SetAttr) (names
 		if err := setAttrAt(dirfd, name, in); err != nil {
 			return err
 		}
-		a, err = lstatAt(dirfd, name)
+		a, err = f.lstatAt(dirfd, name)
 		return err
 	})
 	return a, err

@@ -13,7 +13,16 @@
 // link inside the tree that points outside it (absolutely, or with "..")
 // fails with EXDEV instead of being followed; the final name is then handled
 // with the *at system calls (fstatat, mkdirat, unlinkat, renameat2, ...)
-// without following a final symbolic link. Extended attributes are reached
+// without following a final symbolic link.
+//
+// Paths never leave the root's file system either: a path through a mount
+// point beneath the root, and a lookup of the mount point itself, fail with
+// EXDEV (RESOLVE_NO_XDEV, and the mount ID of the name for a lookup). Another
+// file system numbers its inodes anew, and the mount knows files by inode
+// number: a file of it would be taken for the file of the root's file system
+// with the same number, and reads and writes of one would reach the other;
+// a bind mount of a directory above itself would make a loop of the tree.
+// Such names are still listed. Extended attributes are reached
 // through an O_PATH descriptor of the final name and its /proc/self/fd entry,
 // which names the file itself even when it is a symbolic link.
 //

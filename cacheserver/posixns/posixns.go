@@ -13,10 +13,11 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 )
 
-// resolve keeps every lookup beneath the root: ".." cannot climb above it,
-// absolute symbolic links and links that climb out fail with EXDEV, and
+// resolve keeps every lookup beneath the root and on its file system: ".."
+// cannot climb above it, absolute symbolic links and links that climb out
+// fail with EXDEV, and so does a path through a mount point (see doc.go);
 // /proc magic links are refused.
-const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
+const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
 
 // FS is a namespace.FS over a local directory. It is safe for concurrent use.
 type FS struct {
@@ -24,6 +25,9 @@ type FS struct {
 	dir  string
 	// dev and ino identify the root, for reachRoot.
 	dev, ino uint64
+	// mnt is the mount ID of the root (statx(2) STATX_MNT_ID), 0 if the
+	// kernel does not tell: no name of another mount is served.
+	mnt uint64
 }
 
 var (
@@ -69,7 +73,7 @@ func newAt(dir string, fd int) (*FS, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("opening backing directory %s: %w", dir, unix.ENOTDIR)
 	}
-	return &FS{root: fd, dir: dir, dev: st.Dev, ino: st.Ino}, nil
+	return &FS{root: fd, dir: dir, dev: st.Dev, ino: st.Ino, mnt: mountID(fd, "")}, nil
 }
 
 // Close releases the root directory. No call may be made after Close.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -386,5 +387,61 @@ func TestReadDirPageListsStayingEntriesOnce(t *testing.T) {
 		if n > 1 {
 			t.Errorf("%s listed %d times", name, n)
 		}
+	}
+}
+
+// mountBeneath mounts a fresh tmpfs at dir/name, holding the file f, and
+// unmounts it when the test ends; it skips the test where mounting is not
+// allowed.
+func mountBeneath(t *testing.T, dir, name string) {
+	t.Helper()
+	at := filepath.Join(dir, name)
+	if err := os.Mkdir(at, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", at, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("mounting a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(at, syscall.MNT_DETACH) })
+	mustWrite(t, filepath.Join(at, "f"), "other file system", 0o644)
+}
+
+// TestMountsBeneathTheRootAreNotCrossed: a file system mounted beneath the
+// root numbers its inodes anew, and a bind mount may show a directory
+// above itself; neither its mount point nor anything under it is served,
+// so that no file of it is taken for the file of the root's file system
+// with the same inode number.
+func TestMountsBeneathTheRootAreNotCrossed(t *testing.T) {
+	fsys, dir := newFS(t)
+	mountBeneath(t, dir, "mnt")
+	mustWrite(t, filepath.Join(dir, "sub", "f"), "root file system", 0o644)
+	loop := filepath.Join(dir, "sub", "loop")
+	if err := os.Mkdir(loop, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount(dir, loop, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(loop, syscall.MNT_DETACH) })
+	ctx := context.Background()
+	for _, p := range []string{"mnt", "mnt/f", "sub/loop", "sub/loop/sub/f"} {
+		_, err := fsys.GetAttr(ctx, p)
+		wantErrno(t, "GetAttr "+p, err, syscall.EXDEV)
+		_, err = fsys.Open(ctx, p, syscall.O_RDONLY)
+		wantErrno(t, "Open "+p, err, syscall.EXDEV)
+	}
+	_, err := fsys.ReadDir(ctx, "mnt")
+	wantErrno(t, "ReadDir mnt", err, syscall.EXDEV)
+	_, err = fsys.Create(ctx, "mnt/new", syscall.O_WRONLY, 0o644)
+	wantErrno(t, "Create mnt/new", err, syscall.EXDEV)
+	if _, err := fsys.GetAttr(ctx, "sub/f"); err != nil {
+		t.Fatalf("a file of the root's file system: %v", err)
+	}
+	entries, err := fsys.ReadDir(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(entries, func(e namespace.DirEntry) bool { return e.Name == "mnt" }) {
+		t.Fatalf("the mount point is not listed: %v", entries)
 	}
 }

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -267,5 +268,72 @@ func TestDirtyDataOfAFileRemovedBehindTheCacheGoesBackPrivate(t *testing.T) {
 	}
 	if got, err := os.ReadFile(filepath.Join(in.backing, "private", "f")); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("file written back: %d bytes, %v; want the %d written", len(got), err, len(data))
+	}
+}
+
+// TestFilesOfAFileSystemMountedBeneathTheBackingAreNotServed mounts a file
+// system beneath the backing directory, itself on another one, and finds a
+// file of each with the same inode number: writes through a file the mount
+// holds open must land in it, not in the other file, which a lookup through
+// the mount point, refused, made the mount take for the same file.
+func TestFilesOfAFileSystemMountedBeneathTheBackingAreNotServed(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	nested := filepath.Join(in.backing, "nested")
+	for _, at := range []string{in.backing, nested} {
+		if at == nested {
+			if err := os.Mkdir(nested, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := syscall.Mount("tmpfs", at, "tmpfs", 0, "size=16m,mode=755"); err != nil {
+			t.Skipf("mounting a tmpfs: %v", err)
+		}
+		t.Cleanup(func() { syscall.Unmount(at, syscall.MNT_DETACH) })
+	}
+	if err := os.WriteFile(filepath.Join(in.backing, "f"), []byte("root file system"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ino := func(p string) uint64 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	twin := ""
+	for i := range 8 {
+		p := filepath.Join(nested, fmt.Sprint("g", i))
+		if err := os.WriteFile(p, []byte("nested file system"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if ino(p) == ino(filepath.Join(in.backing, "f")) {
+			twin = filepath.Base(p)
+		}
+	}
+	if twin == "" {
+		t.Skip("no file of the nested tmpfs has the inode number of the outer one's")
+	}
+	up(t, in, 2)
+	f, err := os.OpenFile(filepath.Join(in.mount, "f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := os.Stat(filepath.Join(in.mount, "nested", twin)); !errors.Is(err, syscall.EXDEV) {
+		t.Errorf("stat of a file beneath a mount point: %v, want EXDEV", err)
+	}
+	if _, err := f.WriteAt([]byte("ROOT"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "local", "flush", "--mount", in.mount, in.mount)
+	if got, err := os.ReadFile(filepath.Join(in.backing, "f")); err != nil || string(got) != "ROOT file system" {
+		t.Errorf("file written: %q, %v", got, err)
+	}
+	if got, err := os.ReadFile(filepath.Join(nested, twin)); err != nil || string(got) != "nested file system" {
+		t.Errorf("file of the nested file system with the same inode number: %q, %v", got, err)
 	}
 }
