@@ -76,6 +76,43 @@ func TestBadInput(t *testing.T) {
 			},
 			wantCode: 2, wantText: "public mount key is the base64 of 32 bytes",
 		},
+		"mount point beneath the backing directory": {
+			prepare: func(t *testing.T, in instance) []string {
+				mnt := filepath.Join(in.backing, "mnt")
+				os.Mkdir(mnt, 0o755)
+				return []string{"local", "up", "--backing", in.backing, "--mount", mnt, "--cache-dir", in.cacheDir, "--capacity", "64Mi"}
+			},
+			wantCode: 2, wantText: "overlap",
+		},
+		"mount point beneath the backing directory, through a symbolic link": {
+			prepare: func(t *testing.T, in instance) []string {
+				os.Mkdir(filepath.Join(in.backing, "mnt"), 0o755)
+				link := filepath.Join(t.TempDir(), "link")
+				os.Symlink(in.backing, link)
+				return []string{"local", "up", "--backing", in.backing, "--mount", filepath.Join(link, "mnt"), "--cache-dir", in.cacheDir, "--capacity", "64Mi"}
+			},
+			wantCode: 2, wantText: "overlap",
+		},
+		"mount point over the backing directory": {
+			prepare: func(t *testing.T, in instance) []string {
+				return []string{"local", "up", "--backing", in.backing, "--mount", in.backing, "--cache-dir", in.cacheDir, "--capacity", "64Mi"}
+			},
+			wantCode: 2, wantText: "overlap",
+		},
+		"backing directory beneath the mount point": {
+			prepare: func(t *testing.T, in instance) []string {
+				data := filepath.Join(in.mount, "data")
+				os.Mkdir(data, 0o755)
+				return localUp(in, data)
+			},
+			wantCode: 2, wantText: "overlap",
+		},
+		"cache directory beneath the backing directory": {
+			prepare: func(t *testing.T, in instance) []string {
+				return []string{"local", "up", "--backing", in.backing, "--mount", in.mount, "--cache-dir", filepath.Join(in.backing, "cache"), "--capacity", "64Mi"}
+			},
+			wantCode: 2, wantText: "overlap",
+		},
 		"down of nothing": {
 			prepare: func(t *testing.T, in instance) []string {
 				return []string{"local", "down", "--mount", in.mount}
