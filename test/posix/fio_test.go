@@ -124,9 +124,9 @@ func runFio(t *testing.T, bin, conf string, args ...string) {
 	cmd.Dir = t.TempDir()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("fio %s: %v\n%s", strings.Join(args, " "), err, tail(out, 4000))
+		t.Fatalf("fio %s: %v\n%s", strings.Join(args, " "), err, ends(out, 0, 4000))
 	}
 	if !strings.Contains(string(out), "Run status") {
-		t.Fatalf("fio %s reported no run:\n%s", strings.Join(args, " "), tail(out, 4000))
+		t.Fatalf("fio %s reported no run:\n%s", strings.Join(args, " "), ends(out, 0, 4000))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -85,14 +86,15 @@ func runFsx(t *testing.T, bin, conf, dir string, seed, ops int) {
 	cmd := exec.Command(bin, "-f", conf, "-S", fmt.Sprint(seed), "-N", fmt.Sprint(ops), "-P", artifacts, file)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("fsx seed %d: %v\n%s", seed, err, tail(out, 4000))
+		t.Fatalf("fsx seed %d: %v\n%s", seed, err, ends(out, 3000, 3000))
 	}
 }
 
-// tail returns the last n bytes of b.
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
+// ends returns the first head and the last tail bytes of b: fsx reports
+// what differed first, and the operations that led there last.
+func ends(b []byte, head, tail int) []byte {
+	if len(b) <= head+tail {
+		return b
 	}
-	return b
+	return slices.Concat(b[:head], []byte("\n[...]\n"), b[len(b)-tail:])
 }
