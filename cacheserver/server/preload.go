@@ -7,6 +7,7 @@ import (
 	"io"
 	"path"
 	"sync"
+	"syscall"
 
 	"github.com/burstcache/burstcache/cacheserver/placement"
 )
@@ -26,7 +27,7 @@ type preloadFile struct {
 // read is passed over and named in the error it returns at the end.
 func (s *Server) preload(ctx context.Context, p string) (int64, error) {
 	var failed preloadErrors
-	files := s.preloadWalk(ctx, p, nil, &failed)
+	files := s.preloadWalk(ctx, p, false, nil, &failed)
 	l := s.layout()
 	var total int64
 	for _, f := range files {
@@ -51,13 +52,18 @@ func (s *Server) preload(ctx context.Context, p string) (int64, error) {
 }
 
 // preloadWalk appends the regular files at or under p to files, and what
-// it could not look at to failed.
-func (s *Server) preloadWalk(ctx context.Context, p string, files []preloadFile, failed *preloadErrors) []preloadFile {
+// it could not look at to failed. A mount point that a listing found
+// (listed) is passed over as a special file is: the cache serves no file
+// system mounted inside the backing directory (EXDEV).
+func (s *Server) preloadWalk(ctx context.Context, p string, listed bool, files []preloadFile, failed *preloadErrors) []preloadFile {
 	if ctx.Err() != nil {
 		failed.add(ctx.Err())
 		return files
 	}
 	a, err := s.cfg.NS.GetAttr(ctx, p)
+	if listed && errors.Is(err, syscall.EXDEV) {
+		return files
+	}
 	if err != nil {
 		failed.add(err)
 		return files
@@ -74,7 +80,7 @@ func (s *Server) preloadWalk(ctx context.Context, p string, files []preloadFile,
 		return files
 	}
 	for _, e := range es {
-		files = s.preloadWalk(ctx, path.Join(p, e.Name), files, failed)
+		files = s.preloadWalk(ctx, path.Join(p, e.Name), true, files, failed)
 	}
 	return files
 }
