@@ -30,9 +30,10 @@ func attrOf(st *unix.Stat_t) namespace.Attr {
 
 // lstatAt returns the attributes of name in dirfd without following it,
 // and EXDEV for a mount point: what it shows is another file system's, or
-// a directory of this one seen again (a bind mount), maybe above itself. A
-// mount point is a directory, or shows another device; for other names no
-// second call is made.
+// a directory of this one seen again (a bind mount), maybe above itself.
+// Only a directory or a name of another device is asked for its mount: a
+// file of this file system bound over another is a hard link of sorts,
+// and opens of it fail all the same (RESOLVE_NO_XDEV).
 func (f *FS) lstatAt(dirfd int, name string) (namespace.Attr, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
