@@ -28,13 +28,22 @@ func attrOf(st *unix.Stat_t) namespace.Attr {
 	}
 }
 
-// lstatAt returns the attributes of name in dirfd without following it,
-// and EXDEV for a mount point: what it shows is another file system's, or
-// a directory of this one seen again (a bind mount), maybe above itself.
-// Only a directory or a name of another device is asked for its mount: a
-// file of this file system bound over another is a hard link of sorts,
-// and opens of it fail all the same (RESOLVE_NO_XDEV).
-func (f *FS) lstatAt(dirfd int, name string) (namespace.Attr, error) {
+// lstatAt returns the attributes of name in dirfd without following it.
+func lstatAt(dirfd int, name string) (namespace.Attr, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return namespace.Attr{}, err
+	}
+	return attrOf(&st), nil
+}
+
+// lookupAt is lstatAt for a name that may be a mount point: EXDEV for one,
+// since what it shows is another file system's, or a directory of this one
+// seen again (a bind mount), maybe above itself. Only a directory or a name
+// of another device is asked for its mount: a file of this file system
+// bound over another is a hard link of sorts, and opens of it fail all the
+// same (RESOLVE_NO_XDEV). A name just made here needs no such look.
+func (f *FS) lookupAt(dirfd int, name string) (namespace.Attr, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return namespace.Attr{}, err
@@ -61,7 +70,7 @@ func mountID(dirfd int, name string) uint64 {
 func (f *FS) GetAttr(ctx context.Context, p string) (namespace.Attr, error) {
 	var a namespace.Attr
 	err := f.at(ctx, "getattr", p, func(dirfd int, name string) (err error) {
-		a, err = f.lstatAt(dirfd, name)
+		a, err = f.lookupAt(dirfd, name)
 		return err
 	})
 	return a, err
@@ -76,7 +85,7 @@ func (f *FS) SetAttr(ctx context.Context, p string, in namespace.SetAttr) (names
 		if err := setAttrAt(dirfd, name, in); err != nil {
 			return err
 		}
-		a, err = f.lstatAt(dirfd, name)
+		a, err = f.lookupAt(dirfd, name)
 		return err
 	})
 	return a, err

@@ -183,7 +183,7 @@ func (f *FS) Mkdir(ctx context.Context, p string, mode uint32) (namespace.Attr, 
 		if err := unix.Mkdirat(dirfd, name, mode&07777); err != nil {
 			return err
 		}
-		a, err = f.lstatAt(dirfd, name)
+		a, err = lstatAt(dirfd, name)
 		return err
 	})
 	return a, err
@@ -196,7 +196,7 @@ func (f *FS) Mknod(ctx context.Context, p string, mode uint32, dev uint64) (name
 		if err := unix.Mknodat(dirfd, name, mode, int(dev)); err != nil {
 			return err
 		}
-		a, err = f.lstatAt(dirfd, name)
+		a, err = lstatAt(dirfd, name)
 		return err
 	})
 	return a, err
@@ -231,7 +231,7 @@ func (f *FS) Link(ctx context.Context, oldPath, newPath string) (namespace.Attr,
 		if err := unix.Linkat(d1, n1, d2, n2, 0); err != nil {
 			return err
 		}
-		a, err = f.lstatAt(d2, n2)
+		a, err = lstatAt(d2, n2)
 		return err
 	})
 	return a, err
@@ -245,7 +245,7 @@ func (f *FS) Symlink(ctx context.Context, target, newPath string) (namespace.Att
 		if err := unix.Symlinkat(target, dirfd, name); err != nil {
 			return err
 		}
-		a, err = f.lstatAt(dirfd, name)
+		a, err = lstatAt(dirfd, name)
 		return err
 	})
 	return a, err

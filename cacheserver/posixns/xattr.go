@@ -44,7 +44,7 @@ func (f *FS) GetAttrProbing(ctx context.Context, p string, names []string) (name
 	var a namespace.Attr
 	errs := make([]error, len(names))
 	err := f.at(ctx, "getattr", p, func(dirfd int, name string) (err error) {
-		if a, err = f.lstatAt(dirfd, name); err != nil {
+		if a, err = f.lookupAt(dirfd, name); err != nil {
 			return err
 		}
 		err = atProcPath(dirfd, name, func(proc string) error {

@@ -280,18 +280,18 @@ func TestDirtyDataOfAFileRemovedBehindTheCacheGoesBackPrivate(t *testing.T) {
 func TestFilesOfAFileSystemMountedBeneathTheBackingAreNotServed(t *testing.T) {
 	requireFUSE(t)
 	in := dirs(t)
-	nested := filepath.Join(in.backing, "nested")
-	for _, at := range []string{in.backing, nested} {
-		if at == nested {
-			if err := os.Mkdir(nested, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
+	mountTmpfs := func(at string) {
 		if err := syscall.Mount("tmpfs", at, "tmpfs", 0, "size=16m,mode=755"); err != nil {
 			t.Skipf("mounting a tmpfs: %v", err)
 		}
 		t.Cleanup(func() { syscall.Unmount(at, syscall.MNT_DETACH) })
 	}
+	mountTmpfs(in.backing)
+	nested := filepath.Join(in.backing, "nested")
+	if err := os.Mkdir(nested, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mountTmpfs(nested)
 	if err := os.WriteFile(filepath.Join(in.backing, "f"), []byte("root file system"), 0o644); err != nil {
 		t.Fatal(err)
 	}
