@@ -729,6 +729,10 @@ func TestNamespaceOperations(t *testing.T) {
 	if target, err := f.Readlink(ctx, "d/l"); err != nil || target != "a" {
 		t.Errorf("Readlink = %q, %v", target, err)
 	}
+	target, a, err := f.ReadlinkAttr(ctx, "d/l")
+	if want, _ := f.GetAttr(ctx, "d/l"); err != nil || target != "a" || a.Ino != want.Ino || a.Mode != want.Mode || !a.Ctime.Equal(want.Ctime) {
+		t.Errorf("ReadlinkAttr = %q, %+v, %v; want a, %+v", target, a, err, want)
+	}
 	if err := f.Setxattr(ctx, "d/a", "user.k", []byte("value"), 0); err != nil {
 		t.Fatal(err)
 	}

@@ -505,6 +505,23 @@ func (f *FS) Readlink(ctx context.Context, p string) (string, error) {
 	return target, d.Err()
 }
 
+var _ namespace.LinkReader = (*FS)(nil)
+
+// ReadlinkAttr reads a symbolic link and the attributes of the link read.
+// A server of an earlier release answers no attributes.
+func (f *FS) ReadlinkAttr(ctx context.Context, p string) (string, namespace.Attr, error) {
+	d, err := f.meta(ctx, p, wire.OpReadlink, pathArgs(p).Bool(true))
+	if err != nil {
+		return "", namespace.Attr{}, err
+	}
+	target := d.String()
+	var a namespace.Attr
+	if d.More() {
+		a = d.Attr()
+	}
+	return target, a, d.Err()
+}
+
 // SyncDir makes the entries of directory p durable on the backing file
 // system, through its metadata server. A server of an earlier release
 // cannot: its answer is taken as done, as such a mount did.

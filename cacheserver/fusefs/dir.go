@@ -140,15 +140,35 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if err != nil {
 		return nil, errno(err)
 	}
-	return n.newChild(ctx, a, out), 0
+	ch := n.newChild(ctx, a, out)
+	ch.Operations().(*node).knowTarget(target, a)
+	return ch, 0
 }
 
-// Readlink returns the target of a symbolic link.
+// Readlink returns the target of a symbolic link: the one the node knows
+// (see linkTarget), or else the one its path names, if that is still the
+// link n. A path that names another file now gets ESTALE, which makes the
+// kernel walk it again.
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	target, err := n.m.fsys.Readlink(n.ctx(ctx), n.path())
+	if target, ok := n.knownTarget(); ok {
+		return []byte(target), 0
+	}
+	lr, ok := n.m.fsys.(namespace.LinkReader)
+	if !ok {
+		target, err := n.m.fsys.Readlink(n.ctx(ctx), n.path())
+		if err != nil {
+			return nil, errno(err)
+		}
+		return []byte(target), 0
+	}
+	target, a, err := lr.ReadlinkAttr(n.ctx(ctx), n.path())
+	if e := errno(err); e == syscall.EINVAL || e == syscall.ENOENT || err == nil && a.Ino != 0 && a.Ino != n.StableAttr().Ino {
+		return nil, syscall.ESTALE
+	}
 	if err != nil {
 		return nil, errno(err)
 	}
+	n.knowTarget(target, a)
 	return []byte(target), 0
 }
 
@@ -185,14 +205,15 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 		// what it was asked.
 		defer func() { _ = c.dropOpen() }()
 		if a, err := n.m.fsys.GetAttr(ctx, n.child(name)); err != nil || a.Nlink < 2 {
-			return c.hide(ctx, n, name)
+			_, e := c.hide(ctx, n, name, false)
+			return e
 		}
 	}
 	return errno(n.m.fsys.Unlink(ctx, n.child(name)))
 }
 
 // Rename renames name to newName in newParent. An open file that the rename
-// would replace is moved to a hidden name first.
+// would replace gets a hidden name first (see hide).
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	np, ok := newParent.(*node)
 	if !ok {
@@ -222,11 +243,12 @@ func (n *node) rename(ctx context.Context, name string, np *node, newName string
 	if victim == nil || flags&(fs.RENAME_EXCHANGE|renameNoReplace) != 0 || victim.EmbeddedInode() == n.GetChild(name) {
 		return errno(n.m.fsys.Rename(ctx, oldPath, newPath, flags))
 	}
-	if e := victim.hide(ctx, np, newName); e != 0 {
+	linked, e := victim.hide(ctx, np, newName, true)
+	if e != 0 {
 		return e
 	}
 	if err := n.m.fsys.Rename(ctx, oldPath, newPath, flags); err != nil {
-		victim.unhide(ctx, np, newName)
+		victim.unhide(ctx, np, newName, linked)
 		return errno(err)
 	}
 	return 0

@@ -65,13 +65,28 @@
 //
 // Open files keep their node, whose path in the tree follows renames. When a
 // file that this mount still has open is unlinked, or replaced by a rename,
-// it is renamed to a hidden name in the same directory (".burstcache-open-"
-// followed by a number, the "silly rename" of NFS), so that it stays readable
-// and writable through its descriptors; the hidden name is removed at the
-// last release and never listed by readdir, and stat on a descriptor reports
-// one link less, as if the name were gone. A namespace that outlives the
+// it gets a hidden name in the same directory (".burstcache-open-" followed
+// by a number, the "silly rename" of NFS), so that it stays readable and
+// writable through its descriptors; the hidden name is removed at the last
+// release and never listed by readdir, and stat on a descriptor reports one
+// link less, as if the name were gone. A file that a rename replaces gets
+// the hidden name as a hard link first, so that its name never goes missing
+// before the rename (NFS renames it away, and a process that opens the name
+// meanwhile, as readers of a file replaced atomically do, gets ENOENT);
+// where the backing file system makes no link, it is renamed as for an
+// unlink. A namespace that outlives the
 // mount (HiddenNoter) is told each hidden name first, so that a name left
 // by a mount that died with the file open can be removed later.
+//
+// # Symbolic links
+//
+// The mount reads a link with its attributes in one call
+// (namespace.LinkReader) at the lookup that finds it, and answers the
+// kernel's reads of it, one at every path walk through it, from the node:
+// a link never changes its target. A file that a rename puts in the place
+// of a link, or a link in the place of a file, between a lookup and the
+// call that follows it makes the call answer ESTALE, which makes the kernel
+// walk the path again, rather than EINVAL or ELOOP.
 //
 // # Failed write-back of cached pages
 //

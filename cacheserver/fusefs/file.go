@@ -141,10 +141,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		n.written()
 	}
 	a, err := n.m.fsys.Open(ctx, n.path(), int(flags))
-	if err == nil && a.Ino != 0 && a.Ino != n.StableAttr().Ino || err != nil && errno(err) == syscall.ENOENT {
-		// The name now stands for another file, or for none: ESTALE makes
-		// the kernel look the name up again and retry (an open that may
-		// create the file then creates it).
+	if e := errno(err); err == nil && a.Ino != 0 && a.Ino != n.StableAttr().Ino || e == syscall.ENOENT || e == syscall.ELOOP {
+		// The name now stands for another file, or for none, or for a
+		// symbolic link (which the kernel never opens, but follows):
+		// ESTALE makes the kernel look the name up again and retry (an
+		// open that may create the file then creates it).
 		err = syscall.ESTALE
 	}
 	if err == nil && n.m.opts.ClientCache && a.IsRegular() && n.opensAnother(a) {
@@ -345,30 +346,51 @@ type HiddenNoter interface {
 	NoteHidden(ctx context.Context, path string) error
 }
 
-// hide renames the open file n, name in parent, to a hidden name.
-func (n *node) hide(ctx context.Context, parent *node, name string) syscall.Errno {
+// hide gives the open file n, name in parent, a hidden name. With keep, a
+// rename is about to replace name: the hidden name is then a second link,
+// where the namespace can make one, so that name names the file until the
+// rename replaces it in one step, and linked says so; a call that looks
+// name up meanwhile finds the one file or the other, never neither, as
+// rename(2) promises. Otherwise, or where no link can be made (a file
+// system without hard links, or protected_hardlinks refusing the caller),
+// the file is renamed to the hidden name.
+func (n *node) hide(ctx context.Context, parent *node, name string, keep bool) (linked bool, e syscall.Errno) {
 	hidden := hiddenPrefix + strconv.FormatUint(rand.Uint64(), 36)
 	if hn, ok := n.m.fsys.(HiddenNoter); ok {
 		if err := hn.NoteHidden(ctx, parent.child(hidden)); err != nil && !errors.Is(err, syscall.ENOSYS) {
-			return errno(err)
+			return false, errno(err)
 		}
 	}
-	if err := n.m.fsys.Rename(ctx, parent.child(name), parent.child(hidden), renameNoReplace); err != nil {
-		return errno(err)
+	if keep {
+		_, err := n.m.fsys.Link(ctx, parent.child(name), parent.child(hidden))
+		linked = err == nil
 	}
+	if !linked {
+		if err := n.m.fsys.Rename(ctx, parent.child(name), parent.child(hidden), renameNoReplace); err != nil {
+			return false, errno(err)
+		}
+	}
+	// The node's calls go by the hidden name from now on, which names the
+	// file either way.
 	parent.MvChild(name, parent.EmbeddedInode(), hidden, true)
 	cred, _ := ident.FromContext(ctx)
 	n.mu.Lock()
 	n.hidden = true
 	n.unlinkAs = ident.NewContext(context.Background(), cred)
 	n.mu.Unlock()
-	return 0
+	return linked, 0
 }
 
 // unhide undoes hide when the rename it made way for failed.
-func (n *node) unhide(ctx context.Context, parent *node, name string) {
+func (n *node) unhide(ctx context.Context, parent *node, name string, linked bool) {
 	hidden, _ := n.Parent()
-	if err := n.m.fsys.Rename(ctx, parent.child(hidden), parent.child(name), renameNoReplace); err != nil {
+	var err error
+	if linked {
+		err = n.m.fsys.Unlink(ctx, parent.child(hidden))
+	} else {
+		err = n.m.fsys.Rename(ctx, parent.child(hidden), parent.child(name), renameNoReplace)
+	}
+	if err != nil {
 		n.m.log.Warn("Restoring a file hidden for a failed rename failed", "path", parent.child(hidden), "err", err)
 		return
 	}

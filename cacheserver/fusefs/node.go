@@ -42,6 +42,9 @@ type node struct {
 	// wrote says that n was written or changed through the mount. Every
 	// write sets it, in parallel for a shared file: not under mu.
 	wrote atomic.Bool
+	// link is the target of the symbolic link n, when known (see
+	// knowTarget).
+	link *linkTarget
 }
 
 // OnForget notes that the kernel forgot n.
@@ -140,6 +143,9 @@ func (n *node) fill(a namespace.Attr, out *fuse.Attr) {
 		// The hidden name does not count: the file was unlinked.
 		out.Nlink--
 	}
+	if n.link != nil && !n.link.of(a) {
+		n.link = nil
+	}
 	n.mu.Unlock()
 }
 
@@ -176,7 +182,14 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		n.m.probes.keep(ctx, nil)
 		return nil, errno(err)
 	}
+	target, la := n.readLinkOf(n.ctx(ctx), name, a)
+	if la.Ino != 0 {
+		a = la
+	}
 	ch := n.newChild(ctx, a, out)
+	if la.Ino != 0 {
+		ch.Operations().(*node).knowTarget(target, la)
+	}
 	n.m.probes.keep(ctx, probe)
 	return ch, 0
 }
@@ -399,4 +412,77 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 		Bsize: st.Bsize, NameLen: st.NameLen, Frsize: st.Bsize,
 	}
 	return 0
+}
+
+// A symbolic link never changes its target, so the mount reads a link once
+// per node: with its attributes, in one look at it (namespace.LinkReader),
+// at the lookup that finds it. The kernel reads a link at every path walk
+// through it, and the node answers without a call. Reading the link by its
+// path later instead would find whatever the path names by then: a rename
+// that put a file there would answer EINVAL to a walk that found a link,
+// another link its target in the place of the link found. The target
+// serves while the attributes of n keep the inode number and change time
+// of the link read (a new link under a reused number has a change time of
+// its own).
+
+// linkTarget is the target of a link with the attributes it was read with.
+type linkTarget struct {
+	target string
+	ino    uint64
+	ctime  time.Time
+}
+
+// of reports whether a are attributes of the link l was read from.
+func (l *linkTarget) of(a namespace.Attr) bool {
+	return a.Ino == l.ino && a.Ctime.Equal(l.ctime)
+}
+
+// readLinkOf reads the link name in n that a lookup found with attributes
+// a, with the attributes of the link read, which the lookup then answers.
+// It returns a zero Attr when a is no link, the node of name knows the
+// target of the link a describes already, the namespace cannot tell, or
+// the read failed: the name changed meanwhile, and Readlink reads it later.
+func (n *node) readLinkOf(ctx context.Context, name string, a namespace.Attr) (string, namespace.Attr) {
+	lr, ok := n.m.fsys.(namespace.LinkReader)
+	if !ok || a.Mode&syscall.S_IFMT != syscall.S_IFLNK {
+		return "", namespace.Attr{}
+	}
+	if ci := n.GetChild(name); ci != nil {
+		if c, ok := ci.Operations().(*node); ok && c.knowsTarget(a) {
+			return "", namespace.Attr{}
+		}
+	}
+	target, la, err := lr.ReadlinkAttr(ctx, n.child(name))
+	if err != nil {
+		return "", namespace.Attr{}
+	}
+	return target, la
+}
+
+// knowTarget records the target of the link n, read with attributes a.
+func (n *node) knowTarget(target string, a namespace.Attr) {
+	if a.Ino != n.StableAttr().Ino {
+		return
+	}
+	n.mu.Lock()
+	n.link = &linkTarget{target: target, ino: a.Ino, ctime: a.Ctime}
+	n.mu.Unlock()
+}
+
+// knowsTarget reports whether n knows the target of the link that a
+// describes.
+func (n *node) knowsTarget(a namespace.Attr) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.link != nil && n.link.of(a)
+}
+
+// knownTarget returns the target of the link n if it is known.
+func (n *node) knownTarget() (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.link == nil {
+		return "", false
+	}
+	return n.link.target, true
 }

@@ -183,6 +183,17 @@ type XattrProber interface {
 	GetAttrProbing(ctx context.Context, path string, names []string) (Attr, []error, error)
 }
 
+// LinkReader is implemented by an FS that can read a symbolic link with
+// the attributes of the link it read, in one look at it: a mount that
+// looked a link up and reads it by its path then knows whether the path
+// still names that link, or another file since, which a rename may have
+// put there meanwhile.
+type LinkReader interface {
+	// ReadlinkAttr is Readlink that also returns the attributes of the
+	// link it read, or a zero Attr (Ino 0) when it cannot tell them.
+	ReadlinkAttr(ctx context.Context, path string) (string, Attr, error)
+}
+
 // OpenExec is the flag of an open by the kernel of a program it is about to
 // execute (FMODE_EXEC, which FUSE passes on among the open flags). Such an
 // open needs execute permission, and no read permission, as execve(2) does.

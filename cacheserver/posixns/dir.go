@@ -254,19 +254,52 @@ func (f *FS) Symlink(ctx context.Context, target, newPath string) (namespace.Att
 // Readlink returns the target of the symbolic link p.
 func (f *FS) Readlink(ctx context.Context, p string) (string, error) {
 	var target string
-	err := f.at(ctx, "readlink", p, func(dirfd int, name string) error {
-		buf := make([]byte, 256)
-		for {
-			n, err := unix.Readlinkat(dirfd, name, buf)
-			if err != nil {
-				return err
-			}
-			if n < len(buf) {
-				target = string(buf[:n])
-				return nil
-			}
-			buf = make([]byte, 2*len(buf))
-		}
+	err := f.at(ctx, "readlink", p, func(dirfd int, name string) (err error) {
+		target, err = readlinkAt(dirfd, name)
+		return err
 	})
 	return target, err
+}
+
+// ReadlinkAttr returns the target of the symbolic link p and its
+// attributes, both of the link that p named when it was opened
+// (namespace.LinkReader). It fails with EINVAL if p is no link.
+func (f *FS) ReadlinkAttr(ctx context.Context, p string) (string, namespace.Attr, error) {
+	var target string
+	var a namespace.Attr
+	err := f.at(ctx, "readlink", p, func(dirfd int, name string) error {
+		// An O_PATH descriptor of a link holds the link itself, which
+		// later renames cannot swap for another file.
+		fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return err
+		}
+		if a = attrOf(&st); a.Mode&unix.S_IFMT != unix.S_IFLNK {
+			return unix.EINVAL
+		}
+		target, err = readlinkAt(fd, "")
+		return err
+	})
+	return target, a, err
+}
+
+// readlinkAt reads the symbolic link name in dirfd ("": dirfd itself, an
+// O_PATH descriptor of a link).
+func readlinkAt(dirfd int, name string) (string, error) {
+	buf := make([]byte, 256)
+	for {
+		n, err := unix.Readlinkat(dirfd, name, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < len(buf) {
+			return string(buf[:n]), nil
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }

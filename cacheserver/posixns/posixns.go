@@ -33,6 +33,7 @@ type FS struct {
 var (
 	_ namespace.FS          = (*FS)(nil)
 	_ namespace.XattrProber = (*FS)(nil)
+	_ namespace.LinkReader  = (*FS)(nil)
 )
 
 // ErrRootMoved is returned to an identity other than the server's when the

@@ -96,6 +96,7 @@ func TestErrors(t *testing.T) {
 		"rename a directory over a file": {func() error { return fsys.Rename(ctx, "empty", "f", 0) }, syscall.ENOTDIR},
 		"rename without replace":         {func() error { return fsys.Rename(ctx, "f", "d/f", 1) }, syscall.EEXIST},
 		"readlink of a file":             {func() error { _, err := fsys.Readlink(ctx, "f"); return err }, syscall.EINVAL},
+		"readlink with attrs of a file":  {func() error { _, _, err := fsys.ReadlinkAttr(ctx, "f"); return err }, syscall.EINVAL},
 		"absolute path":                  {func() error { _, err := fsys.GetAttr(ctx, "/f"); return err }, syscall.EINVAL},
 		"path that climbs":               {func() error { _, err := fsys.GetAttr(ctx, "../f"); return err }, syscall.EINVAL},
 		"readdir of a file":              {func() error { _, err := fsys.ReadDir(ctx, "f"); return err }, syscall.ENOTDIR},
@@ -142,6 +143,13 @@ func TestBeneath(t *testing.T) {
 		// The link itself is an ordinary name in the tree.
 		if got, err := fsys.Readlink(ctx, "out"); err != nil || got != target {
 			t.Errorf("Readlink(out) = %q, %v, want %q", got, err, target)
+		}
+		got, a, err := fsys.ReadlinkAttr(ctx, "out")
+		want, _ := fsys.GetAttr(ctx, "out")
+		// Reading a link sets its access time.
+		want.Atime = a.Atime
+		if err != nil || got != target || a != want {
+			t.Errorf("ReadlinkAttr(out) = %q, %+v, %v; want %q, %+v", got, a, err, target, want)
 		}
 	}
 	entries, err := os.ReadDir(outside)

@@ -417,11 +417,20 @@ func (s *Server) readlink(ctx context.Context, req *wire.Request, resp *wire.Res
 	if err != nil {
 		return err
 	}
-	target, err := s.cfg.NS.Readlink(ctx, p)
+	lr, ok := s.cfg.NS.(namespace.LinkReader)
+	if withAttr := req.Args.More() && req.Args.Bool(); !withAttr || !ok {
+		target, err := s.cfg.NS.Readlink(ctx, p)
+		if err != nil {
+			return err
+		}
+		resp.Meta.String(target)
+		return nil
+	}
+	target, a, err := lr.ReadlinkAttr(ctx, p)
 	if err != nil {
 		return err
 	}
-	resp.Meta.String(target)
+	resp.Meta.String(target).Attr(a)
 	return nil
 }
 

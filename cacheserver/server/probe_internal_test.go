@@ -84,3 +84,55 @@ func manyNames(n int) *wire.Encoder {
 	}
 	return e
 }
+
+// linkNS is a namespace of symbolic links to "t", with inode number 9,
+// and linkAttrNS one that also reads a link with its attributes.
+type linkNS struct{ namespace.FS }
+
+func (linkNS) Readlink(context.Context, string) (string, error) { return "t", nil }
+
+type linkAttrNS struct{ linkNS }
+
+func (linkAttrNS) ReadlinkAttr(context.Context, string) (string, namespace.Attr, error) {
+	return "t", namespace.Attr{Ino: 9, Mode: syscall.S_IFLNK | 0o777}, nil
+}
+
+// TestReadlinkAnswersAttributesWhenAsked sends OpReadlink with and without
+// the flag that asks for the attributes of the link read: without, the
+// answer is the target alone, as clients of an earlier release read it;
+// with, the Attr follows where the namespace can tell it.
+func TestReadlinkAnswersAttributesWhenAsked(t *testing.T) {
+	for name, tc := range map[string]struct {
+		ns      namespace.FS
+		args    *wire.Encoder
+		wantIno uint64
+	}{
+		"not asked":          {ns: linkAttrNS{}, args: new(wire.Encoder).String("l")},
+		"asked":              {ns: linkAttrNS{}, args: new(wire.Encoder).String("l").Bool(true), wantIno: 9},
+		"asked, cannot tell": {ns: linkNS{}, args: new(wire.Encoder).String("l").Bool(true)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := New(Config{NS: tc.ns, Log: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := &wire.Request{Op: wire.OpReadlink, Args: wire.NewDecoder(tc.args.Bytes())}
+			var resp wire.Response
+			s.ServeWire(context.Background(), req, &resp)
+			if resp.Err != nil {
+				t.Fatal(resp.Err)
+			}
+			d := wire.NewDecoder(resp.Meta.Bytes())
+			if target := d.String(); target != "t" {
+				t.Errorf("answered the target %q, want t", target)
+			}
+			var ino uint64
+			if d.More() {
+				ino = d.Attr().Ino
+			}
+			if ino != tc.wantIno || d.More() || d.Err() != nil {
+				t.Errorf("answered inode %d, want %d (bytes left: %v, %v)", ino, tc.wantIno, d.More(), d.Err())
+			}
+		})
+	}
+}

@@ -121,7 +121,8 @@ const (
 	OpRename
 	// OpSymlink (target, path) answers an Attr.
 	OpSymlink
-	// OpReadlink (path) answers the target.
+	// OpReadlink (path[, with attributes bool]) answers the target, and
+	// when asked and the server can tell, the Attr of the link it read.
 	OpReadlink
 	// OpLink (old, new) answers an Attr.
 	OpLink

@@ -1,0 +1,144 @@
+package fusefs
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/burstcache/burstcache/cacheserver/namespace"
+	"github.com/burstcache/burstcache/cacheserver/posixns"
+)
+
+// swappingLinks is a namespace that counts the reads of links, and, when
+// told, puts another file in the place of the file that a lookup found,
+// right after the lookup, as a rename by another client would: a regular
+// file, or with toLink a link to "a".
+type swappingLinks struct {
+	*posixns.FS
+	backing string
+	mu      sync.Mutex
+	swap    string
+	toLink  bool
+	reads   int
+}
+
+func (s *swappingLinks) GetAttr(ctx context.Context, p string) (namespace.Attr, error) {
+	a, err := s.FS.GetAttr(ctx, p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil || s.swap == "" || p != s.swap {
+		return a, err
+	}
+	s.swap = ""
+	tmp := filepath.Join(s.backing, "tmp")
+	if s.toLink {
+		err = os.Symlink("a", tmp)
+	} else {
+		err = os.WriteFile(tmp, []byte("file"), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(s.backing, p))
+	}
+	return a, err
+}
+
+func (s *swappingLinks) Readlink(ctx context.Context, p string) (string, error) {
+	s.mu.Lock()
+	s.reads++
+	s.mu.Unlock()
+	return s.FS.Readlink(ctx, p)
+}
+
+func (s *swappingLinks) ReadlinkAttr(ctx context.Context, p string) (string, namespace.Attr, error) {
+	s.mu.Lock()
+	s.reads++
+	s.mu.Unlock()
+	return s.FS.ReadlinkAttr(ctx, p)
+}
+
+func (s *swappingLinks) readCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reads
+}
+
+// TestLinksAreReadOnce walks a symbolic link again and again: the mount
+// reads it from the namespace once, when it looks it up, and answers the
+// kernel's reads itself.
+func TestLinksAreReadOnce(t *testing.T) {
+	mnt, backing, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *swappingLinks { return &swappingLinks{FS: p} })
+	fsys.backing = backing
+	if err := os.WriteFile(filepath.Join(backing, "a"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("a", filepath.Join(backing, "l")); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if got, err := os.ReadFile(filepath.Join(mnt, "l")); err != nil || string(got) != "a" {
+			t.Fatalf("reading through the link: %q, %v", got, err)
+		}
+		if got, err := os.Readlink(filepath.Join(mnt, "l")); err != nil || got != "a" {
+			t.Fatalf("readlink: %q, %v", got, err)
+		}
+	}
+	if n := fsys.readCount(); n != 1 {
+		t.Errorf("ten walks through a link read it %d times from the namespace; want 1", n)
+	}
+	before := fsys.readCount()
+	if err := os.Symlink("made", filepath.Join(mnt, "m")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.Readlink(filepath.Join(mnt, "m")); err != nil || got != "made" {
+		t.Fatalf("readlink of a link made through the mount: %q, %v", got, err)
+	}
+	if n := fsys.readCount() - before; n != 0 {
+		t.Errorf("a link made through the mount was read from the namespace %d times; want none", n)
+	}
+}
+
+// TestALinkReplacedAfterItsLookupIsNotMisread puts a file in the place of
+// a link between the lookup that finds the link and the reads that follow.
+// Opening the path must open the link's target or the new file, as on a
+// local file system, where the rename is atomic: reading the path again
+// and finding no link must not fail the open with EINVAL.
+func TestALinkReplacedAfterItsLookupIsNotMisread(t *testing.T) {
+	mnt, backing, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *swappingLinks { return &swappingLinks{FS: p} })
+	fsys.backing = backing
+	if err := os.WriteFile(filepath.Join(backing, "a"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("a", filepath.Join(backing, "l")); err != nil {
+		t.Fatal(err)
+	}
+	fsys.mu.Lock()
+	fsys.swap = "l"
+	fsys.mu.Unlock()
+	got, err := os.ReadFile(filepath.Join(mnt, "l"))
+	if err != nil || string(got) != "a" && string(got) != "file" {
+		t.Fatalf("opening a link replaced by a file right after its lookup: %q, %v; want a or file", got, err)
+	}
+}
+
+// TestAFileReplacedByALinkAfterItsLookupIsNotMisread puts a link in the
+// place of a regular file between the lookup that finds the file and its
+// open: the open must open the file or what the link names, as on a local
+// file system, not fail with ELOOP.
+func TestAFileReplacedByALinkAfterItsLookupIsNotMisread(t *testing.T) {
+	mnt, backing, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *swappingLinks { return &swappingLinks{FS: p} })
+	fsys.backing = backing
+	for _, name := range []string{"a", "f"} {
+		if err := os.WriteFile(filepath.Join(backing, name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fsys.mu.Lock()
+	fsys.swap, fsys.toLink = "f", true
+	fsys.mu.Unlock()
+	got, err := os.ReadFile(filepath.Join(mnt, "f"))
+	if err != nil || string(got) != "a" && string(got) != "f" {
+		t.Fatalf("opening a file replaced by a link right after its lookup: %q, %v; want a or f", got, err)
+	}
+}
