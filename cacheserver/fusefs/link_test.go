@@ -2,10 +2,13 @@ package fusefs
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/posixns"
@@ -140,5 +143,49 @@ func TestAFileReplacedByALinkAfterItsLookupIsNotMisread(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(mnt, "f"))
 	if err != nil || string(got) != "a" && string(got) != "f" {
 		t.Fatalf("opening a file replaced by a link right after its lookup: %q, %v; want a or f", got, err)
+	}
+}
+
+// loopingDirs is a namespace whose directory d/e answers as d itself, as a
+// bind mount of d on d/e seen through a server that crosses mount points
+// would.
+type loopingDirs struct{ *posixns.FS }
+
+func (l loopingDirs) GetAttr(ctx context.Context, p string) (namespace.Attr, error) {
+	if p == "d/e" {
+		p = "d"
+	}
+	return l.FS.GetAttr(ctx, p)
+}
+
+// TestADirectoryNumberedAsOneAboveIsNotServed looks up a directory with the
+// inode number of its parent: served, it would make a loop of the mount's
+// tree, whose paths would then grow without end. It fails with EXDEV, as a
+// mount point does, and its parent is still served.
+func TestADirectoryNumberedAsOneAboveIsNotServed(t *testing.T) {
+	mnt, backing, _, _ := mountOver(t, Options{}, func(p *posixns.FS) loopingDirs { return loopingDirs{p} })
+	if err := os.MkdirAll(filepath.Join(backing, "d/e"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "d/e")); !errors.Is(err, syscall.EXDEV) {
+		t.Fatalf("stat of a directory numbered as its parent: %v, want EXDEV", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		if err := os.WriteFile(filepath.Join(mnt, "d/f"), []byte("f"), 0o644); err != nil {
+			done <- err
+			return
+		}
+		_, err := os.ReadDir(filepath.Join(mnt, "d"))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("writing a file in the parent and listing it: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		// The mount is lost: the cleanup detaches it.
+		t.Fatal("writing a file in the parent did not end in 10 s")
 	}
 }

@@ -182,6 +182,11 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		n.m.probes.keep(ctx, nil)
 		return nil, errno(err)
 	}
+	if a.IsDir() && n.within(a.Ino) {
+		n.m.probes.keep(ctx, nil)
+		n.m.log.Warn("A directory has the inode number of a directory above it: not served", "path", n.child(name), "ino", a.Ino)
+		return nil, syscall.EXDEV
+	}
 	target, la := n.readLinkOf(n.ctx(ctx), name, a)
 	if la.Ino != 0 {
 		a = la
@@ -192,6 +197,24 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	}
 	n.m.probes.keep(ctx, probe)
 	return ch, 0
+}
+
+// within reports whether n or a directory above it has inode number ino.
+// go-fuse knows a directory by its number: a directory found under one of
+// that number would be taken for it, its tree would hold a loop, and the
+// path of every node below would grow without end, as would the mount's
+// memory. The servers answer EXDEV for the mount points below the
+// backing root, where such numbers come from, but a server of an earlier
+// release passed them, and a file system may number its directories as
+// it likes.
+func (n *node) within(ino uint64) bool {
+	for p := &n.Inode; p != nil; {
+		if p.StableAttr().Ino == ino {
+			return true
+		}
+		_, p = p.Parent()
+	}
+	return false
 }
 
 // Getattr reports the attributes of n.
