@@ -186,9 +186,18 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	return n.newChild(ctx, a, out), 0
 }
 
-// Rmdir removes an empty directory.
+// Rmdir removes an empty directory. One that holds nothing but the hidden
+// names of files this mount has open is empty to its callers, as it would
+// be on a local file system, where rm -rf of a tree in which a process
+// still has a file open succeeds: those files move up into n first (see
+// liftHidden).
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
-	return errno(n.m.fsys.Rmdir(n.ctx(ctx), n.child(name)))
+	ctx = n.ctx(ctx)
+	e := errno(n.m.fsys.Rmdir(ctx, n.child(name)))
+	if e != syscall.ENOTEMPTY || !n.liftHidden(ctx, name) {
+		return e
+	}
+	return errno(n.m.fsys.Rmdir(ctx, n.child(name)))
 }
 
 // Unlink removes a name. A file that this mount has open is moved to a

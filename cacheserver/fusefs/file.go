@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -379,6 +380,73 @@ func (n *node) hide(ctx context.Context, parent *node, name string, keep bool) (
 	n.unlinkAs = ident.NewContext(context.Background(), cred)
 	n.mu.Unlock()
 	return linked, 0
+}
+
+// liftHidden moves the files hidden in directory name of n up into n, under
+// their hidden names, so that the directory can be removed. It reports
+// false, and moves nothing, unless all that the directory holds are hidden
+// names of files this mount has open. Each name is noted first, as hide
+// notes it, and the caller, who may write n as the removal of the
+// directory needs, removes it at the file's last close.
+func (n *node) liftHidden(ctx context.Context, name string) bool {
+	di := n.GetChild(name)
+	if di == nil {
+		return false
+	}
+	d, ok := di.Operations().(*node)
+	if !ok {
+		return false
+	}
+	es, err := n.m.fsys.ReadDir(ctx, d.path())
+	if err != nil || len(es) == 0 {
+		return false
+	}
+	hidden := make([]*node, 0, len(es))
+	defer func() {
+		for _, c := range hidden {
+			_ = c.dropOpen()
+		}
+	}()
+	for _, e := range es {
+		if !strings.HasPrefix(e.Name, hiddenPrefix) {
+			return false
+		}
+		c := d.openChild(e.Name)
+		if c == nil {
+			return false
+		}
+		hidden = append(hidden, c)
+		if !c.isHidden() {
+			return false
+		}
+	}
+	release := n.m.holdNames()
+	defer release(false, nil, nil, "")
+	cred, _ := ident.FromContext(ctx)
+	for i, c := range hidden {
+		hn := es[i].Name
+		if noter, ok := n.m.fsys.(HiddenNoter); ok {
+			if err := noter.NoteHidden(ctx, n.child(hn)); err != nil && !errors.Is(err, syscall.ENOSYS) {
+				return false
+			}
+		}
+		if err := n.m.fsys.Rename(ctx, d.child(hn), n.child(hn), renameNoReplace); err != nil {
+			n.m.log.Warn("Moving a file unlinked while open out of a directory being removed failed", "path", d.child(hn), "err", err)
+			return false
+		}
+		d.MvChild(hn, n.EmbeddedInode(), hn, true)
+		c.mu.Lock()
+		c.unlinkAs = ident.NewContext(context.Background(), cred)
+		c.mu.Unlock()
+	}
+	return true
+}
+
+// isHidden reports whether n was given a hidden name.
+func (n *node) isHidden() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.hidden
 }
 
 // unhide undoes hide when the rename it made way for failed.

@@ -295,3 +295,58 @@ func TestRenameOverAnOpenFileReplacesItInOneStep(t *testing.T) {
 		})
 	}
 }
+
+// TestRemovingATreeWithAnOpenFile removes a tree in which a process still
+// has a file open, as a job's clean-up does while a process it started
+// still runs: as on a local file system, the removal succeeds, and the
+// file stays readable through its descriptor until its last close, which
+// removes its hidden name. A directory holding a hidden name that is not
+// of a file this mount has open (another mount's) is not empty.
+func TestRemovingATreeWithAnOpenFile(t *testing.T) {
+	mnt, backing, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *notingFS { return &notingFS{FS: p} })
+	if err := os.MkdirAll(filepath.Join(mnt, "d/e"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "d/e/f"), []byte("f"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(mnt, "d/e/f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := os.RemoveAll(filepath.Join(mnt, "d")); err != nil {
+		t.Fatalf("removing a tree with an open file: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(mnt, "d")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("stat of the removed tree: %v", err)
+	}
+	if got, err := f.ReadAt(make([]byte, 1), 0); got != 1 || err != nil {
+		t.Fatalf("reading the open file of the removed tree: %d, %v", got, err)
+	}
+	if entries, _ := os.ReadDir(mnt); len(entries) != 0 {
+		t.Fatalf("the mount lists %v after the removal", entries)
+	}
+	entries, _ := os.ReadDir(backing)
+	if len(entries) != 1 || !strings.HasPrefix(entries[0].Name(), hiddenPrefix) {
+		t.Fatalf("the backing directory holds %v while the file is open; want its hidden name", entries)
+	}
+	fsys.mu.Lock()
+	noted := slices.Contains(fsys.calls, "note "+entries[0].Name())
+	fsys.mu.Unlock()
+	if !noted {
+		t.Errorf("the hidden name %s was not noted before the file got it", entries[0].Name())
+	}
+	f.Close()
+	waitEntries(t, backing, 0)
+
+	if err := os.MkdirAll(filepath.Join(backing, "o"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(backing, "o", hiddenPrefix+"other"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Rmdir(filepath.Join(mnt, "o")); !errors.Is(err, syscall.ENOTEMPTY) {
+		t.Fatalf("removing a directory with another mount's hidden name: %v, want ENOTEMPTY", err)
+	}
+}

@@ -284,6 +284,53 @@ func TestDownRemovesHiddenNamesOfAKilledMount(t *testing.T) {
 	sameFile(t, filepath.Join(in.backing, "d", "keep"), keep)
 }
 
+// TestATreeRemovedWhileAFileInItIsOpen removes a tree in which the test
+// still has a file open, as a job's clean-up does while a process it
+// started runs on: the removal succeeds, as on a local file system, and the
+// file, written after it, is still read through its descriptor. Once the
+// mount is killed, down removes the hidden name it moved out of the tree.
+func TestATreeRemovedWhileAFileInItIsOpen(t *testing.T) {
+	requireFUSE(t)
+	in := dirs(t)
+	up(t, in, 2)
+	p := filepath.Join(in.mount, "job", "tmp", "log")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := os.RemoveAll(filepath.Join(in.mount, "job")); err != nil {
+		t.Fatalf("removing the tree: %v", err)
+	}
+	data := randomBytes(2<<20, 3)
+	if _, err := f.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(data))
+	if _, err := f.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("reading the open file back: %v (equal: %v)", err, bytes.Equal(got, data))
+	}
+	entries, err := os.ReadDir(in.backing)
+	if err != nil || len(entries) != 1 || !strings.HasPrefix(entries[0].Name(), ".burstcache-open-") {
+		t.Fatalf("backing directory holds %v, %v; want only a hidden name", entries, err)
+	}
+	mount := readState(t, in.cacheDir).MountPID
+	if err := syscall.Kill(mount, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, mount)
+	f.Close()
+	if r := burstcache(t, "local", "down", "--mount", in.mount); r.code != 7 {
+		t.Fatalf("down after the mount was killed: exit %d, want 7:\n%s", r.code, r.out)
+	}
+	if entries, err := os.ReadDir(in.backing); err != nil || len(entries) != 0 {
+		t.Fatalf("backing directory holds %v, %v after down; want nothing", entries, err)
+	}
+}
+
 // TestFsyncOfADirectory fsyncs directories through the mount, as programs
 // do after creating or renaming a file in them, in both durability modes:
 // the entries live on the backing file system, where the fsync must go.
