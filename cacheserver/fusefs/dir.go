@@ -194,7 +194,12 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	ctx = n.ctx(ctx)
 	e := errno(n.m.fsys.Rmdir(ctx, n.child(name)))
-	if e != syscall.ENOTEMPTY || !n.liftHidden(ctx, name) {
+	if e != syscall.ENOTEMPTY {
+		return e
+	}
+	release := n.m.holdNames()
+	defer release(false, nil, nil, "")
+	if !n.liftHidden(ctx, name) {
 		return e
 	}
 	return errno(n.m.fsys.Rmdir(ctx, n.child(name)))
@@ -250,7 +255,14 @@ func (n *node) rename(ctx context.Context, name string, np *node, newName string
 		defer func() { _ = victim.dropOpen() }()
 	}
 	if victim == nil || flags&(fs.RENAME_EXCHANGE|renameNoReplace) != 0 || victim.EmbeddedInode() == n.GetChild(name) {
-		return errno(n.m.fsys.Rename(ctx, oldPath, newPath, flags))
+		e := errno(n.m.fsys.Rename(ctx, oldPath, newPath, flags))
+		if flags == 0 && (e == syscall.ENOTEMPTY || e == syscall.EEXIST) && np.liftHidden(ctx, newName) {
+			// A directory that holds only files unlinked while open is
+			// empty to the caller, as for rmdir (rename(2) may answer
+			// either errno for a directory that is not empty).
+			e = errno(n.m.fsys.Rename(ctx, oldPath, newPath, flags))
+		}
+		return e
 	}
 	linked, e := victim.hide(ctx, np, newName, true)
 	if e != 0 {

@@ -75,8 +75,8 @@
 // meanwhile, as readers of a file replaced atomically do, gets ENOENT);
 // where the backing file system makes no link, it is renamed as for an
 // unlink. A directory that holds nothing but hidden names of files this
-// mount has open is removed as if empty: the hidden names move up into the
-// directory above it first. A namespace that outlives the
+// mount has open is removed, or replaced by a rename, as if empty: the
+// hidden names move up into the directory above it first. A namespace that outlives the
 // mount (HiddenNoter) is told each hidden name first, so that a name left
 // by a mount that died with the file open can be removed later.
 //

@@ -387,7 +387,8 @@ func (n *node) hide(ctx context.Context, parent *node, name string, keep bool) (
 // false, and moves nothing, unless all that the directory holds are hidden
 // names of files this mount has open. Each name is noted first, as hide
 // notes it, and the caller, who may write n as the removal of the
-// directory needs, removes it at the file's last close.
+// directory needs, removes it at the file's last close. The caller holds
+// names (holdNames).
 func (n *node) liftHidden(ctx context.Context, name string) bool {
 	di := n.GetChild(name)
 	if di == nil {
@@ -420,8 +421,6 @@ func (n *node) liftHidden(ctx context.Context, name string) bool {
 			return false
 		}
 	}
-	release := n.m.holdNames()
-	defer release(false, nil, nil, "")
 	cred, _ := ident.FromContext(ctx)
 	for i, c := range hidden {
 		hn := es[i].Name

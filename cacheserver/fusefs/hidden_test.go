@@ -300,7 +300,8 @@ func TestRenameOverAnOpenFileReplacesItInOneStep(t *testing.T) {
 // has a file open, as a job's clean-up does while a process it started
 // still runs: as on a local file system, the removal succeeds, and the
 // file stays readable through its descriptor until its last close, which
-// removes its hidden name. A directory holding a hidden name that is not
+// removes its hidden name. So does a rename of a directory over one whose
+// only file is such a file. A directory holding a hidden name that is not
 // of a file this mount has open (another mount's) is not empty.
 func TestRemovingATreeWithAnOpenFile(t *testing.T) {
 	mnt, backing, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *notingFS { return &notingFS{FS: p} })
@@ -339,6 +340,32 @@ func TestRemovingATreeWithAnOpenFile(t *testing.T) {
 	}
 	f.Close()
 	waitEntries(t, backing, 0)
+
+	for _, d := range []string{"new", "old"} {
+		if err := os.Mkdir(filepath.Join(mnt, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "old/f"), []byte("f"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := os.Open(filepath.Join(mnt, "old/f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := os.Remove(filepath.Join(mnt, "old/f")); err != nil {
+		t.Fatal(err)
+	}
+	// os.Rename refuses a directory over a directory whatever rename(2) does.
+	if err := unix.Rename(filepath.Join(mnt, "new"), filepath.Join(mnt, "old")); err != nil {
+		t.Fatalf("renaming a directory over one whose only file is open and unlinked: %v", err)
+	}
+	if got, err := g.ReadAt(make([]byte, 1), 0); got != 1 || err != nil {
+		t.Fatalf("reading the open file of the replaced directory: %d, %v", got, err)
+	}
+	g.Close()
+	waitEntries(t, backing, 1)
 
 	if err := os.MkdirAll(filepath.Join(backing, "o"), 0o755); err != nil {
 		t.Fatal(err)
