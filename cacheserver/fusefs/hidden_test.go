@@ -308,14 +308,7 @@ func TestRemovingATreeWithAnOpenFile(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(mnt, "d/e"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(mnt, "d/e/f"), []byte("f"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(filepath.Join(mnt, "d/e/f"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := openWritten(t, filepath.Join(mnt, "d/e/f"))
 	if err := os.RemoveAll(filepath.Join(mnt, "d")); err != nil {
 		t.Fatalf("removing a tree with an open file: %v", err)
 	}
@@ -346,14 +339,7 @@ func TestRemovingATreeWithAnOpenFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(mnt, "old/f"), []byte("f"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	g, err := os.Open(filepath.Join(mnt, "old/f"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := openWritten(t, filepath.Join(mnt, "old/f"))
 	if err := os.Remove(filepath.Join(mnt, "old/f")); err != nil {
 		t.Fatal(err)
 	}
@@ -376,4 +362,18 @@ func TestRemovingATreeWithAnOpenFile(t *testing.T) {
 	if err := unix.Rmdir(filepath.Join(mnt, "o")); !errors.Is(err, syscall.ENOTEMPTY) {
 		t.Fatalf("removing a directory with another mount's hidden name: %v, want ENOTEMPTY", err)
 	}
+}
+
+// openWritten writes "f" to a new file p and opens it; the test closes it.
+func openWritten(t *testing.T, p string) *os.File {
+	t.Helper()
+	if err := os.WriteFile(p, []byte("f"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }

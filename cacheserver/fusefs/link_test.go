@@ -61,6 +61,21 @@ func (s *swappingLinks) ReadlinkAttr(ctx context.Context, p string) (string, nam
 	return s.FS.ReadlinkAttr(ctx, p)
 }
 
+// mountLinks mounts a swappingLinks namespace whose backing directory holds
+// a file a and a link l to it.
+func mountLinks(t *testing.T) (string, *swappingLinks) {
+	t.Helper()
+	mnt, backing, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *swappingLinks { return &swappingLinks{FS: p} })
+	fsys.backing = backing
+	if err := os.WriteFile(filepath.Join(backing, "a"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("a", filepath.Join(backing, "l")); err != nil {
+		t.Fatal(err)
+	}
+	return mnt, fsys
+}
+
 func (s *swappingLinks) readCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -71,14 +86,7 @@ func (s *swappingLinks) readCount() int {
 // reads it from the namespace once, when it looks it up, and answers the
 // kernel's reads itself.
 func TestLinksAreReadOnce(t *testing.T) {
-	mnt, backing, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *swappingLinks { return &swappingLinks{FS: p} })
-	fsys.backing = backing
-	if err := os.WriteFile(filepath.Join(backing, "a"), []byte("a"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("a", filepath.Join(backing, "l")); err != nil {
-		t.Fatal(err)
-	}
+	mnt, fsys := mountLinks(t)
 	for range 5 {
 		if got, err := os.ReadFile(filepath.Join(mnt, "l")); err != nil || string(got) != "a" {
 			t.Fatalf("reading through the link: %q, %v", got, err)
@@ -108,14 +116,7 @@ func TestLinksAreReadOnce(t *testing.T) {
 // local file system, where the rename is atomic: reading the path again
 // and finding no link must not fail the open with EINVAL.
 func TestALinkReplacedAfterItsLookupIsNotMisread(t *testing.T) {
-	mnt, backing, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *swappingLinks { return &swappingLinks{FS: p} })
-	fsys.backing = backing
-	if err := os.WriteFile(filepath.Join(backing, "a"), []byte("a"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("a", filepath.Join(backing, "l")); err != nil {
-		t.Fatal(err)
-	}
+	mnt, fsys := mountLinks(t)
 	fsys.mu.Lock()
 	fsys.swap = "l"
 	fsys.mu.Unlock()
@@ -130,12 +131,9 @@ func TestALinkReplacedAfterItsLookupIsNotMisread(t *testing.T) {
 // open: the open must open the file or what the link names, as on a local
 // file system, not fail with ELOOP.
 func TestAFileReplacedByALinkAfterItsLookupIsNotMisread(t *testing.T) {
-	mnt, backing, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *swappingLinks { return &swappingLinks{FS: p} })
-	fsys.backing = backing
-	for _, name := range []string{"a", "f"} {
-		if err := os.WriteFile(filepath.Join(backing, name), []byte(name), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	mnt, fsys := mountLinks(t)
+	if err := os.WriteFile(filepath.Join(fsys.backing, "f"), []byte("f"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	fsys.mu.Lock()
 	fsys.swap, fsys.toLink = "f", true
