@@ -85,11 +85,19 @@ func (o Options) openFlags(flags uint32, passthrough bool) uint32 {
 	return fuseFlags
 }
 
-// addOpen counts an open of n.
-func (n *node) addOpen() {
+// addOpen counts an open of n, unless n is a file unlinked while open whose
+// last release came already: its hidden name is going, or gone, and it
+// reports false. The kernel still opens such a file for a path walk that
+// found it before the unlink or rename that hid it; on a local file system
+// that open gets the unlinked file, here it must look the name up again.
+func (n *node) addOpen() bool {
 	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.hidden && n.opens == 0 {
+		return false
+	}
 	n.opens++
-	n.mu.Unlock()
+	return true
 }
 
 // Releaser is implemented by a namespace.FS that keeps what it knows of a
@@ -135,7 +143,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	ctx = n.ctx(ctx)
 	// Counting the open first makes an unlink or a rename over the file
 	// that races with the open hide it rather than remove it.
-	n.addOpen()
+	if !n.addOpen() {
+		return nil, 0, syscall.ESTALE
+	}
 	if flags&syscall.O_TRUNC != 0 {
 		// The open changes the file (where the kernel does not cut it
 		// with a setattr first).
@@ -182,7 +192,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	c := ci.Operations().(*node)
 	c.opensAnother(a)
 	c.written()
-	c.addOpen()
+	_ = c.addOpen() // a new node, never hidden
 	h, fuseFlags := c.newHandle(ctx, flags)
 	return ci, h, fuseFlags, 0
 }

@@ -377,3 +377,48 @@ func openWritten(t *testing.T, p string) *os.File {
 	t.Cleanup(func() { f.Close() })
 	return f
 }
+
+// gatedUnlinks is a namespace whose removals of hidden names wait at a
+// gate.
+type gatedUnlinks struct {
+	namespace.FS
+	entered, gate chan struct{}
+}
+
+func (g *gatedUnlinks) Unlink(ctx context.Context, p string) error {
+	if strings.HasPrefix(filepath.Base(p), hiddenPrefix) {
+		g.entered <- struct{}{}
+		<-g.gate
+	}
+	return g.FS.Unlink(ctx, p)
+}
+
+// TestAnOpenAfterTheLastReleaseOfAHiddenFileLooksTheNameUpAgain opens a
+// file replaced while open, after its last release began to remove its
+// hidden name, as the kernel does for a path walk that found the file
+// before the rename: the open must not succeed on a file about to vanish
+// (whose reads, fstat and close then fail with EIO), but answer ESTALE,
+// which makes the kernel look the name up again.
+func TestAnOpenAfterTheLastReleaseOfAHiddenFileLooksTheNameUpAgain(t *testing.T) {
+	mnt, _, fsys, s := mountOver(t, Options{}, func(p *posixns.FS) *gatedUnlinks {
+		return &gatedUnlinks{FS: p, entered: make(chan struct{}), gate: make(chan struct{})}
+	})
+	f := openWritten(t, filepath.Join(mnt, "f"))
+	c := s.root.GetChild("f").Operations().(*node)
+	if err := os.WriteFile(filepath.Join(mnt, "g"), []byte("g"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(mnt, "g"), filepath.Join(mnt, "f")); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	<-fsys.entered
+	_, _, e := c.Open(context.Background(), syscall.O_RDONLY)
+	close(fsys.gate)
+	if e != syscall.ESTALE {
+		t.Fatalf("an open of a replaced file after its last release: %v, want ESTALE", e)
+	}
+	if got, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil || string(got) != "g" {
+		t.Fatalf("f reads %q, %v; want g", got, err)
+	}
+}
