@@ -227,3 +227,44 @@ func (g *generations) renewals() uint64 {
 	defer g.mu.Unlock()
 	return g.last
 }
+
+// TestAFileThatReplacedAnotherIsOpenedAtTheFirstRetry renames, behind a
+// mount with the client cache, a file that the mount opened before and
+// that was changed since over a name whose old file the kernel still
+// trusts. The open of the name finds another file than the node it holds
+// and answers ESTALE; the kernel looks the name up again and retries once,
+// and that retry must open the file, not find the node of its earlier
+// version, answer ESTALE again and fail the open: a reader on one node of
+// a file that another node replaces so failed about one open in 170.
+func TestAFileThatReplacedAnotherIsOpenedAtTheFirstRetry(t *testing.T) {
+	mnt, backing, _ := mount(t, Options{ClientCache: true, EntryTimeout: time.Minute})
+	write := func(name, data string) syscall.Stat_t {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(backing, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(backing, name), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	write("f", "f")
+	before := write("g", "g")
+	for _, name := range []string{"f", "g"} {
+		if got, err := os.ReadFile(filepath.Join(mnt, name)); err != nil || string(got) != name {
+			t.Fatalf("first read of %s: %q, %v", name, got, err)
+		}
+	}
+	for after := before; after.Ctim.Nano() <= before.Ctim.Nano(); {
+		// ext4 keeps times to a clock tick.
+		time.Sleep(10 * time.Millisecond)
+		after = write("g", "g, changed")
+	}
+	if err := os.Rename(filepath.Join(backing, "g"), filepath.Join(backing, "f")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil || string(got) != "g, changed" {
+		t.Fatalf("read of f, replaced by the changed g: %q, %v", got, err)
+	}
+}

@@ -119,6 +119,9 @@ type Server struct {
 	// gens are the generations of inode numbers of files replaced under
 	// them (see generations).
 	gens generations
+	// latest holds, by inode number, the node last made or found of each
+	// regular file (see changedBehind).
+	latest sync.Map
 }
 
 // Mount mounts fsys on the directory mountpoint and serves it until Unmount.

@@ -51,6 +51,7 @@ type node struct {
 func (n *node) OnForget() {
 	st := n.StableAttr()
 	n.m.gens.forgot(st.Ino, st.Gen)
+	n.m.latest.CompareAndDelete(st.Ino, n)
 }
 
 // opensAnother reports whether an open of n that found a is of another
@@ -70,6 +71,35 @@ func (n *node) opensAnother(a namespace.Attr) bool {
 		n.opened = id
 	}
 	return false
+}
+
+// renewIfChanged gives the inode number of a, the attributes that a lookup
+// found, a new generation when the node last made of that number stands
+// for an earlier version of the file, changed or replaced behind the mount
+// since the node opened it: the lookup then makes a new node, as an open
+// of the old one would after answering ESTALE (see generations). An open
+// of another node that answered ESTALE, because the name now stands for
+// this file, is retried by the kernel after such a lookup, and would
+// otherwise find the old node, answer ESTALE again, and fail.
+func (s *Server) renewIfChanged(a namespace.Attr) {
+	v, ok := s.latest.Load(a.Ino)
+	if !ok {
+		return
+	}
+	old := v.(*node)
+	if old.StableAttr().Gen == s.gens.current(a.Ino) && old.changedBehind(a) {
+		s.gens.renew(a.Ino)
+	}
+}
+
+// changedBehind reports whether a lookup that found a shows a later
+// version of the file that n last opened, changed behind the mount (the
+// change time moved, and not by the mount's own writes).
+func (n *node) changedBehind(a namespace.Attr) bool {
+	id := backing.FileID{Ino: a.Ino}.ChangedAt(a.Ctime)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.opened.Ino == a.Ino && !n.wrote.Load() && id.ChangedSince(n.opened)
 }
 
 // written notes that n was written or changed through the mount.
@@ -166,7 +196,13 @@ func (n *node) newChild(ctx context.Context, a namespace.Attr, out *fuse.EntryOu
 	case a.Mode&syscall.S_IFMT == syscall.S_IFDIR:
 		out.SetEntryTimeout(dirEntryTimeout)
 	}
-	return n.NewInode(ctx, c, fs.StableAttr{Mode: a.Mode & syscall.S_IFMT, Ino: a.Ino, Gen: n.m.gens.current(a.Ino)})
+	ci := n.NewInode(ctx, c, fs.StableAttr{Mode: a.Mode & syscall.S_IFMT, Ino: a.Ino, Gen: n.m.gens.current(a.Ino)})
+	if n.m.opts.ClientCache && a.IsRegular() {
+		if made, ok := ci.Operations().(*node); ok {
+			n.m.latest.Store(a.Ino, made)
+		}
+	}
+	return ci
 }
 
 // Lookup finds name in directory n. What it learnt of extended attributes
@@ -181,6 +217,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if err != nil {
 		n.m.probes.keep(ctx, nil)
 		return nil, errno(err)
+	}
+	if n.m.opts.ClientCache && a.IsRegular() {
+		n.m.renewIfChanged(a)
 	}
 	if a.IsDir() && n.within(a.Ino) {
 		n.m.probes.keep(ctx, nil)
