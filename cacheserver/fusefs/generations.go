@@ -19,7 +19,10 @@ import (
 // inodes, while descriptors open on the old inode keep it. So does a file
 // changed in place behind the mount (its change time moved), unless it
 // was written or changed through the mount, whose own writes move the
-// change time as the servers write them back. Other inode numbers have
+// change time as the servers write them back; a lookup that finds such a
+// later version of a file whose node opened an earlier one renews it too
+// (Server.renewIfChanged), so that the open the kernel retries after an
+// ESTALE does not find the earlier node again. Other inode numbers have
 // generation 0. (A file created through the mount gets a new node anyway:
 // go-fuse makes one for every creation.)
 //
