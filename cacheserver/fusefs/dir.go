@@ -145,33 +145,6 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	return ch, 0
 }
 
-// Readlink returns the target of a symbolic link: the one the node knows
-// (see linkTarget), or else the one its path names, if that is still the
-// link n. A path that names another file now gets ESTALE, which makes the
-// kernel walk it again.
-func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	if target, ok := n.knownTarget(); ok {
-		return []byte(target), 0
-	}
-	lr, ok := n.m.fsys.(namespace.LinkReader)
-	if !ok {
-		target, err := n.m.fsys.Readlink(n.ctx(ctx), n.path())
-		if err != nil {
-			return nil, errno(err)
-		}
-		return []byte(target), 0
-	}
-	target, a, err := lr.ReadlinkAttr(n.ctx(ctx), n.path())
-	if e := errno(err); e == syscall.EINVAL || e == syscall.ENOENT || err == nil && a.Ino != 0 && a.Ino != n.StableAttr().Ino {
-		return nil, syscall.ESTALE
-	}
-	if err != nil {
-		return nil, errno(err)
-	}
-	n.knowTarget(target, a)
-	return []byte(target), 0
-}
-
 // Link creates a hard link to target.
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	t, ok := target.(*node)
