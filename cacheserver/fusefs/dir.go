@@ -163,7 +163,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 // names of files this mount has open is empty to its callers, as it would
 // be on a local file system, where rm -rf of a tree in which a process
 // still has a file open succeeds: those files move up into n first (see
-// liftHidden).
+// clearHidden).
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	ctx = n.ctx(ctx)
 	e := errno(n.m.fsys.Rmdir(ctx, n.child(name)))
@@ -172,7 +172,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	}
 	release := n.m.holdNames()
 	defer release(false, nil, nil, "")
-	if !n.liftHidden(ctx, name) {
+	if !n.clearHidden(ctx, name) {
 		return e
 	}
 	return errno(n.m.fsys.Rmdir(ctx, n.child(name)))
@@ -229,7 +229,7 @@ func (n *node) rename(ctx context.Context, name string, np *node, newName string
 	}
 	if victim == nil || flags&(fs.RENAME_EXCHANGE|renameNoReplace) != 0 || victim.EmbeddedInode() == n.GetChild(name) {
 		e := errno(n.m.fsys.Rename(ctx, oldPath, newPath, flags))
-		if flags == 0 && (e == syscall.ENOTEMPTY || e == syscall.EEXIST) && np.liftHidden(ctx, newName) {
+		if flags == 0 && (e == syscall.ENOTEMPTY || e == syscall.EEXIST) && np.clearHidden(ctx, newName) {
 			// A directory that holds only files unlinked while open is
 			// empty to the caller, as for rmdir (rename(2) may answer
 			// either errno for a directory that is not empty).

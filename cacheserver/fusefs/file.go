@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -392,6 +393,16 @@ func (n *node) hide(ctx context.Context, parent *node, name string, keep bool) (
 	return linked, 0
 }
 
+// clearHidden empties directory name of n of the hidden names of files
+// unlinked while open that this mount knows, and reports whether it may now
+// be empty: it waits for the removals of those whose last release came
+// (awaitHiddenRemovals), and moves the others up (liftHidden). The caller
+// holds names (holdNames).
+func (n *node) clearHidden(ctx context.Context, name string) bool {
+	awaited := n.awaitHiddenRemovals(name)
+	return n.liftHidden(ctx, name) || awaited
+}
+
 // liftHidden moves the files hidden in directory name of n up into n, under
 // their hidden names, so that the directory can be removed. It reports
 // false, and moves nothing, unless all that the directory holds are hidden
@@ -449,6 +460,39 @@ func (n *node) liftHidden(ctx context.Context, name string) bool {
 		c.mu.Unlock()
 	}
 	return true
+}
+
+// awaitHiddenRemovals waits, a second at most, for the removals under way
+// of the hidden names in directory name of n, and reports whether there
+// were any. The kernel sends the last release of a file after the close,
+// or the exit of its process, has returned: a script that removes a tree
+// right after a process that had a file open there ended would otherwise
+// find the directory not empty.
+func (n *node) awaitHiddenRemovals(name string) bool {
+	di := n.GetChild(name)
+	if di == nil {
+		return false
+	}
+	waited := false
+	for _, ci := range di.Children() {
+		c, ok := ci.Operations().(*node)
+		if !ok {
+			continue
+		}
+		for deadline := time.Now().Add(time.Second); c.removingHidden() && time.Now().Before(deadline); {
+			waited = true
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return waited
+}
+
+// removingHidden reports whether n is a file unlinked while open whose last
+// release is removing its hidden name.
+func (n *node) removingHidden() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.hidden && n.opens == 0
 }
 
 // isHidden reports whether n was given a hidden name.

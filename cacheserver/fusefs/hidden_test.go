@@ -422,3 +422,30 @@ func TestAnOpenAfterTheLastReleaseOfAHiddenFileLooksTheNameUpAgain(t *testing.T)
 		t.Fatalf("f reads %q, %v; want g", got, err)
 	}
 }
+
+// TestRemovingADirectoryRightAfterTheLastClose removes a directory while
+// the last release of a file unlinked in it while open is still removing
+// the file's hidden name, as a script that removes a tree right after the
+// process that had the file open ended does: the kernel sends that release
+// after the close has returned. The removal waits for it and succeeds.
+func TestRemovingADirectoryRightAfterTheLastClose(t *testing.T) {
+	mnt, _, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *gatedUnlinks {
+		return &gatedUnlinks{FS: p, entered: make(chan struct{}), gate: make(chan struct{})}
+	})
+	if err := os.Mkdir(filepath.Join(mnt, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := openWritten(t, filepath.Join(mnt, "d/f"))
+	if err := os.Remove(filepath.Join(mnt, "d/f")); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	<-fsys.entered
+	removed := make(chan error, 1)
+	go func() { removed <- unix.Rmdir(filepath.Join(mnt, "d")) }()
+	time.Sleep(50 * time.Millisecond)
+	close(fsys.gate)
+	if err := <-removed; err != nil {
+		t.Fatalf("removing the directory while the hidden name of its last file was being removed: %v", err)
+	}
+}
