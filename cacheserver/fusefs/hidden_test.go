@@ -449,3 +449,78 @@ func TestRemovingADirectoryRightAfterTheLastClose(t *testing.T) {
 		t.Fatalf("removing the directory while the hidden name of its last file was being removed: %v", err)
 	}
 }
+
+// gatedRemovals is a namespace whose unlinks of f, and renames over f,
+// wait at a gate.
+type gatedRemovals struct {
+	namespace.FS
+	entered, gate chan struct{}
+}
+
+func (g *gatedRemovals) Unlink(ctx context.Context, p string) error {
+	if p == "f" {
+		g.entered <- struct{}{}
+		<-g.gate
+	}
+	return g.FS.Unlink(ctx, p)
+}
+
+func (g *gatedRemovals) Rename(ctx context.Context, oldPath, newPath string, flags uint32) error {
+	if newPath == "f" {
+		g.entered <- struct{}{}
+		<-g.gate
+	}
+	return g.FS.Rename(ctx, oldPath, newPath, flags)
+}
+
+// TestAnOpenDuringTheRemovalOfAFileLooksTheNameUpAgain opens a file that
+// nothing has open while an unlink of it, or a rename over it, is under
+// way, as the kernel does for a path walk that found the file just before:
+// the open must not succeed on the file about to go (its reads then fail
+// with ENOENT), but wait for the call and answer ESTALE, which makes the
+// kernel look the name up again. So do opens of the node after the call.
+func TestAnOpenDuringTheRemovalOfAFileLooksTheNameUpAgain(t *testing.T) {
+	for name, remove := range map[string]func(mnt string) error{
+		"unlink": func(mnt string) error { return os.Remove(filepath.Join(mnt, "f")) },
+		"rename over": func(mnt string) error {
+			return os.Rename(filepath.Join(mnt, "g"), filepath.Join(mnt, "f"))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			mnt, _, fsys, s := mountOver(t, Options{}, func(p *posixns.FS) *gatedRemovals {
+				return &gatedRemovals{FS: p, entered: make(chan struct{}), gate: make(chan struct{})}
+			})
+			for _, name := range []string{"f", "g"} {
+				if err := os.WriteFile(filepath.Join(mnt, name), []byte(name), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := s.root.GetChild("f").Operations().(*node)
+			removed := make(chan error, 1)
+			go func() { removed <- remove(mnt) }()
+			<-fsys.entered
+			opened := make(chan syscall.Errno, 1)
+			go func() {
+				_, _, e := c.Open(context.Background(), syscall.O_RDONLY)
+				opened <- e
+			}()
+			select {
+			case e := <-opened:
+				close(fsys.gate)
+				<-removed
+				t.Fatalf("an open of f during its %s returned (%v) before the %s did", name, e, name)
+			case <-time.After(50 * time.Millisecond):
+			}
+			close(fsys.gate)
+			if err := <-removed; err != nil {
+				t.Fatal(err)
+			}
+			if during := <-opened; during != syscall.ESTALE {
+				t.Errorf("an open of f during its %s: %v, want ESTALE", name, during)
+			}
+			if _, _, after := c.Open(context.Background(), syscall.O_RDONLY); after != syscall.ESTALE {
+				t.Errorf("an open of f after its %s: %v, want ESTALE", name, after)
+			}
+		})
+	}
+}
