@@ -194,15 +194,14 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 		// what it was asked.
 		defer func() { _ = c.dropOpen() }()
 		if a, err := n.m.fsys.GetAttr(ctx, n.child(name)); err != nil || a.Nlink < 2 {
-			_, e := c.hide(ctx, n, name, false)
-			return e
+			return c.hide(ctx, n, name)
 		}
 	}
 	return errno(n.m.fsys.Unlink(ctx, n.child(name)))
 }
 
 // Rename renames name to newName in newParent. An open file that the rename
-// would replace gets a hidden name first (see hide).
+// would replace is moved to a hidden name first.
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	np, ok := newParent.(*node)
 	if !ok {
@@ -242,12 +241,11 @@ func (n *node) rename(ctx context.Context, name string, np *node, newName string
 		return e
 	}
 	defer func() { _ = victim.dropOpen() }()
-	linked, e := victim.hide(ctx, np, newName, true)
-	if e != 0 {
+	if e := victim.hide(ctx, np, newName); e != 0 {
 		return e
 	}
 	if err := n.m.fsys.Rename(ctx, oldPath, newPath, flags); err != nil {
-		victim.unhide(ctx, np, newName, linked)
+		victim.unhide(ctx, np, newName)
 		return errno(err)
 	}
 	return 0

@@ -65,16 +65,11 @@
 //
 // Open files keep their node, whose path in the tree follows renames. When a
 // file that this mount still has open is unlinked, or replaced by a rename,
-// it gets a hidden name in the same directory (".burstcache-open-" followed
-// by a number, the "silly rename" of NFS), so that it stays readable and
-// writable through its descriptors; the hidden name is removed at the last
-// release and never listed by readdir, and stat on a descriptor reports one
-// link less, as if the name were gone. A file that a rename replaces gets
-// the hidden name as a hard link first, so that its name never goes missing
-// before the rename (NFS renames it away, and a process that opens the name
-// meanwhile, as readers of a file replaced atomically do, gets ENOENT);
-// where the backing file system makes no link, it is renamed as for an
-// unlink. A directory that holds nothing but hidden names of files this
+// it is renamed to a hidden name in the same directory (".burstcache-open-"
+// followed by a number, the "silly rename" of NFS), so that it stays readable
+// and writable through its descriptors; the hidden name is removed at the
+// last release and never listed by readdir, and stat on a descriptor reports
+// one link less, as if the name were gone. A directory that holds nothing but hidden names of files this
 // mount has open is removed, or replaced by a rename, as if empty: the
 // hidden names move up into the directory above it first. A namespace that outlives the
 // mount (HiddenNoter) is told each hidden name first, so that a name left

@@ -369,39 +369,24 @@ type HiddenNoter interface {
 	NoteHidden(ctx context.Context, path string) error
 }
 
-// hide gives the open file n, name in parent, a hidden name. With keep, a
-// rename is about to replace name: the hidden name is then a second link,
-// where the namespace can make one, so that name names the file until the
-// rename replaces it in one step, and linked says so; a call that looks
-// name up meanwhile finds the one file or the other, never neither, as
-// rename(2) promises. Otherwise, or where no link can be made (a file
-// system without hard links, or protected_hardlinks refusing the caller),
-// the file is renamed to the hidden name.
-func (n *node) hide(ctx context.Context, parent *node, name string, keep bool) (linked bool, e syscall.Errno) {
+// hide renames the open file n, name in parent, to a hidden name.
+func (n *node) hide(ctx context.Context, parent *node, name string) syscall.Errno {
 	hidden := hiddenPrefix + strconv.FormatUint(rand.Uint64(), 36)
 	if hn, ok := n.m.fsys.(HiddenNoter); ok {
 		if err := hn.NoteHidden(ctx, parent.child(hidden)); err != nil && !errors.Is(err, syscall.ENOSYS) {
-			return false, errno(err)
+			return errno(err)
 		}
 	}
-	if keep {
-		_, err := n.m.fsys.Link(ctx, parent.child(name), parent.child(hidden))
-		linked = err == nil
+	if err := n.m.fsys.Rename(ctx, parent.child(name), parent.child(hidden), renameNoReplace); err != nil {
+		return errno(err)
 	}
-	if !linked {
-		if err := n.m.fsys.Rename(ctx, parent.child(name), parent.child(hidden), renameNoReplace); err != nil {
-			return false, errno(err)
-		}
-	}
-	// The node's calls go by the hidden name from now on, which names the
-	// file either way.
 	parent.MvChild(name, parent.EmbeddedInode(), hidden, true)
 	cred, _ := ident.FromContext(ctx)
 	n.mu.Lock()
 	n.hidden = true
 	n.unlinkAs = ident.NewContext(context.Background(), cred)
 	n.mu.Unlock()
-	return linked, 0
+	return 0
 }
 
 // clearHidden empties directory name of n of the hidden names of files
@@ -514,15 +499,9 @@ func (n *node) isHidden() bool {
 }
 
 // unhide undoes hide when the rename it made way for failed.
-func (n *node) unhide(ctx context.Context, parent *node, name string, linked bool) {
+func (n *node) unhide(ctx context.Context, parent *node, name string) {
 	hidden, _ := n.Parent()
-	var err error
-	if linked {
-		err = n.m.fsys.Unlink(ctx, parent.child(hidden))
-	} else {
-		err = n.m.fsys.Rename(ctx, parent.child(hidden), parent.child(name), renameNoReplace)
-	}
-	if err != nil {
+	if err := n.m.fsys.Rename(ctx, parent.child(hidden), parent.child(name), renameNoReplace); err != nil {
 		n.m.log.Warn("Restoring a file hidden for a failed rename failed", "path", parent.child(hidden), "err", err)
 		return
 	}
