@@ -184,9 +184,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 // file would show one link too many until it is closed.
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	ctx = n.ctx(ctx)
-	c, going := n.claimChild(name, true)
-	defer going.unmark()
-	if c != nil {
+	if c := n.openChild(name); c != nil {
 		// hide moves the child in go-fuse's tree itself.
 		release := n.m.holdNames()
 		defer release(false, nil, nil, "")
@@ -224,15 +222,13 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 // rename is Rename, with names held.
 func (n *node) rename(ctx context.Context, name string, np *node, newName string, flags uint32) syscall.Errno {
 	oldPath, newPath := n.child(name), np.child(newName)
-	if flags&(fs.RENAME_EXCHANGE|renameNoReplace) != 0 || np.GetChild(newName) == n.GetChild(name) {
-		// Nothing is replaced.
-		return errno(n.m.fsys.Rename(ctx, oldPath, newPath, flags))
+	victim := np.openChild(newName)
+	if victim != nil {
+		defer func() { _ = victim.dropOpen() }()
 	}
-	victim, going := np.claimChild(newName, true)
-	defer going.unmark()
-	if victim == nil {
+	if victim == nil || flags&(fs.RENAME_EXCHANGE|renameNoReplace) != 0 || victim.EmbeddedInode() == n.GetChild(name) {
 		e := errno(n.m.fsys.Rename(ctx, oldPath, newPath, flags))
-		if (e == syscall.ENOTEMPTY || e == syscall.EEXIST) && np.clearHidden(ctx, newName) {
+		if flags == 0 && (e == syscall.ENOTEMPTY || e == syscall.EEXIST) && np.clearHidden(ctx, newName) {
 			// A directory that holds only files unlinked while open is
 			// empty to the caller, as for rmdir (rename(2) may answer
 			// either errno for a directory that is not empty).
@@ -240,7 +236,6 @@ func (n *node) rename(ctx context.Context, name string, np *node, newName string
 		}
 		return e
 	}
-	defer func() { _ = victim.dropOpen() }()
 	if e := victim.hide(ctx, np, newName); e != 0 {
 		return e
 	}
@@ -261,47 +256,19 @@ const renameNoReplace = 1
 // that drop, rather than finding the file not hidden yet and leaving the
 // name behind for good.
 func (n *node) openChild(name string) *node {
-	open, _ := n.claimChild(name, false)
-	return open
-}
-
-// claimChild is openChild for a call about to remove or replace the file
-// name of n. The file's node is returned as open if this mount has it
-// open; otherwise, with mark, it is marked as going and returned so: an
-// open that races with the call (the kernel sends one for a path walk that
-// found the file before the call) then waits for it (see addOpen), where
-// it would open, by its path, a file about to go, whose reads would fail
-// once it is gone. The caller clears the mark (unmark) once the call has
-// returned.
-func (n *node) claimChild(name string, mark bool) (open, going *node) {
 	ci := n.GetChild(name)
 	if ci == nil || ci.IsDir() {
-		return nil, nil
+		return nil
 	}
 	c, ok := ci.Operations().(*node)
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.opens > 0 {
-		c.opens++
-		return c, nil
+	if c.opens == 0 {
+		return nil
 	}
-	if !mark || c.going != nil {
-		return nil, nil
-	}
-	c.going = make(chan struct{})
-	return nil, c
-}
-
-// unmark clears the mark that claimChild set on n; nil does nothing.
-func (n *node) unmark() {
-	if n == nil {
-		return
-	}
-	n.mu.Lock()
-	close(n.going)
-	n.going = nil
-	n.mu.Unlock()
+	c.opens++
+	return c
 }

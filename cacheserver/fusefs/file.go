@@ -91,20 +91,9 @@ func (o Options) openFlags(flags uint32, passthrough bool) uint32 {
 // reports false. The kernel still opens such a file for a path walk that
 // found it before the unlink or rename that hid it; on a local file system
 // that open gets the unlinked file, here it must look the name up again.
-// An open of a file that an unlink or a rename through the mount is
-// removing or replacing (claimChild) waits for that call first: the open
-// then finds, by the path, the file that replaced it or none, and answers
-// ESTALE (see Open), rather than open the file about to go, whose reads
-// would fail once it is gone.
 func (n *node) addOpen() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for n.going != nil {
-		going := n.going
-		n.mu.Unlock()
-		<-going
-		n.mu.Lock()
-	}
 	if n.hidden && n.opens == 0 {
 		return false
 	}

@@ -36,10 +36,6 @@ type node struct {
 	// it was unlinked while open; unlinkAs is who unlinked it.
 	hidden   bool
 	unlinkAs context.Context
-	// going is set while an unlink or a rename through the mount removes or
-	// replaces n's file, which nothing had open (claimChild), and closed
-	// when the call returns.
-	going chan struct{}
 	// opened is the backing file that the last open or create of n found
 	// (zero: none yet).
 	opened backing.FileID
