@@ -155,14 +155,7 @@ func TestReleaseWhileHidingRemovesTheHiddenName(t *testing.T) {
 			if err := <-removed; err != nil {
 				t.Fatal(err)
 			}
-			entries, err := os.ReadDir(backing)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var names []string
-			for _, e := range entries {
-				names = append(names, e.Name())
-			}
+			names := entryNames(t, backing)
 			want := map[string][]string{"unlink": nil, "rename over": {"f"}}[name]
 			if !slices.Equal(names, want) {
 				t.Errorf("the backing directory holds %q after the file was closed and replaced; want %q", names, want)
@@ -215,14 +208,7 @@ func TestAFailedRenameOverAnOpenFileLeavesBothFiles(t *testing.T) {
 		t.Errorf("f reads %q, %v after the failed rename; want f", got, err)
 	}
 	f.Close()
-	entries, err := os.ReadDir(backing)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
+	names := entryNames(t, backing)
 	if !slices.Equal(names, []string{"f", "g"}) {
 		t.Errorf("the backing directory holds %q once the file is closed; want f and g", names)
 	}
@@ -380,4 +366,18 @@ func TestRemovingADirectoryRightAfterTheLastClose(t *testing.T) {
 	if err := <-removed; err != nil {
 		t.Fatalf("removing the directory while the hidden name of its last file was being removed: %v", err)
 	}
+}
+
+// entryNames lists the names in dir.
+func entryNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
 }
