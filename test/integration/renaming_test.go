@@ -2,9 +2,7 @@ package integration
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,79 +162,4 @@ func valueAt(b []byte, i int) int {
 		return -1
 	}
 	return int(b[i])
-}
-
-// TestReadersOfAFileReplacedAgainAndAgain replaces a file 200 times the way
-// programs publish a new version (write a temporary file, rename it over),
-// while readers on the same mount, with the client cache, open, read and
-// close it as fast as they can. Each must read one version or another,
-// whole, as on a local file system: closes that failed with EIO were seen.
-// Two departures are left, and counted, not failed: an open answers ESTALE
-// when the name was replaced between its lookup and its open twice in a
-// row (the kernel retries once), and ENOENT while a rename over the file
-// that a reader has open moves it to its hidden name first, as NFS's silly
-// rename does. Without the client cache, reads of such a file that race
-// with the rename still fail, or read zeros, on a loaded machine: not run
-// here until they are fixed.
-func TestReadersOfAFileReplacedAgainAndAgain(t *testing.T) {
-	requireFUSE(t)
-	for name, extra := range map[string][]string{"client cache": {"--client-cache"}} {
-		t.Run(name, func(t *testing.T) {
-			in := dirs(t)
-			up(t, in, 2, extra...)
-			p := filepath.Join(in.mount, "cfg")
-			version := func(i int) []byte { return bytes.Repeat([]byte(fmt.Sprintf("version %04d\n", i)), 300) }
-			if err := os.WriteFile(p, version(0), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			var stop atomic.Bool
-			var stale atomic.Int64
-			errs := make(chan error, 2)
-			for range 2 {
-				go func() {
-					errs <- func() error {
-						for !stop.Load() {
-							f, err := os.Open(p)
-							if errors.Is(err, unix.ESTALE) || errors.Is(err, unix.ENOENT) {
-								stale.Add(1)
-								continue
-							}
-							if err != nil {
-								return err
-							}
-							got, err := io.ReadAll(f)
-							if cerr := f.Close(); err == nil {
-								err = cerr
-							}
-							if err != nil {
-								return err
-							}
-							var i int
-							if _, err := fmt.Sscanf(string(got), "version %d", &i); err != nil || !bytes.Equal(got, version(i)) {
-								return fmt.Errorf("read %d bytes that are no version whole: %.40q", len(got), got)
-							}
-						}
-						return nil
-					}()
-				}()
-			}
-			for i := 1; i <= 200; i++ {
-				if err := os.WriteFile(p+".tmp", version(i), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.Rename(p+".tmp", p); err != nil {
-					t.Fatal(err)
-				}
-			}
-			stop.Store(true)
-			for range 2 {
-				if err := <-errs; err != nil {
-					t.Error(err)
-				}
-			}
-			t.Logf("opens that answered ESTALE or ENOENT: %d", stale.Load())
-			must(t, "local", "down", "--mount", in.mount)
-			sameFile(t, filepath.Join(in.backing, "cfg"), version(200))
-		})
-	}
 }
