@@ -140,9 +140,8 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if err != nil {
 		return nil, errno(err)
 	}
-	ch := n.newChild(ctx, a, out)
-	ch.Operations().(*node).knowTarget(target, a)
-	return ch, 0
+	n.m.knowTarget(target, a)
+	return n.newChild(ctx, a, out), 0
 }
 
 // Link creates a hard link to target.

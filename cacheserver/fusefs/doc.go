@@ -79,7 +79,8 @@
 //
 // The mount reads a link with its attributes in one call
 // (namespace.LinkReader) at the lookup that finds it, and answers the
-// kernel's reads of it, one at every path walk through it, from the node:
+// kernel's reads of it, one at every path walk through it, from what it
+// read, kept by inode number while the number's attributes stay the link's:
 // a link never changes its target. A file that a rename puts in the place
 // of a link, or a link in the place of a file, between a lookup and the
 // call that follows it makes the call answer ESTALE, which makes the kernel

@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -235,36 +236,56 @@ func (g *generations) renewals() uint64 {
 // and answers ESTALE; the kernel looks the name up again and retries once,
 // and that retry must open the file, not find the node of its earlier
 // version, answer ESTALE again and fail the open: a reader on one node of
-// a file that another node replaces so failed about one open in 170.
+// a file that another node replaces so failed about one open in 170. The
+// file may have been found under another name since it was opened, which
+// answers the node that opened it.
 func TestAFileThatReplacedAnotherIsOpenedAtTheFirstRetry(t *testing.T) {
-	mnt, backing, _ := mount(t, Options{ClientCache: true, EntryTimeout: time.Minute})
-	write := func(name, data string) syscall.Stat_t {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(backing, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		var st syscall.Stat_t
-		if err := syscall.Stat(filepath.Join(backing, name), &st); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
-	write("f", "f")
-	before := write("g", "g")
-	for _, name := range []string{"f", "g"} {
-		if got, err := os.ReadFile(filepath.Join(mnt, name)); err != nil || string(got) != name {
-			t.Fatalf("first read of %s: %q, %v", name, got, err)
-		}
-	}
-	for after := before; after.Ctim.Nano() <= before.Ctim.Nano(); {
-		// ext4 keeps times to a clock tick.
-		time.Sleep(10 * time.Millisecond)
-		after = write("g", "g, changed")
-	}
-	if err := os.Rename(filepath.Join(backing, "g"), filepath.Join(backing, "f")); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil || string(got) != "g, changed" {
-		t.Fatalf("read of f, replaced by the changed g: %q, %v", got, err)
+	for _, alsoNamed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("found under a second name: %v", alsoNamed), func(t *testing.T) {
+			mnt, backing, _ := mount(t, Options{ClientCache: true, EntryTimeout: time.Minute})
+			write := func(name, data string) syscall.Stat_t {
+				t.Helper()
+				if err := os.WriteFile(filepath.Join(backing, name), []byte(data), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				var st syscall.Stat_t
+				if err := syscall.Stat(filepath.Join(backing, name), &st); err != nil {
+					t.Fatal(err)
+				}
+				return st
+			}
+			write("f", "f")
+			write("g", "g")
+			if alsoNamed {
+				if err := os.Link(filepath.Join(backing, "g"), filepath.Join(backing, "h")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var before syscall.Stat_t
+			if err := syscall.Stat(filepath.Join(backing, "g"), &before); err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range []string{"f", "g"} {
+				if got, err := os.ReadFile(filepath.Join(mnt, name)); err != nil || string(got) != name {
+					t.Fatalf("first read of %s: %q, %v", name, got, err)
+				}
+			}
+			if alsoNamed {
+				if _, err := os.Stat(filepath.Join(mnt, "h")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for after := before; after.Ctim.Nano() <= before.Ctim.Nano(); {
+				// ext4 keeps times to a clock tick.
+				time.Sleep(10 * time.Millisecond)
+				after = write("g", "g, changed")
+			}
+			if err := os.Rename(filepath.Join(backing, "g"), filepath.Join(backing, "f")); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil || string(got) != "g, changed" {
+				t.Fatalf("read of f, replaced by the changed g: %q, %v", got, err)
+			}
+		})
 	}
 }

@@ -144,6 +144,44 @@ func TestAFileReplacedByALinkAfterItsLookupIsNotMisread(t *testing.T) {
 	}
 }
 
+// TestALinkUnderTheNumberOfAnotherIsReadAfresh replaces, behind the mount,
+// a link that the mount read by another link that gets its inode number
+// (ext4 hands a freed number out again at once), under another name, while
+// the kernel still holds the old link: the lookup of the new name answers
+// the node of the old link, and reading the new link must give its own
+// target, not the old one's.
+func TestALinkUnderTheNumberOfAnotherIsReadAfresh(t *testing.T) {
+	mnt, backing, _ := mount(t, Options{})
+	old := filepath.Join(backing, "old")
+	if err := os.Symlink("first/target", old); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.Readlink(filepath.Join(mnt, "old")); err != nil || got != "first/target" {
+		t.Fatalf("readlink of the first link: %q, %v", got, err)
+	}
+	var was syscall.Stat_t
+	if err := syscall.Lstat(old, &was); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(old); err != nil {
+		t.Fatal(err)
+	}
+	made := filepath.Join(backing, "new")
+	if err := os.Symlink("second", made); err != nil {
+		t.Fatal(err)
+	}
+	var is syscall.Stat_t
+	if err := syscall.Lstat(made, &is); err != nil {
+		t.Fatal(err)
+	}
+	if is.Ino != was.Ino {
+		t.Skipf("the backing file system gave the new link inode number %d, not the freed %d", is.Ino, was.Ino)
+	}
+	if got, err := os.Readlink(filepath.Join(mnt, "new")); err != nil || got != "second" {
+		t.Fatalf("readlink of a link under the inode number of a link read before: %q, %v; want second", got, err)
+	}
+}
+
 // loopingDirs is a namespace whose directory d/e answers as d itself, as a
 // bind mount of d on d/e seen through a server that crosses mount points
 // would.

@@ -119,9 +119,12 @@ type Server struct {
 	// gens are the generations of inode numbers of files replaced under
 	// them (see generations).
 	gens generations
-	// latest holds, by inode number, the node last made or found of each
-	// regular file (see changedBehind).
+	// latest holds, by inode number, the node that last opened or made
+	// each regular file (see changedBehind).
 	latest sync.Map
+	// links holds, by inode number, the target of the symbolic link of
+	// that number last read (see linkTarget).
+	links sync.Map
 }
 
 // Mount mounts fsys on the directory mountpoint and serves it until Unmount.

@@ -42,9 +42,6 @@ type node struct {
 	// wrote says that n was written or changed through the mount. Every
 	// write sets it, in parallel for a shared file: not under mu.
 	wrote atomic.Bool
-	// link is the target of the symbolic link n, when known (see
-	// knowTarget).
-	link *linkTarget
 }
 
 // OnForget notes that the kernel forgot n.
@@ -52,13 +49,17 @@ func (n *node) OnForget() {
 	st := n.StableAttr()
 	n.m.gens.forgot(st.Ino, st.Gen)
 	n.m.latest.CompareAndDelete(st.Ino, n)
+	if st.Mode == syscall.S_IFLNK {
+		n.m.links.Delete(st.Ino)
+	}
 }
 
 // opensAnother reports whether an open of n that found a is of another
 // file than the last open or create of n found under the same inode
-// number, or of a version of it changed in place since, and records a
-// otherwise. A file written or changed through the mount is taken for
-// the same version: the servers' write-back of it moves its change time.
+// number, or of a version of it changed in place since, and records a,
+// and n as the node that last opened the number, otherwise. A file written
+// or changed through the mount is taken for the same version: the
+// servers' write-back of it moves its change time.
 func (n *node) opensAnother(a namespace.Attr) bool {
 	id := backing.FileID{Ino: a.Ino, Birth: a.Birth, Gen: a.Gen}.ChangedAt(a.Ctime)
 	n.mu.Lock()
@@ -70,11 +71,17 @@ func (n *node) opensAnother(a namespace.Attr) bool {
 		// An answer that tells none keeps what an earlier one told.
 		n.opened = id
 	}
+	if n.m.opts.ClientCache {
+		// Not at the lookup that makes a node: go-fuse answers a lookup
+		// with the node it has of the number, if any, and drops the new
+		// one; the kernel opens the node it holds.
+		n.m.latest.Store(a.Ino, n)
+	}
 	return false
 }
 
 // renewIfChanged gives the inode number of a, the attributes that a lookup
-// found, a new generation when the node last made of that number stands
+// found, a new generation when the node last opened of that number stands
 // for an earlier version of the file, changed or replaced behind the mount
 // since the node opened it: the lookup then makes a new node, as an open
 // of the old one would after answering ESTALE (see generations). An open
@@ -173,10 +180,8 @@ func (n *node) fill(a namespace.Attr, out *fuse.Attr) {
 		// The hidden name does not count: the file was unlinked.
 		out.Nlink--
 	}
-	if n.link != nil && !n.link.of(a) {
-		n.link = nil
-	}
 	n.mu.Unlock()
+	n.m.forgetTargetUnless(a)
 }
 
 func split(t time.Time) (uint64, uint32) {
@@ -196,13 +201,7 @@ func (n *node) newChild(ctx context.Context, a namespace.Attr, out *fuse.EntryOu
 	case a.Mode&syscall.S_IFMT == syscall.S_IFDIR:
 		out.SetEntryTimeout(dirEntryTimeout)
 	}
-	ci := n.NewInode(ctx, c, fs.StableAttr{Mode: a.Mode & syscall.S_IFMT, Ino: a.Ino, Gen: n.m.gens.current(a.Ino)})
-	if n.m.opts.ClientCache && a.IsRegular() {
-		if made, ok := ci.Operations().(*node); ok {
-			n.m.latest.Store(a.Ino, made)
-		}
-	}
-	return ci
+	return n.NewInode(ctx, c, fs.StableAttr{Mode: a.Mode & syscall.S_IFMT, Ino: a.Ino, Gen: n.m.gens.current(a.Ino)})
 }
 
 // Lookup finds name in directory n. What it learnt of extended attributes
@@ -226,14 +225,10 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		n.m.log.Warn("A directory has the inode number of a directory above it: not served", "path", n.child(name), "ino", a.Ino)
 		return nil, syscall.EXDEV
 	}
-	target, la := n.readLinkOf(n.ctx(ctx), name, a)
-	if la.Ino != 0 {
+	if la := n.readLinkOf(n.ctx(ctx), name, a); la.Ino != 0 {
 		a = la
 	}
 	ch := n.newChild(ctx, a, out)
-	if la.Ino != 0 {
-		ch.Operations().(*node).knowTarget(target, la)
-	}
 	n.m.probes.keep(ctx, probe)
 	return ch, 0
 }
