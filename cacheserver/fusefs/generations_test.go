@@ -289,3 +289,35 @@ func TestAFileThatReplacedAnotherIsOpenedAtTheFirstRetry(t *testing.T) {
 		})
 	}
 }
+
+// TestAFileChangedBehindTheMountBeforeItsFirstOpenIsReadWhole looks a file
+// up through a mount with the client cache, changes it behind the mount,
+// and reads it: the kernel's inode of the file keeps the size of the
+// lookup, and takes no other from the mount, so the read must reach a new
+// inode, or it returns the first byte of the changed file alone.
+func TestAFileChangedBehindTheMountBeforeItsFirstOpenIsReadWhole(t *testing.T) {
+	mnt, backing, _ := mount(t, Options{ClientCache: true, EntryTimeout: time.Minute})
+	name := filepath.Join(backing, "f")
+	if err := os.WriteFile(name, []byte("f"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var before syscall.Stat_t
+	if err := syscall.Stat(name, &before); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "f")); err != nil {
+		t.Fatal(err)
+	}
+	for after := before; after.Ctim.Nano() <= before.Ctim.Nano(); {
+		time.Sleep(10 * time.Millisecond)
+		if err := os.WriteFile(name, []byte("f, changed"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Stat(name, &after); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil || string(got) != "f, changed" {
+		t.Fatalf("read of a file changed behind the mount after its lookup: %q, %v", got, err)
+	}
+}

@@ -36,8 +36,8 @@ type node struct {
 	// it was unlinked while open; unlinkAs is who unlinked it.
 	hidden   bool
 	unlinkAs context.Context
-	// opened is the backing file that the last open or create of n found
-	// (zero: none yet).
+	// opened is the backing file that the last open or create of n found,
+	// or before any, with the client cache, the lookup that made n.
 	opened backing.FileID
 	// wrote says that n was written or changed through the mount. Every
 	// write sets it, in parallel for a shared file: not under mu.
@@ -192,6 +192,12 @@ func split(t time.Time) (uint64, uint32) {
 func (n *node) newChild(ctx context.Context, a namespace.Attr, out *fuse.EntryOut) *fs.Inode {
 	c := &node{m: n.m, walled: n.walled || n.mode.Load()&syscall.S_IXOTH == 0}
 	c.fill(a, &out.Attr)
+	if n.m.opts.ClientCache && a.IsRegular() {
+		// The kernel's inode of c keeps the size that a describes, and
+		// takes no other from the mount: a change of the file behind the
+		// mount before its first open must renew it all the same.
+		c.opened = backing.FileID{Ino: a.Ino}.ChangedAt(a.Ctime)
+	}
 	switch {
 	case n.m.opts.PerCaller && c.walled:
 		// Zero, which go-fuse keeps when the mount has no entry timeout
