@@ -117,18 +117,22 @@ func (n *node) dropOpen() syscall.Errno {
 	if !last {
 		return 0
 	}
-	name, parent := n.Parent()
-	if parent == nil {
+	h := n.hiddenAt.Load()
+	if h == nil {
 		return 0
 	}
-	if err := n.m.fsys.Unlink(as, n.path()); err != nil {
-		n.m.log.Warn("Removing the hidden name of an unlinked file failed", "path", n.path(), "err", err)
+	p := h.dir.child(h.name)
+	if err := n.m.fsys.Unlink(as, p); err != nil {
+		n.m.log.Warn("Removing the hidden name of an unlinked file failed", "path", p, "err", err)
 		return errno(err)
 	}
+	n.hiddenAt.Store(nil)
 	n.mu.Lock()
 	n.hidden = false
 	n.mu.Unlock()
-	parent.RmChild(name)
+	if h.dir.GetChild(h.name) == &n.Inode {
+		h.dir.RmChild(h.name)
+	}
 	return 0
 }
 

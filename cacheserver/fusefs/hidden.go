@@ -25,6 +25,12 @@ type HiddenNoter interface {
 	NoteHidden(ctx context.Context, path string) error
 }
 
+// hiddenName is the hidden name of a file in directory dir.
+type hiddenName struct {
+	dir  *node
+	name string
+}
+
 // hide renames the open file n, name in parent, to a hidden name.
 func (n *node) hide(ctx context.Context, parent *node, name string) syscall.Errno {
 	hidden := hiddenPrefix + strconv.FormatUint(rand.Uint64(), 36)
@@ -37,6 +43,7 @@ func (n *node) hide(ctx context.Context, parent *node, name string) syscall.Errn
 		return errno(err)
 	}
 	parent.MvChild(name, parent.EmbeddedInode(), hidden, true)
+	n.hiddenAt.Store(&hiddenName{dir: parent, name: hidden})
 	cred, _ := ident.FromContext(ctx)
 	n.mu.Lock()
 	n.hidden = true
@@ -107,6 +114,7 @@ func (n *node) liftHidden(ctx context.Context, name string) bool {
 			return false
 		}
 		d.MvChild(hn, n.EmbeddedInode(), hn, true)
+		c.hiddenAt.Store(&hiddenName{dir: n, name: hn})
 		c.mu.Lock()
 		c.unlinkAs = ident.NewContext(context.Background(), cred)
 		c.mu.Unlock()
@@ -156,12 +164,17 @@ func (n *node) isHidden() bool {
 
 // unhide undoes hide when the rename it made way for failed.
 func (n *node) unhide(ctx context.Context, parent *node, name string) {
-	hidden, _ := n.Parent()
+	h := n.hiddenAt.Load()
+	if h == nil {
+		return
+	}
+	hidden := h.name
 	if err := n.m.fsys.Rename(ctx, parent.child(hidden), parent.child(name), renameNoReplace); err != nil {
 		n.m.log.Warn("Restoring a file hidden for a failed rename failed", "path", parent.child(hidden), "err", err)
 		return
 	}
 	parent.MvChild(hidden, parent.EmbeddedInode(), name, true)
+	n.hiddenAt.Store(nil)
 	n.mu.Lock()
 	n.hidden = false
 	n.mu.Unlock()

@@ -381,3 +381,48 @@ func entryNames(t *testing.T, dir string) []string {
 	}
 	return names
 }
+
+// TestAHiddenFileFoundAgainUnderItsOldNameKeepsToItsHiddenName replaces an
+// open file by a rename and then puts the file back under its old name in
+// go-fuse's tree, as a lookup does that found the file under that name
+// just before the rename and came back after it. Writes through the open
+// descriptor and the removal at its close must go to the hidden name, not
+// to the old name, which names the replacement: that would write into the
+// replacement and then remove it.
+func TestAHiddenFileFoundAgainUnderItsOldNameKeepsToItsHiddenName(t *testing.T) {
+	mnt, backing, s := mount(t, Options{})
+	if err := os.WriteFile(filepath.Join(mnt, "f"), []byte("f"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c := s.root.GetChild("f")
+	if err := os.WriteFile(filepath.Join(mnt, "g"), []byte("g"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(mnt, "g"), filepath.Join(mnt, "f")); err != nil {
+		t.Fatal(err)
+	}
+	s.root.AddChild("f", c, true)
+	if _, err := f.WriteAt([]byte("F"), 0); err != nil {
+		t.Fatalf("writing the replaced file: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("closing the replaced file: %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(backing, "f")); err != nil || string(got) != "g" {
+		t.Fatalf("the replacement reads %q, %v; want g", got, err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		names := entryNames(t, backing)
+		if slices.Equal(names, []string{"f"}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the backing directory holds %v after the last close; want [f]", names)
+		}
+	}
+}

@@ -36,6 +36,12 @@ type node struct {
 	// it was unlinked while open; unlinkAs is who unlinked it.
 	hidden   bool
 	unlinkAs context.Context
+	// hiddenAt is where n is hidden while it is (nil otherwise), which
+	// path answers: go-fuse's tree may also have n under the name it was
+	// hidden from, for a lookup that found the file there before the
+	// rename and came back after, and that name now stands for another
+	// file.
+	hiddenAt atomic.Pointer[hiddenName]
 	// opened is the backing file that the last open or create of n found,
 	// or before any, with the client cache, the lookup that made n.
 	opened backing.FileID
@@ -141,8 +147,12 @@ var (
 	_ fs.NodeReleaser       = (*node)(nil)
 )
 
-// path returns the namespace path of n ("" for the root).
+// path returns the namespace path of n ("" for the root): its hidden name
+// if it has one.
 func (n *node) path() string {
+	if h := n.hiddenAt.Load(); h != nil {
+		return h.dir.child(h.name)
+	}
 	return n.Path(n.Root())
 }
 
