@@ -69,7 +69,9 @@
 // followed by a number, the "silly rename" of NFS), so that it stays readable
 // and writable through its descriptors; the hidden name is removed at the
 // last release and never listed by readdir, and stat on a descriptor reports
-// one link less, as if the name were gone. A directory that holds nothing but hidden names of files this
+// one link less, as if the name were gone. Calls through the descriptors
+// name the file by its hidden name, whatever names go-fuse's tree gives it,
+// and a read that overlapped the rename is made again under it (names.go). A directory that holds nothing but hidden names of files this
 // mount has open is removed, or replaced by a rename, as if empty: the
 // hidden names move up into the directory above it first. A namespace that outlives the
 // mount (HiddenNoter) is told each hidden name first, so that a name left

@@ -214,8 +214,16 @@ const spliceMin = 32 << 10
 // Read reads from an open file.
 func (n *node) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	h := f.(*handle)
+	var got int
 	if fr, ok := n.m.fsys.(FileReader); ok && len(dest) >= spliceMin {
-		got, fd, err := fr.ReadAtFile(h.as, n.path(), dest, off)
+		var fd *namespace.FileData
+		err := n.readAtPath(func(p string) (err error) {
+			if fd != nil && fd.Release != nil {
+				fd.Release()
+			}
+			got, fd, err = fr.ReadAtFile(h.as, p, dest, off)
+			return err
+		})
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, errno(err)
 		}
@@ -224,7 +232,10 @@ func (n *node) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64
 		}
 		return bufResult(dest[:got]), 0
 	}
-	got, err := n.m.fsys.ReadAt(h.as, n.path(), dest, off)
+	err := n.readAtPath(func(p string) (err error) {
+		got, err = n.m.fsys.ReadAt(h.as, p, dest, off)
+		return err
+	})
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, errno(err)
 	}

@@ -3,11 +3,13 @@ package fusefs
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -424,5 +426,61 @@ func TestAHiddenFileFoundAgainUnderItsOldNameKeepsToItsHiddenName(t *testing.T) 
 		if time.Now().After(deadline) {
 			t.Fatalf("the backing directory holds %v after the last close; want [f]", names)
 		}
+	}
+}
+
+// gatedReads is a namespace whose reads, once armed, stop at a gate: the
+// first one after it has taken its path.
+type gatedReads struct {
+	*posixns.FS
+	armed   atomic.Bool
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gatedReads) ReadAt(ctx context.Context, p string, b []byte, off int64) (int, error) {
+	if g.armed.CompareAndSwap(true, false) {
+		close(g.entered)
+		<-g.gate
+	}
+	return g.FS.ReadAt(ctx, p, b, off)
+}
+
+// TestAReadOverlappingARenameOverItsFileReadsTheFile renames a file over
+// one being read through the mount, after the read took the path of the
+// file and before it reached the namespace, where the path names the new
+// file by then: the read must return the bytes of the file it reads, as on
+// a local file system, not those of the new one.
+func TestAReadOverlappingARenameOverItsFileReadsTheFile(t *testing.T) {
+	mnt, _, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *gatedReads {
+		return &gatedReads{FS: p, entered: make(chan struct{}), gate: make(chan struct{})}
+	})
+	f := openWritten(t, filepath.Join(mnt, "f"))
+	if err := os.WriteFile(filepath.Join(mnt, "g"), []byte("g"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fsys.armed.Store(true)
+	type result struct {
+		b   []byte
+		err error
+	}
+	read := make(chan result, 1)
+	go func() {
+		b := make([]byte, 16)
+		n, err := f.ReadAt(b, 0)
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		read <- result{b[:n], err}
+	}()
+	<-fsys.entered
+	renamed := make(chan error, 1)
+	go func() { renamed <- os.Rename(filepath.Join(mnt, "g"), filepath.Join(mnt, "f")) }()
+	if err := <-renamed; err != nil {
+		t.Fatal(err)
+	}
+	close(fsys.gate)
+	if r := <-read; r.err != nil || string(r.b) != "f" {
+		t.Fatalf("a read of f across a rename of g over it: %q, %v; want f", r.b, r.err)
 	}
 }

@@ -106,6 +106,9 @@ type Server struct {
 	// names orders the calls that send data under a path with renames
 	// (see names.go).
 	names sync.RWMutex
+	// renames counts the starts and ends of the calls that move names:
+	// odd while one is under way (see names.go).
+	renames atomic.Uint64
 	// umasks holds the callers' umasks of the creations in flight, by
 	// their requests' cancel channels (umaskFS).
 	umasks sync.Map

@@ -20,6 +20,14 @@ import (
 // shared while they take the path and until they are answered, and a rename
 // holds it exclusively until go-fuse's tree has the new name, which go-fuse
 // sets after Rename returns.
+//
+// Reads do not hold renames off: a read that copies from the PFS may take
+// long, and a rename over a file being read would wait for it. A read that
+// took its path before a rename and reached the servers after it read
+// whatever the old path named by then: another file, or none (ENOENT). So a
+// rename counts its start and its end (Server.renames, odd while one is
+// under way), and a read that overlapped one and whose file moved is made
+// again under the new path (readAtPath).
 
 // usePath returns n's path and holds renames off until the returned
 // function is called.
@@ -34,13 +42,16 @@ func (n *node) usePath() (string, func()) {
 // failed.
 func (s *Server) holdNames() func(moved bool, child, parent *fs.Inode, name string) {
 	s.names.Lock()
+	s.renames.Add(1)
 	return func(moved bool, child, parent *fs.Inode, name string) {
 		if !moved || child == nil || parent.GetChild(name) == child {
+			s.renames.Add(1)
 			s.names.Unlock()
 			return
 		}
 		go func() {
 			defer s.names.Unlock()
+			defer s.renames.Add(1)
 			// go-fuse moves the child right after Rename returns; the
 			// limit only keeps a child that the kernel forgot meanwhile
 			// (and go-fuse with it) from holding every write up.
@@ -49,5 +60,25 @@ func (s *Server) holdNames() func(moved bool, child, parent *fs.Inode, name stri
 				time.Sleep(20 * time.Microsecond)
 			}
 		}()
+	}
+}
+
+// readAtPath calls read with the path of n, and again with its new path
+// when a call that moves names overlapped it and moved n: what the first
+// call read may be another file's. The result of the last call stands.
+func (n *node) readAtPath(read func(p string) error) error {
+	for tries := 1; ; tries++ {
+		seq := n.m.renames.Load()
+		p := n.path()
+		err := read(p)
+		if seq%2 == 0 && n.m.renames.Load() == seq || tries == 3 {
+			return err
+		}
+		n.m.names.RLock() // waits for the move under way
+		moved := n.path() != p
+		n.m.names.RUnlock()
+		if !moved {
+			return err
+		}
 	}
 }
