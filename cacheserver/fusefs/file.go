@@ -225,7 +225,7 @@ func (n *node) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64
 			return err
 		})
 		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, errno(err)
+			return nil, readErrno(err)
 		}
 		if fd != nil {
 			return &fileResult{fd}, 0
@@ -237,9 +237,20 @@ func (n *node) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64
 		return err
 	})
 	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, errno(err)
+		return nil, readErrno(err)
 	}
 	return bufResult(dest[:got]), 0
+}
+
+// readErrno converts the error of a read through an open file: ENOENT,
+// which read(2) never gives, says that the file is gone (an open that
+// raced with a rename or unlink that removed the file, which this mount
+// did not have open yet), and gets EIO, as the file's other calls do.
+func readErrno(err error) syscall.Errno {
+	if e := errno(err); e != syscall.ENOENT {
+		return e
+	}
+	return syscall.EIO
 }
 
 // bufResult is a read reply of bytes in memory. It goes to the kernel in

@@ -484,3 +484,18 @@ func TestAReadOverlappingARenameOverItsFileReadsTheFile(t *testing.T) {
 		t.Fatalf("a read of f across a rename of g over it: %q, %v; want f", r.b, r.err)
 	}
 }
+
+// TestAReadOfAFileGoneBehindTheMountFailsWithEIO removes, behind the
+// mount, a file that the mount has open: a read through the descriptor
+// fails with EIO, as the file's other calls do, never with ENOENT, which
+// read(2) does not give.
+func TestAReadOfAFileGoneBehindTheMountFailsWithEIO(t *testing.T) {
+	mnt, backing, _ := mount(t, Options{})
+	f := openWritten(t, filepath.Join(mnt, "f"))
+	if err := os.Remove(filepath.Join(backing, "f")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ReadAt(make([]byte, 1), 0); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("a read of a file removed behind the mount: %v; want EIO", err)
+	}
+}
