@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -222,6 +223,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 func (n *node) rename(ctx context.Context, name string, np *node, newName string, flags uint32) syscall.Errno {
 	oldPath, newPath := n.child(name), np.child(newName)
 	victim := np.openChild(newName)
+	if victim == nil && flags == 0 {
+		victim = np.busyChild(newName)
+	}
 	if victim != nil {
 		defer func() { _ = victim.dropOpen() }()
 	}
@@ -243,6 +247,39 @@ func (n *node) rename(ctx context.Context, name string, np *node, newName string
 		return errno(err)
 	}
 	return 0
+}
+
+// busyWindow is how long after the kernel last looked a file up, opened or
+// released it a rename over it takes an open of it for one that may be on
+// its way (see busyChild).
+const busyWindow = time.Second
+
+// busyChild returns the child name of n, a regular file that this mount
+// does not have open but that the kernel looked up, opened or released
+// within busyWindow, counted as open, as openChild does. The kernel sends
+// an open after the path walk that found the file, without holding the
+// directory: an open that a walk before a rename over the file sent may
+// land while the rename runs, after it looked for open files and before
+// the servers remove the file, and would then succeed on a file gone (its
+// reads fail). A rename over a busy file hides it as it hides an open
+// one; such an open then opens it under its hidden name, and the hidden
+// name goes at the last release, right after the rename if none came.
+func (n *node) busyChild(name string) *node {
+	ci := n.GetChild(name)
+	if ci == nil || ci.StableAttr().Mode != syscall.S_IFREG {
+		return nil
+	}
+	c, ok := ci.Operations().(*node)
+	if !ok || time.Since(time.Unix(0, c.used.Load())) > busyWindow {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hidden {
+		return nil
+	}
+	c.opens++
+	return c
 }
 
 // renameNoReplace is RENAME_NOREPLACE of renameat2(2).

@@ -66,16 +66,19 @@
 // Open files keep their node, whose path in the tree follows renames. When a
 // file that this mount still has open is unlinked, or replaced by a rename,
 // it is renamed to a hidden name in the same directory (".burstcache-open-"
-// followed by a number, the "silly rename" of NFS), so that it stays readable
-// and writable through its descriptors; the hidden name is removed at the
-// last release and never listed by readdir, and stat on a descriptor reports
-// one link less, as if the name were gone. Calls through the descriptors
-// name the file by its hidden name, whatever names go-fuse's tree gives it,
-// and a read that overlapped the rename is made again under it (names.go). A directory that holds nothing but hidden names of files this
-// mount has open is removed, or replaced by a rename, as if empty: the
-// hidden names move up into the directory above it first. A namespace that outlives the
-// mount (HiddenNoter) is told each hidden name first, so that a name left
-// by a mount that died with the file open can be removed later.
+// followed by a number, the "silly rename" of NFS), so that it stays
+// readable and writable through its descriptors; the hidden name is removed
+// at the last release and never listed by readdir, and stat on a descriptor
+// reports one link less, as if the name were gone. A rename over a file that
+// the kernel used just before hides it too, for opens that may be on their
+// way (see busyChild). Calls through the descriptors name the file by its
+// hidden name, whatever names go-fuse's tree gives it, and a read that
+// overlapped the rename is made again under it (names.go). A directory that
+// holds nothing but hidden names of files this mount has open is removed, or
+// replaced by a rename, as if empty: the hidden names move up into the
+// directory above it first. A namespace that outlives the mount
+// (HiddenNoter) is told each hidden name first, so that a name left by a
+// mount that died with the file open can be removed later.
 //
 // # Symbolic links
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -91,8 +92,12 @@ func (n *node) addOpen() bool {
 		return false
 	}
 	n.opens++
+	n.use()
 	return true
 }
+
+// use notes that the kernel looked n up, opened or released it just now.
+func (n *node) use() { n.used.Store(time.Now().UnixNano()) }
 
 // Releaser is implemented by a namespace.FS that keeps what it knows of a
 // file while the mount has it open.
@@ -105,6 +110,7 @@ type Releaser interface {
 // (Releaser), and removes the hidden name of a file that was unlinked
 // while open.
 func (n *node) dropOpen() syscall.Errno {
+	n.use()
 	n.mu.Lock()
 	n.opens--
 	released := n.opens == 0

@@ -499,3 +499,68 @@ func TestAReadOfAFileGoneBehindTheMountFailsWithEIO(t *testing.T) {
 		t.Fatalf("a read of a file removed behind the mount: %v; want EIO", err)
 	}
 }
+
+// gatedRenames is a namespace whose renames of g stop at a gate.
+type gatedRenames struct {
+	*posixns.FS
+	entered, gate chan struct{}
+}
+
+func (g *gatedRenames) Rename(ctx context.Context, oldPath, newPath string, flags uint32) error {
+	if filepath.Base(oldPath) == "g" {
+		close(g.entered)
+		<-g.gate
+	}
+	return g.FS.Rename(ctx, oldPath, newPath, flags)
+}
+
+// TestAnOpenLandingDuringARenameOverItsFileOpensTheFile renames g over f,
+// which a process read just before, and sends an open of f while the
+// rename runs, as the kernel does for a path walk that found f before the
+// rename: the open must open f, and reads through it read f, as on a local
+// file system, where the open holds the file that the rename then unlinks.
+// The rename removes f all the same: once the open is released, the
+// directory holds g's bytes under f alone.
+func TestAnOpenLandingDuringARenameOverItsFileOpensTheFile(t *testing.T) {
+	mnt, backing, fsys, s := mountOver(t, Options{}, func(p *posixns.FS) *gatedRenames {
+		return &gatedRenames{FS: p, entered: make(chan struct{}), gate: make(chan struct{})}
+	})
+	for _, name := range []string{"f", "g"} {
+		if err := os.WriteFile(filepath.Join(mnt, name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil || string(got) != "f" {
+		t.Fatalf("reading f: %q, %v", got, err)
+	}
+	c := s.root.GetChild("f").Operations().(*node)
+	renamed := make(chan error, 1)
+	go func() { renamed <- os.Rename(filepath.Join(mnt, "g"), filepath.Join(mnt, "f")) }()
+	<-fsys.entered
+	h, _, e := c.Open(context.Background(), syscall.O_RDONLY)
+	close(fsys.gate)
+	if err := <-renamed; err != nil {
+		t.Fatal(err)
+	}
+	if e != 0 {
+		t.Fatalf("an open of f during the rename of g over it: %v", e)
+	}
+	b := make([]byte, 16)
+	r, e := c.Read(context.Background(), h, b, 0)
+	if e != 0 {
+		t.Fatalf("reading f opened during the rename: %v", e)
+	}
+	got, _ := r.Bytes(b)
+	if string(got) != "f" {
+		t.Fatalf("f opened during the rename reads %q; want f", got)
+	}
+	if e := c.Release(context.Background(), h); e != 0 {
+		t.Fatalf("releasing f: %v", e)
+	}
+	if names := entryNames(t, backing); !slices.Equal(names, []string{"f"}) {
+		t.Fatalf("the backing directory holds %v after the release; want [f]", names)
+	}
+	if got, err := os.ReadFile(filepath.Join(backing, "f")); err != nil || string(got) != "g" {
+		t.Fatalf("f reads %q, %v after the rename; want g", got, err)
+	}
+}

@@ -42,6 +42,9 @@ type node struct {
 	// rename and came back after, and that name now stands for another
 	// file.
 	hiddenAt atomic.Pointer[hiddenName]
+	// used is when the kernel last looked n up, opened or released it
+	// (Unix nanoseconds; see busyChild).
+	used atomic.Int64
 	// opened is the backing file that the last open or create of n found,
 	// or before any, with the client cache, the lookup that made n.
 	opened backing.FileID
@@ -236,6 +239,13 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if n.m.opts.ClientCache && a.IsRegular() {
 		n.m.renewIfChanged(a)
 	}
+	if ci := n.GetChild(name); ci != nil && ci.StableAttr().Ino == a.Ino {
+		// The node go-fuse answers the lookup with, if it has one, rather
+		// than the one the lookup makes.
+		if c, ok := ci.Operations().(*node); ok {
+			c.use()
+		}
+	}
 	if a.IsDir() && n.within(a.Ino) {
 		n.m.probes.keep(ctx, nil)
 		n.m.log.Warn("A directory has the inode number of a directory above it: not served", "path", n.child(name), "ino", a.Ino)
@@ -245,6 +255,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		a = la
 	}
 	ch := n.newChild(ctx, a, out)
+	ch.Operations().(*node).use()
 	n.m.probes.keep(ctx, probe)
 	return ch, 0
 }
