@@ -2,7 +2,9 @@ package integration
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -162,4 +164,78 @@ func valueAt(b []byte, i int) int {
 		return -1
 	}
 	return int(b[i])
+}
+
+// TestReadersOfAFileReplacedAgainAndAgain replaces a file 200 times the way
+// programs publish a new version (write a temporary file, rename it over),
+// while readers on the same mount open, read and close it as fast as they
+// can, with and without the client cache. Each must read one version or
+// another, whole, as on a local file system: opens that found the name
+// missing, reads and closes of a replaced file that failed with EIO, reads
+// of the replacement, were all seen. The one departure left, an open that
+// answers ESTALE when the name was replaced between its lookup and its
+// open twice in a row (the kernel retries once), is counted, not failed.
+func TestReadersOfAFileReplacedAgainAndAgain(t *testing.T) {
+	requireFUSE(t)
+	for name, extra := range map[string][]string{"no client cache": nil, "client cache": {"--client-cache"}} {
+		t.Run(name, func(t *testing.T) {
+			in := dirs(t)
+			up(t, in, 2, extra...)
+			p := filepath.Join(in.mount, "cfg")
+			// Versions differ in length, so that a read of one version
+			// through the size of another shows.
+			version := func(i int) []byte { return bytes.Repeat([]byte(fmt.Sprintf("version %04d\n", i)), 100+i%5*50) }
+			if err := os.WriteFile(p, version(0), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var stop atomic.Bool
+			var stale atomic.Int64
+			errs := make(chan error, 2)
+			for range 2 {
+				go func() {
+					errs <- func() error {
+						for !stop.Load() {
+							f, err := os.Open(p)
+							if errors.Is(err, unix.ESTALE) {
+								stale.Add(1)
+								continue
+							}
+							if err != nil {
+								return err
+							}
+							got, err := io.ReadAll(f)
+							if cerr := f.Close(); err == nil {
+								err = cerr
+							}
+							if err != nil {
+								return err
+							}
+							var i int
+							if _, err := fmt.Sscanf(string(got), "version %d", &i); err != nil || !bytes.Equal(got, version(i)) {
+								return fmt.Errorf("read %d bytes that are no version whole: %.40q", len(got), got)
+							}
+						}
+						return nil
+					}()
+				}()
+			}
+			for i := 1; i <= 200; i++ {
+				if err := os.WriteFile(p+".tmp", version(i), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(p+".tmp", p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stop.Store(true)
+			for range 2 {
+				if err := <-errs; err != nil {
+					t.Error(err)
+				}
+			}
+			t.Logf("opens that answered ESTALE: %d", stale.Load())
+			must(t, "local", "down", "--mount", in.mount)
+			sameFile(t, filepath.Join(in.backing, "cfg"), version(200))
+		})
+	}
 }
