@@ -223,8 +223,10 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 func (n *node) rename(ctx context.Context, name string, np *node, newName string, flags uint32) syscall.Errno {
 	oldPath, newPath := n.child(name), np.child(newName)
 	victim := np.openChild(newName)
+	busy := false
 	if victim == nil && flags == 0 {
 		victim = np.busyChild(newName)
+		busy = victim != nil
 	}
 	if victim != nil {
 		defer func() { _ = victim.dropOpen() }()
@@ -240,7 +242,12 @@ func (n *node) rename(ctx context.Context, name string, np *node, newName string
 		return e
 	}
 	if e := victim.hide(ctx, np, newName); e != 0 {
-		return e
+		if !busy {
+			return e
+		}
+		// Hiding is a precaution for a file not open: the rename goes on
+		// without it.
+		return errno(n.m.fsys.Rename(ctx, oldPath, newPath, flags))
 	}
 	if err := n.m.fsys.Rename(ctx, oldPath, newPath, flags); err != nil {
 		victim.unhide(ctx, np, newName)

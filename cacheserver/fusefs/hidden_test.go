@@ -564,3 +564,30 @@ func TestAnOpenLandingDuringARenameOverItsFileOpensTheFile(t *testing.T) {
 		t.Fatalf("f reads %q, %v after the rename; want g", got, err)
 	}
 }
+
+// refusingNotes is a namespace that cannot keep hidden names.
+type refusingNotes struct{ *posixns.FS }
+
+func (refusingNotes) NoteHidden(context.Context, string) error { return syscall.EIO }
+
+// TestARenameOverAFileJustReadGoesOnWhenItCannotHideTheFile renames a file
+// over one read just before through a namespace that refuses to keep the
+// hidden name: hiding the file from opens that may be on their way is a
+// precaution, and the rename must not fail for it.
+func TestARenameOverAFileJustReadGoesOnWhenItCannotHideTheFile(t *testing.T) {
+	mnt, _, _, _ := mountOver(t, Options{}, func(p *posixns.FS) refusingNotes { return refusingNotes{p} })
+	for _, name := range []string{"f", "g"} {
+		if err := os.WriteFile(filepath.Join(mnt, name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(mnt, "g"), filepath.Join(mnt, "f")); err != nil {
+		t.Fatalf("renaming g over f, read just before: %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil || string(got) != "g" {
+		t.Fatalf("f reads %q, %v; want g", got, err)
+	}
+}
