@@ -272,12 +272,8 @@ const busyWindow = time.Second
 // one; such an open then opens it under its hidden name, and the hidden
 // name goes at the last release, right after the rename if none came.
 func (n *node) busyChild(name string) *node {
-	ci := n.GetChild(name)
-	if ci == nil || ci.StableAttr().Mode != syscall.S_IFREG {
-		return nil
-	}
-	c, ok := ci.Operations().(*node)
-	if !ok || time.Since(time.Unix(0, c.used.Load())) > busyWindow {
+	c := n.fileChild(name)
+	if c == nil || c.StableAttr().Mode != syscall.S_IFREG || time.Since(time.Unix(0, c.used.Load())) > busyWindow {
 		return nil
 	}
 	c.mu.Lock()
@@ -299,12 +295,8 @@ const renameNoReplace = 1
 // that drop, rather than finding the file not hidden yet and leaving the
 // name behind for good.
 func (n *node) openChild(name string) *node {
-	ci := n.GetChild(name)
-	if ci == nil || ci.IsDir() {
-		return nil
-	}
-	c, ok := ci.Operations().(*node)
-	if !ok {
+	c := n.fileChild(name)
+	if c == nil {
 		return nil
 	}
 	c.mu.Lock()
@@ -313,5 +305,16 @@ func (n *node) openChild(name string) *node {
 		return nil
 	}
 	c.opens++
+	return c
+}
+
+// fileChild returns the node of child name of n unless it is none or a
+// directory.
+func (n *node) fileChild(name string) *node {
+	ci := n.GetChild(name)
+	if ci == nil || ci.IsDir() {
+		return nil
+	}
+	c, _ := ci.Operations().(*node)
 	return c
 }
