@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -181,16 +180,19 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 // Unlink removes a name. A file that this mount has open is moved to a
 // hidden name instead, so that its descriptors keep working, unless it has
 // other names that keep it: a hidden name would count as a link, and the
-// file would show one link too many until it is closed.
+// file would show one link too many until it is closed. An open that lands
+// while the file goes waits for it (removing).
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	ctx = n.ctx(ctx)
+	end := n.removing(name)
+	defer end()
 	if c := n.openChild(name); c != nil {
 		// hide moves the child in go-fuse's tree itself.
 		release := n.m.holdNames()
 		defer release(false, nil, nil, "")
 		// A failed removal of the hidden name is logged; the unlink did
 		// what it was asked.
-		defer func() { _ = c.dropOpen() }()
+		defer func() { _ = c.dropOpen(ctx) }()
 		if a, err := n.m.fsys.GetAttr(ctx, n.child(name)); err != nil || a.Nlink < 2 {
 			return c.hide(ctx, n, name)
 		}
@@ -222,14 +224,16 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 // rename is Rename, with names held.
 func (n *node) rename(ctx context.Context, name string, np *node, newName string, flags uint32) syscall.Errno {
 	oldPath, newPath := n.child(name), np.child(newName)
+	end := np.removing(newName)
+	defer end()
 	victim := np.openChild(newName)
 	busy := false
 	if victim == nil && flags == 0 {
-		victim = np.busyChild(newName)
+		victim = np.busyChild(ctx, newName)
 		busy = victim != nil
 	}
 	if victim != nil {
-		defer func() { _ = victim.dropOpen() }()
+		defer func() { _ = victim.dropOpen(ctx) }()
 	}
 	if victim == nil || flags&(fs.RENAME_EXCHANGE|renameNoReplace) != 0 || victim.EmbeddedInode() == n.GetChild(name) {
 		e := errno(n.m.fsys.Rename(ctx, oldPath, newPath, flags))
@@ -249,40 +253,13 @@ func (n *node) rename(ctx context.Context, name string, np *node, newName string
 		// without it.
 		return errno(n.m.fsys.Rename(ctx, oldPath, newPath, flags))
 	}
+	// Opens landing from now on open the file under its hidden name.
+	end()
 	if err := n.m.fsys.Rename(ctx, oldPath, newPath, flags); err != nil {
 		victim.unhide(ctx, np, newName)
 		return errno(err)
 	}
 	return 0
-}
-
-// busyWindow is how long after the kernel last looked a file up, opened or
-// released it a rename over it takes an open of it for one that may be on
-// its way (see busyChild).
-const busyWindow = time.Second
-
-// busyChild returns the child name of n, a regular file that this mount
-// does not have open but that the kernel looked up, opened or released
-// within busyWindow, counted as open, as openChild does. The kernel sends
-// an open after the path walk that found the file, without holding the
-// directory: an open that a walk before a rename over the file sent may
-// land while the rename runs, after it looked for open files and before
-// the servers remove the file, and would then succeed on a file gone (its
-// reads fail). A rename over a busy file hides it as it hides an open
-// one; such an open then opens it under its hidden name, and the hidden
-// name goes at the last release, right after the rename if none came.
-func (n *node) busyChild(name string) *node {
-	c := n.fileChild(name)
-	if c == nil || c.StableAttr().Mode != syscall.S_IFREG || time.Since(time.Unix(0, c.used.Load())) > busyWindow {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.hidden {
-		return nil
-	}
-	c.opens++
-	return c
 }
 
 // renameNoReplace is RENAME_NOREPLACE of renameat2(2).

@@ -69,9 +69,11 @@
 // followed by a number, the "silly rename" of NFS), so that it stays
 // readable and writable through its descriptors; the hidden name is removed
 // at the last release and never listed by readdir, and stat on a descriptor
-// reports one link less, as if the name were gone. A rename over a file that
-// the kernel used just before hides it too, for opens that may be on their
-// way (see busyChild). Calls through the descriptors name the file by its
+// reports one link less, as if the name were gone. An open that lands while
+// an unlink or a rename removes a file not open waits for it to end, and
+// then looks the name up again (see removing); a rename over a file that
+// the kernel used just before for another thread hides it too, so that
+// opens on their way open it (see busyChild). Calls through the descriptors name the file by its
 // hidden name, whatever names go-fuse's tree gives it, and a read that
 // overlapped the rename is made again under it (names.go). A directory that
 // holds nothing but hidden names of files this mount has open is removed, or

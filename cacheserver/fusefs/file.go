@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"syscall"
-	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -85,19 +84,16 @@ func (o Options) openFlags(flags uint32, passthrough bool) uint32 {
 // reports false. The kernel still opens such a file for a path walk that
 // found it before the unlink or rename that hid it; on a local file system
 // that open gets the unlinked file, here it must look the name up again.
-func (n *node) addOpen() bool {
+func (n *node) addOpen(ctx context.Context) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.hidden && n.opens == 0 {
 		return false
 	}
 	n.opens++
-	n.use()
+	n.m.use(ctx, n.StableAttr().Ino)
 	return true
 }
-
-// use notes that the kernel looked n up, opened or released it just now.
-func (n *node) use() { n.used.Store(time.Now().UnixNano()) }
 
 // Releaser is implemented by a namespace.FS that keeps what it knows of a
 // file while the mount has it open.
@@ -109,8 +105,12 @@ type Releaser interface {
 // dropOpen uncounts an open of n; the last one tells the namespace
 // (Releaser), and removes the hidden name of a file that was unlinked
 // while open.
-func (n *node) dropOpen() syscall.Errno {
-	n.use()
+func (n *node) dropOpen(ctx context.Context) syscall.Errno {
+	if n.m.opts.ClientCache {
+		// A walk may find the file without a lookup (see busyChild). The
+		// kernel names no thread for a release.
+		n.m.use(ctx, n.StableAttr().Ino)
+	}
 	n.mu.Lock()
 	n.opens--
 	released := n.opens == 0
@@ -147,9 +147,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	ctx = n.ctx(ctx)
 	// Counting the open first makes an unlink or a rename over the file
 	// that races with the open hide it rather than remove it.
-	if !n.addOpen() {
+	if !n.addOpen(ctx) {
 		return nil, 0, syscall.ESTALE
 	}
+	// An unlink or a rename that is removing the file and found it not
+	// open goes first (see removing).
+	n.m.removals.await(n.StableAttr().Ino)
 	if flags&syscall.O_TRUNC != 0 {
 		// The open changes the file (where the kernel does not cut it
 		// with a setattr first).
@@ -174,7 +177,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	if err != nil {
 		// The open's own error is what the caller must see.
-		_ = n.dropOpen()
+		_ = n.dropOpen(ctx)
 		return nil, 0, errno(err)
 	}
 	n.mode.Store(a.Mode)
@@ -196,7 +199,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	c := ci.Operations().(*node)
 	c.opensAnother(a)
 	c.written()
-	_ = c.addOpen() // a new node, never hidden
+	_ = c.addOpen(ctx) // a new node, never hidden
 	h, fuseFlags := c.newHandle(ctx, flags)
 	return ci, h, fuseFlags, 0
 }
@@ -370,5 +373,5 @@ func (n *node) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	if h, ok := f.(*handle); ok && h.passFd >= 0 {
 		unix.Close(h.passFd)
 	}
-	return n.dropOpen()
+	return n.dropOpen(ctx)
 }

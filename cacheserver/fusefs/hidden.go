@@ -85,7 +85,7 @@ func (n *node) liftHidden(ctx context.Context, name string) bool {
 	hidden := make([]*node, 0, len(es))
 	defer func() {
 		for _, c := range hidden {
-			_ = c.dropOpen()
+			_ = c.dropOpen(ctx)
 		}
 	}()
 	for _, e := range es {

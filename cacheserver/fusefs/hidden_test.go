@@ -530,9 +530,10 @@ func TestAnOpenLandingDuringARenameOverItsFileOpensTheFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil || string(got) != "f" {
-		t.Fatalf("reading f: %q, %v", got, err)
+	if got := readOnThread(t, newThread(t), filepath.Join(mnt, "f")); got != "f" {
+		t.Fatalf("reading f: %q", got)
 	}
+	waitReleased(t, s, "f")
 	c := s.root.GetChild("f").Operations().(*node)
 	renamed := make(chan error, 1)
 	go func() { renamed <- os.Rename(filepath.Join(mnt, "g"), filepath.Join(mnt, "f")) }()
@@ -575,15 +576,15 @@ func (refusingNotes) NoteHidden(context.Context, string) error { return syscall.
 // hidden name: hiding the file from opens that may be on their way is a
 // precaution, and the rename must not fail for it.
 func TestARenameOverAFileJustReadGoesOnWhenItCannotHideTheFile(t *testing.T) {
-	mnt, _, _, _ := mountOver(t, Options{}, func(p *posixns.FS) refusingNotes { return refusingNotes{p} })
+	mnt, _, _, s := mountOver(t, Options{}, func(p *posixns.FS) refusingNotes { return refusingNotes{p} })
 	for _, name := range []string{"f", "g"} {
 		if err := os.WriteFile(filepath.Join(mnt, name), []byte(name), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil {
-		t.Fatal(err)
-	}
+	readOnThread(t, newThread(t), filepath.Join(mnt, "f"))
+	// The hiding of a file still open is no precaution.
+	waitReleased(t, s, "f")
 	if err := os.Rename(filepath.Join(mnt, "g"), filepath.Join(mnt, "f")); err != nil {
 		t.Fatalf("renaming g over f, read just before: %v", err)
 	}

@@ -122,6 +122,11 @@ type Server struct {
 	// gens are the generations of inode numbers of files replaced under
 	// them (see generations).
 	gens generations
+	// uses holds when the kernel last used each file, by inode number
+	// (see busyChild), and removals the files being removed (see
+	// removing).
+	uses     usages
+	removals removals
 	// latest holds, by inode number, the node that last opened or made
 	// each regular file (see changedBehind).
 	latest sync.Map

@@ -42,9 +42,6 @@ type node struct {
 	// rename and came back after, and that name now stands for another
 	// file.
 	hiddenAt atomic.Pointer[hiddenName]
-	// used is when the kernel last looked n up, opened or released it
-	// (Unix nanoseconds; see busyChild).
-	used atomic.Int64
 	// opened is the backing file that the last open or create of n found,
 	// or before any, with the client cache, the lookup that made n.
 	opened backing.FileID
@@ -239,12 +236,8 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if n.m.opts.ClientCache && a.IsRegular() {
 		n.m.renewIfChanged(a)
 	}
-	if ci := n.GetChild(name); ci != nil && ci.StableAttr().Ino == a.Ino {
-		// The node go-fuse answers the lookup with, if it has one, rather
-		// than the one the lookup makes.
-		if c, ok := ci.Operations().(*node); ok {
-			c.use()
-		}
+	if a.IsRegular() {
+		n.m.use(ctx, a.Ino)
 	}
 	if a.IsDir() && n.within(a.Ino) {
 		n.m.probes.keep(ctx, nil)
@@ -255,7 +248,6 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		a = la
 	}
 	ch := n.newChild(ctx, a, out)
-	ch.Operations().(*node).use()
 	n.m.probes.keep(ctx, probe)
 	return ch, 0
 }

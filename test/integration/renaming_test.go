@@ -239,3 +239,85 @@ func TestReadersOfAFileReplacedAgainAndAgain(t *testing.T) {
 		})
 	}
 }
+
+// TestReadersOfAFileRemovedAgainAndAgain makes a file whole (by a rename)
+// and removes it 200 times, as a spool of work items does, while readers on the same mount
+// open, read and close it as fast as they can, with and without the client
+// cache. Each must find the file missing, or read one version whole, as on
+// a local file system: an open that landed as the file was removed used to
+// succeed and its reads fail with EIO. Opens that answer ESTALE (the name
+// changed between their lookup and their open twice in a row) are counted,
+// not failed.
+func TestReadersOfAFileRemovedAgainAndAgain(t *testing.T) {
+	requireFUSE(t)
+	for name, extra := range map[string][]string{"no client cache": nil, "client cache": {"--client-cache"}} {
+		t.Run(name, func(t *testing.T) {
+			in := dirs(t)
+			up(t, in, 2, extra...)
+			p := filepath.Join(in.mount, "item")
+			version := func(i int) []byte { return bytes.Repeat([]byte(fmt.Sprintf("item %04d\n", i)), 100+i%5*50) }
+			var stop atomic.Bool
+			var stale, missing, read atomic.Int64
+			errs := make(chan error, 2)
+			for range 2 {
+				go func() {
+					errs <- func() error {
+						for !stop.Load() {
+							f, err := os.Open(p)
+							switch {
+							case errors.Is(err, unix.ESTALE):
+								stale.Add(1)
+								continue
+							case errors.Is(err, os.ErrNotExist):
+								missing.Add(1)
+								continue
+							case err != nil:
+								return err
+							}
+							got, err := io.ReadAll(f)
+							if cerr := f.Close(); err == nil {
+								err = cerr
+							}
+							if err != nil {
+								return err
+							}
+							var i int
+							if _, err := fmt.Sscanf(string(got), "item %d", &i); err != nil || !bytes.Equal(got, version(i)) {
+								return fmt.Errorf("read %d bytes that are no version whole: %.40q", len(got), got)
+							}
+							read.Add(1)
+						}
+						return nil
+					}()
+				}()
+			}
+			for i := 1; i <= 200; i++ {
+				// Each version appears whole, by a rename to a name that is
+				// free.
+				if err := os.WriteFile(p+".tmp", version(i), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(p+".tmp", p); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Remove(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stop.Store(true)
+			for range 2 {
+				if err := <-errs; err != nil {
+					t.Error(err)
+				}
+			}
+			t.Logf("opens that read the file: %d, found it missing: %d, answered ESTALE: %d", read.Load(), missing.Load(), stale.Load())
+			if read.Load() == 0 {
+				t.Error("no open found the file: the readers did not race the removals")
+			}
+			must(t, "local", "down", "--mount", in.mount)
+			if es, err := os.ReadDir(in.backing); err != nil || len(es) != 0 {
+				t.Errorf("the backing directory holds %v, %v; want nothing", es, err)
+			}
+		})
+	}
+}
