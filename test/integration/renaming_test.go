@@ -166,15 +166,79 @@ func valueAt(b []byte, i int) int {
 	return int(b[i])
 }
 
+// readers open, read and close a file as fast as two goroutines can, until
+// stopped, and check that each read one version of it whole (version), as
+// on a local file system. They count the opens that answered ESTALE (the
+// name changed between their lookup and their open twice in a row, and the
+// kernel retries once), the opens that found no file, when that is allowed
+// (missingOK), and the opens that read the file.
+type readers struct {
+	stop                 atomic.Bool
+	stale, missing, read atomic.Int64
+	errs                 chan error
+}
+
+func startReaders(p string, missingOK bool, version func(i int) []byte) *readers {
+	r := &readers{errs: make(chan error, 2)}
+	for range 2 {
+		go func() { r.errs <- r.run(p, missingOK, version) }()
+	}
+	return r
+}
+
+func (r *readers) run(p string, missingOK bool, version func(i int) []byte) error {
+	for !r.stop.Load() {
+		f, err := os.Open(p)
+		switch {
+		case errors.Is(err, unix.ESTALE):
+			r.stale.Add(1)
+			continue
+		case missingOK && errors.Is(err, os.ErrNotExist):
+			r.missing.Add(1)
+			continue
+		case err != nil:
+			return err
+		}
+		got, err := io.ReadAll(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		var i int
+		if _, err := fmt.Sscanf(string(got), "version %d", &i); err != nil || !bytes.Equal(got, version(i)) {
+			return fmt.Errorf("read %d bytes that are no version whole: %.40q", len(got), got)
+		}
+		r.read.Add(1)
+	}
+	return nil
+}
+
+// wait stops the readers and fails t with what they found.
+func (r *readers) wait(t *testing.T) {
+	t.Helper()
+	r.stop.Store(true)
+	for range 2 {
+		if err := <-r.errs; err != nil {
+			t.Error(err)
+		}
+	}
+	t.Logf("opens that read the file: %d, found it missing: %d, answered ESTALE: %d", r.read.Load(), r.missing.Load(), r.stale.Load())
+}
+
+// versioned returns version i of a file; versions differ in length, so
+// that a read of one version through the size of another shows.
+func versioned(i int) []byte {
+	return bytes.Repeat([]byte(fmt.Sprintf("version %04d\n", i)), 100+i%5*50)
+}
+
 // TestReadersOfAFileReplacedAgainAndAgain replaces a file 200 times the way
 // programs publish a new version (write a temporary file, rename it over),
-// while readers on the same mount open, read and close it as fast as they
-// can, with and without the client cache. Each must read one version or
-// another, whole, as on a local file system: opens that found the name
-// missing, reads and closes of a replaced file that failed with EIO, reads
-// of the replacement, were all seen. The one departure left, an open that
-// answers ESTALE when the name was replaced between its lookup and its
-// open twice in a row (the kernel retries once), is counted, not failed.
+// while readers on the same mount open, read and close it, with and
+// without the client cache. Each must read one version or another, whole:
+// opens that found the name missing, reads and closes of a replaced file
+// that failed with EIO, reads of the replacement, were all seen.
 func TestReadersOfAFileReplacedAgainAndAgain(t *testing.T) {
 	requireFUSE(t)
 	for name, extra := range map[string][]string{"no client cache": nil, "client cache": {"--client-cache"}} {
@@ -182,72 +246,31 @@ func TestReadersOfAFileReplacedAgainAndAgain(t *testing.T) {
 			in := dirs(t)
 			up(t, in, 2, extra...)
 			p := filepath.Join(in.mount, "cfg")
-			// Versions differ in length, so that a read of one version
-			// through the size of another shows.
-			version := func(i int) []byte { return bytes.Repeat([]byte(fmt.Sprintf("version %04d\n", i)), 100+i%5*50) }
-			if err := os.WriteFile(p, version(0), 0o644); err != nil {
+			if err := os.WriteFile(p, versioned(0), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			var stop atomic.Bool
-			var stale atomic.Int64
-			errs := make(chan error, 2)
-			for range 2 {
-				go func() {
-					errs <- func() error {
-						for !stop.Load() {
-							f, err := os.Open(p)
-							if errors.Is(err, unix.ESTALE) {
-								stale.Add(1)
-								continue
-							}
-							if err != nil {
-								return err
-							}
-							got, err := io.ReadAll(f)
-							if cerr := f.Close(); err == nil {
-								err = cerr
-							}
-							if err != nil {
-								return err
-							}
-							var i int
-							if _, err := fmt.Sscanf(string(got), "version %d", &i); err != nil || !bytes.Equal(got, version(i)) {
-								return fmt.Errorf("read %d bytes that are no version whole: %.40q", len(got), got)
-							}
-						}
-						return nil
-					}()
-				}()
-			}
+			r := startReaders(p, false, versioned)
 			for i := 1; i <= 200; i++ {
-				if err := os.WriteFile(p+".tmp", version(i), 0o644); err != nil {
+				if err := os.WriteFile(p+".tmp", versioned(i), 0o644); err != nil {
 					t.Fatal(err)
 				}
 				if err := os.Rename(p+".tmp", p); err != nil {
 					t.Fatal(err)
 				}
 			}
-			stop.Store(true)
-			for range 2 {
-				if err := <-errs; err != nil {
-					t.Error(err)
-				}
-			}
-			t.Logf("opens that answered ESTALE: %d", stale.Load())
+			r.wait(t)
 			must(t, "local", "down", "--mount", in.mount)
-			sameFile(t, filepath.Join(in.backing, "cfg"), version(200))
+			sameFile(t, filepath.Join(in.backing, "cfg"), versioned(200))
 		})
 	}
 }
 
 // TestReadersOfAFileRemovedAgainAndAgain makes a file whole (by a rename)
-// and removes it 200 times, as a spool of work items does, while readers on the same mount
-// open, read and close it as fast as they can, with and without the client
-// cache. Each must find the file missing, or read one version whole, as on
-// a local file system: an open that landed as the file was removed used to
-// succeed and its reads fail with EIO. Opens that answer ESTALE (the name
-// changed between their lookup and their open twice in a row) are counted,
-// not failed.
+// and removes it 200 times, as a spool of work items does, while readers
+// on the same mount open, read and close it, with and without the client
+// cache. Each must find the file missing, or read one version whole: an
+// open that landed as the file was removed used to succeed, and its reads
+// failed with EIO or read zeros.
 func TestReadersOfAFileRemovedAgainAndAgain(t *testing.T) {
 	requireFUSE(t)
 	for name, extra := range map[string][]string{"no client cache": nil, "client cache": {"--client-cache"}} {
@@ -255,46 +278,9 @@ func TestReadersOfAFileRemovedAgainAndAgain(t *testing.T) {
 			in := dirs(t)
 			up(t, in, 2, extra...)
 			p := filepath.Join(in.mount, "item")
-			version := func(i int) []byte { return bytes.Repeat([]byte(fmt.Sprintf("item %04d\n", i)), 100+i%5*50) }
-			var stop atomic.Bool
-			var stale, missing, read atomic.Int64
-			errs := make(chan error, 2)
-			for range 2 {
-				go func() {
-					errs <- func() error {
-						for !stop.Load() {
-							f, err := os.Open(p)
-							switch {
-							case errors.Is(err, unix.ESTALE):
-								stale.Add(1)
-								continue
-							case errors.Is(err, os.ErrNotExist):
-								missing.Add(1)
-								continue
-							case err != nil:
-								return err
-							}
-							got, err := io.ReadAll(f)
-							if cerr := f.Close(); err == nil {
-								err = cerr
-							}
-							if err != nil {
-								return err
-							}
-							var i int
-							if _, err := fmt.Sscanf(string(got), "item %d", &i); err != nil || !bytes.Equal(got, version(i)) {
-								return fmt.Errorf("read %d bytes that are no version whole: %.40q", len(got), got)
-							}
-							read.Add(1)
-						}
-						return nil
-					}()
-				}()
-			}
+			r := startReaders(p, true, versioned)
 			for i := 1; i <= 200; i++ {
-				// Each version appears whole, by a rename to a name that is
-				// free.
-				if err := os.WriteFile(p+".tmp", version(i), 0o644); err != nil {
+				if err := os.WriteFile(p+".tmp", versioned(i), 0o644); err != nil {
 					t.Fatal(err)
 				}
 				if err := os.Rename(p+".tmp", p); err != nil {
@@ -304,14 +290,8 @@ func TestReadersOfAFileRemovedAgainAndAgain(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			stop.Store(true)
-			for range 2 {
-				if err := <-errs; err != nil {
-					t.Error(err)
-				}
-			}
-			t.Logf("opens that read the file: %d, found it missing: %d, answered ESTALE: %d", read.Load(), missing.Load(), stale.Load())
-			if read.Load() == 0 {
+			r.wait(t)
+			if r.read.Load() == 0 {
 				t.Error("no open found the file: the readers did not race the removals")
 			}
 			must(t, "local", "down", "--mount", in.mount)
