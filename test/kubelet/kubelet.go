@@ -115,13 +115,15 @@ func (k *Kubelet) RunServers(ctx context.Context, inst *cachev1alpha1.CacheInsta
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		p := k.Start(ctx, pod)
+		Expect(p).NotTo(BeEmpty(), "a Secret that pod %s mounts is missing", PodKey(pod))
 		addrs[IndexOf(pod)] = p
 	}
 	return addrs
 }
 
 // Start runs the pod, if no process runs it yet, and returns its data
-// address.
+// address; or "" while a Secret it mounts is missing, as for a pod whose
+// instance was deleted just after it was made (Run tries again).
 func (k *Kubelet) Start(ctx context.Context, pod *corev1.Pod) string {
 	GinkgoHelper()
 	k.mu.Lock()
@@ -131,7 +133,9 @@ func (k *Kubelet) Start(ctx context.Context, pod *corev1.Pod) string {
 		return p.data
 	}
 	k.runInit(ctx, pod)
-	k.projectSecrets(ctx, pod)
+	if !k.projectSecrets(ctx, pod) {
+		return ""
+	}
 	p = k.runServer(pod)
 	k.mu.Lock()
 	k.procs[PodKey(pod)] = p

@@ -72,7 +72,7 @@ func (k *Kubelet) runServer(pod *corev1.Pod) *serverProc {
 func (k *Kubelet) RunFailing(ctx context.Context, pod *corev1.Pod) string {
 	GinkgoHelper()
 	k.runInit(ctx, pod)
-	k.projectSecrets(ctx, pod)
+	Expect(k.projectSecrets(ctx, pod)).To(BeTrue(), "a Secret that pod %s mounts is missing", PodKey(pod))
 	p, readyFile := k.launch(pod)
 	Eventually(func() bool {
 		select {
@@ -221,14 +221,20 @@ func (k *Kubelet) secretDir(pod *corev1.Pod, volume string) string {
 // projectSecrets writes the pod's secret volumes to files, with their items
 // and modes, as the kubelet does on a tmpfs. A Secret that does not exist
 // fails the test: the kubelet would not start the pod.
-func (k *Kubelet) projectSecrets(ctx context.Context, pod *corev1.Pod) {
+func (k *Kubelet) projectSecrets(ctx context.Context, pod *corev1.Pod) bool {
 	GinkgoHelper()
 	for _, v := range pod.Spec.Volumes {
 		if v.Secret == nil {
 			continue
 		}
 		sec := &corev1.Secret{}
-		Expect(k.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.Secret.SecretName}, sec)).To(Succeed())
+		err := k.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.Secret.SecretName}, sec)
+		if apierrors.IsNotFound(err) {
+			// As a kubelet does, the pod waits for its Secret: the
+			// instance that made both may be going already.
+			return false
+		}
+		Expect(err).NotTo(HaveOccurred())
 		dir := k.secretDir(pod, v.Name)
 		Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
 		Expect(os.Chmod(filepath.Dir(filepath.Dir(dir)), 0o755)).To(Succeed())
@@ -238,6 +244,7 @@ func (k *Kubelet) projectSecrets(ctx context.Context, pod *corev1.Pod) {
 			Expect(os.Chmod(f, os.FileMode(*v.Secret.DefaultMode))).To(Succeed())
 		}
 	}
+	return true
 }
 
 func credential(sc *corev1.PodSecurityContext) *syscall.Credential {
