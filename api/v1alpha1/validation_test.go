@@ -212,6 +212,10 @@ var _ = Describe("CachePool validation", func() {
 		Expect(k8sClient.Create(ctx, object(validPoolYAML, "", set("spec.extentSize", "32Mi"), set("spec.allocationGranularity", "64Mi")))).To(Succeed())
 	})
 
+	It("accepts media beside a backing file system whose path begins alike", func() {
+		Expect(k8sClient.Create(ctx, object(validPoolYAML, "", set("spec.media.hostPath.path", "/lus/global-nvme")))).To(Succeed())
+	})
+
 	DescribeTable("rejects a bad spec, naming the field and the rule",
 		func(field, message string, edits ...edit) {
 			err := k8sClient.Create(ctx, object(validPoolYAML, "", edits...))
@@ -226,6 +230,21 @@ var _ = Describe("CachePool validation", func() {
 			unset("spec.media.hostPath")),
 		Entry("a relative media host path", "spec.media.hostPath.path", "path must be absolute",
 			set("spec.media.hostPath.path", "mnt/nvme")),
+		Entry("media inside a backing file system", "spec.media.hostPath.path",
+			"spec.media.hostPath.path and the hostPath.path of every backing file system must lie apart",
+			set("spec.media.hostPath.path", "/lus/global/nvme")),
+		Entry("a backing file system inside the media", "spec.media.hostPath.path",
+			"spec.media.hostPath.path and the hostPath.path of every backing file system must lie apart",
+			set("spec.media.hostPath.path", "/lus")),
+		Entry("media on a backing file system's own path", "spec.media.hostPath.path",
+			"spec.media.hostPath.path and the hostPath.path of every backing file system must lie apart",
+			set("spec.media.hostPath.path", "/lus/global")),
+		Entry("media inside a second backing file system", "spec.media.hostPath.path",
+			"spec.media.hostPath.path and the hostPath.path of every backing file system must lie apart",
+			set("spec.backingFilesystems", `[
+				{name: lustre, mountPath: /lus/global, hostPath: {path: /lus/global}},
+				{name: home, mountPath: /home, hostPath: {path: /mnt/home}}]`),
+			set("spec.media.hostPath.path", "/mnt/home/cache")),
 		Entry("zero capacity per node", "spec.media.capacityPerNode",
 			"spec.media.capacityPerNode must be greater than zero",
 			set("spec.media.capacityPerNode", "0Gi")),

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,4 +58,45 @@ func below(base, dir string) (string, error) {
 		return "", fmt.Errorf("%s %w %s", dir, errNotBeneath, base)
 	}
 	return rel, nil
+}
+
+// flagDir is a directory given by a command-line flag.
+type flagDir struct{ flag, path string }
+
+// checkApart refuses directories of which one is, or is beneath, another,
+// symbolic links followed: a cache directory beneath the backing directory
+// would show its own files through the cache, and let its users write
+// them; a backing directory beneath the cache directory would hide them.
+func checkApart(dirs ...flagDir) error {
+	for i := range dirs {
+		if p, err := resolvedPath(absPath(dirs[i].path)); err == nil {
+			dirs[i].path = p
+		}
+	}
+	for i, a := range dirs {
+		for _, b := range dirs[i+1:] {
+			_, aInB := below(b.path, a.path)
+			_, bInA := below(a.path, b.path)
+			if aInB == nil || bInA == nil {
+				return badInput("%s %s and %s %s overlap: give each a directory outside the others", a.flag, a.path, b.flag, b.path)
+			}
+		}
+	}
+	return nil
+}
+
+// resolvedPath is p with its symbolic links followed, as far as it exists:
+// a cache directory is made later.
+func resolvedPath(p string) (string, error) {
+	rest := ""
+	for {
+		r, err := filepath.EvalSymlinks(p)
+		if err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) || filepath.Dir(p) == p {
+			return "", err
+		}
+		p, rest = filepath.Dir(p), filepath.Join(filepath.Base(p), rest)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,7 +90,11 @@ func runLocalUp(cmd *cobra.Command, cfg local.Config) error {
 	if err := checkBacking(cfg.Backing, localCred(cfg)); err != nil {
 		return err
 	}
-	if err := checkApart(cfg); err != nil {
+	cacheDir := cmp.Or(cfg.CacheDir, local.DefaultCacheDir(cfg.Mount))
+	// A mount over the backing directory, or above it, hides it from the
+	// servers, which reach it by its path for each caller and would come
+	// back to the mount; one beneath it would show itself.
+	if err := checkApart(flagDir{"--backing", cfg.Backing}, flagDir{"--mount", cfg.Mount}, flagDir{"--cache-dir", cacheDir}); err != nil {
 		return err
 	}
 	if err := checkLocalMount(&cfg); err != nil {
@@ -107,48 +110,6 @@ func runLocalUp(cmd *cobra.Command, cfg local.Config) error {
 	_, _ = fmt.Fprintf(cmd.OutOrStdout(), "burstcache: %s serves %s through %d servers (cache %s)\n",
 		st.Mount, st.Backing, len(st.Servers), st.CacheDir)
 	return nil
-}
-
-// checkApart refuses a mount point, backing directory and cache directory
-// of which one is, or is beneath, another, symbolic links followed: a mount
-// over the backing directory, or above it, hides it from the servers,
-// which reach it by its path for each caller and would come back to the
-// mount; one beneath it would show itself; a cache directory beneath
-// either would show its own files, or hide them.
-func checkApart(cfg local.Config) error {
-	cacheDir := cmp.Or(cfg.CacheDir, local.DefaultCacheDir(cfg.Mount))
-	dirs := []struct{ flag, path string }{{"--backing", cfg.Backing}, {"--mount", cfg.Mount}, {"--cache-dir", cacheDir}}
-	for i := range dirs {
-		if p, err := resolvedPath(dirs[i].path); err == nil {
-			dirs[i].path = p
-		}
-	}
-	for i, a := range dirs {
-		for _, b := range dirs[i+1:] {
-			_, aInB := below(b.path, a.path)
-			_, bInA := below(a.path, b.path)
-			if aInB == nil || bInA == nil {
-				return badInput("%s %s and %s %s overlap: give each a directory outside the others", a.flag, a.path, b.flag, b.path)
-			}
-		}
-	}
-	return nil
-}
-
-// resolvedPath is p with its symbolic links followed, as far as it exists:
-// a cache directory is made later.
-func resolvedPath(p string) (string, error) {
-	rest := ""
-	for {
-		r, err := filepath.EvalSymlinks(p)
-		if err == nil {
-			return filepath.Join(r, rest), nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) || filepath.Dir(p) == p {
-			return "", err
-		}
-		p, rest = filepath.Dir(p), filepath.Join(filepath.Base(p), rest)
-	}
 }
 
 // checkLocalMount accepts a mount point that nothing is mounted on, or the

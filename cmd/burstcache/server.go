@@ -282,6 +282,9 @@ func (f *serverFlags) validate(cred ident.Cred) error {
 	case f.durability != string(engine.Cache) && f.durability != string(engine.Backing):
 		return badInput("--durability %q: want Cache or Backing", f.durability)
 	}
+	if err := checkApart(flagDir{"--backing", f.backing}, flagDir{"--cache-dir", f.cacheDir}); err != nil {
+		return err
+	}
 	return checkBacking(f.backing, cred)
 }
 

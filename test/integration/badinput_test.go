@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestBadInput checks that each kind of bad input gets a clear message and
@@ -113,6 +114,22 @@ func TestBadInput(t *testing.T) {
 			},
 			wantCode: 2, wantText: "overlap",
 		},
+		"server with its cache directory beneath the backing directory": {
+			prepare: func(t *testing.T, in instance) []string {
+				return []string{"server", "--backing", in.backing, "--cache-dir", filepath.Join(in.backing, "cache"), "--capacity", "16Mi"}
+			},
+			wantCode: 2, wantText: "overlap",
+		},
+		"server with its backing directory beneath the cache directory, through a symbolic link": {
+			prepare: func(t *testing.T, in instance) []string {
+				data := filepath.Join(in.cacheDir, "data")
+				os.MkdirAll(data, 0o755)
+				link := filepath.Join(t.TempDir(), "pfs")
+				os.Symlink(data, link)
+				return []string{"server", "--backing", link, "--cache-dir", in.cacheDir, "--capacity", "16Mi"}
+			},
+			wantCode: 2, wantText: "overlap",
+		},
 		"down of nothing": {
 			prepare: func(t *testing.T, in instance) []string {
 				return []string{"local", "down", "--mount", in.mount}
@@ -126,7 +143,7 @@ func TestBadInput(t *testing.T) {
 			t.Cleanup(func() { teardown(t, in) })
 			args := tc.prepare(t, in)
 			mountedBefore := isMounted(t, in.mount)
-			r := burstcache(t, args...)
+			r := burstcacheWithin(t, time.Minute, args...)
 			if r.code != tc.wantCode || !strings.Contains(r.out, tc.wantText) {
 				t.Errorf("burstcache %s: exit %d, want %d with %q:\n%s", strings.Join(args, " "), r.code, tc.wantCode, tc.wantText, r.out)
 			}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,12 +72,28 @@ type result struct {
 // burstcache runs the binary and returns its output and exit code.
 func burstcache(t *testing.T, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	return burstcacheWithin(t, 0, args...)
+}
+
+// burstcacheWithin runs the binary as burstcache does, killing it after
+// limit (unless zero): a command that should end at once and has not ends
+// with code -1 and says so in its output.
+func burstcacheWithin(t *testing.T, limit time.Duration, args ...string) result {
+	t.Helper()
+	ctx := context.Background()
+	if limit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	var ee *exec.ExitError
 	switch {
+	case ctx.Err() != nil:
+		return result{out.String() + fmt.Sprintf("\n(killed: still running after %v)", limit), -1}
 	case errors.As(err, &ee):
 		return result{out.String(), ee.ExitCode()}
 	case err != nil:
