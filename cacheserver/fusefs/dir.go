@@ -255,8 +255,7 @@ func (n *node) rename(ctx context.Context, name string, np *node, newName string
 	}
 	// Opens landing from now on open the file under its hidden name.
 	end()
-	if err := n.m.fsys.Rename(ctx, oldPath, newPath, flags); err != nil {
-		victim.unhide(ctx, np, newName)
+	if err := n.m.fsys.Rename(ctx, oldPath, newPath, flags); err != nil && !victim.unhide(ctx, np, newName, oldPath) {
 		return errno(err)
 	}
 	return 0

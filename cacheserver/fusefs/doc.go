@@ -82,6 +82,16 @@
 // (HiddenNoter) is told each hidden name first, so that a name left by a
 // mount that died with the file open can be removed later.
 //
+// A rename that hid the file it replaces and then fails gives the file
+// its name back (unhide), and its last release leaves it alone: a failed
+// rename changes nothing. When the servers cannot be reached (one crashed
+// and restarts), the rename asks them again for a moment, and returns its
+// error after that, while the mount goes on asking in the background. A
+// rename whose answer got lost with a connection, and that took place
+// after all, succeeds. A file whose name another mount took meanwhile is
+// kept beside it, under its name followed by ".burstcache-kept-" and a
+// number, and the mount logs where.
+//
 // # Symbolic links
 //
 // The mount reads a link with its attributes in one call
