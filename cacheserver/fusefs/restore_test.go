@@ -78,6 +78,22 @@ func (c *crashingRenames) Rename(ctx context.Context, oldPath, newPath string, f
 	return c.FS.Rename(ctx, oldPath, newPath, flags)
 }
 
+// mountCrashing mounts a crashingRenames over a fresh backing directory.
+func mountCrashing(t *testing.T) (mnt, backing string, fsys *crashingRenames, s *Server) {
+	t.Helper()
+	mnt, backing, fsys, s = mountOver(t, Options{}, func(p *posixns.FS) *crashingRenames { return &crashingRenames{FS: p} })
+	fsys.backing = backing
+	return mnt, backing, fsys, s
+}
+
+// writeG writes "g" to the file g.
+func writeG(t *testing.T, g string) {
+	t.Helper()
+	if err := os.WriteFile(g, []byte("g"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // shortRestoreWait has the mount give up waiting for a hidden file's name
 // after a few tries, and try again in the background often.
 func shortRestoreWait(t *testing.T) {
@@ -111,8 +127,7 @@ func TestARenameThatFailsAfterHidingItsTargetLosesNothing(t *testing.T) {
 			if tc.short {
 				shortRestoreWait(t)
 			}
-			mnt, backing, fsys, s := mountOver(t, Options{}, func(p *posixns.FS) *crashingRenames { return &crashingRenames{FS: p} })
-			fsys.backing = backing
+			mnt, backing, fsys, s := mountCrashing(t)
 			f, g := filepath.Join(mnt, "f"), filepath.Join(mnt, "g")
 			var held *os.File
 			if tc.open {
@@ -124,9 +139,7 @@ func TestARenameThatFailsAfterHidingItsTargetLosesNothing(t *testing.T) {
 				readOnThread(t, newThread(t), f)
 				waitReleased(t, s, "f")
 			}
-			if err := os.WriteFile(g, []byte("g"), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			writeG(t, g)
 			fsys.arm(crashBefore, tc.refusals)
 			if err := os.Rename(g, f); !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Fatalf("renaming g over f while the server crashes: %v, want ECONNREFUSED", err)
@@ -155,13 +168,10 @@ func TestARenameThatFailsAfterHidingItsTargetLosesNothing(t *testing.T) {
 // open file's hidden name goes at its last close, as after any rename over
 // an open file. Before, the rename failed, although f now read g.
 func TestARenameWhoseAnswerGotLostAfterHidingItsTarget(t *testing.T) {
-	mnt, backing, fsys, s := mountOver(t, Options{}, func(p *posixns.FS) *crashingRenames { return &crashingRenames{FS: p} })
-	fsys.backing = backing
+	mnt, backing, fsys, s := mountCrashing(t)
 	f, g := filepath.Join(mnt, "f"), filepath.Join(mnt, "g")
 	held := openWritten(t, f)
-	if err := os.WriteFile(g, []byte("g"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeG(t, g)
 	fsys.arm(crashAfter, 0)
 	if err := os.Rename(g, f); err != nil {
 		t.Fatalf("renaming g over f, which the server did before the connection broke: %v", err)
@@ -181,15 +191,11 @@ func TestARenameWhoseAnswerGotLostAfterHidingItsTarget(t *testing.T) {
 // last close nor left under a hidden name, which the teardown removes. It
 // is kept beside f under a name that says so.
 func TestAFileWhoseNameWasTakenAfterAFailedRenameIsKept(t *testing.T) {
-	mnt, backing, fsys, s := mountOver(t, Options{}, func(p *posixns.FS) *crashingRenames { return &crashingRenames{FS: p} })
-	fsys.backing = backing
+	mnt, backing, fsys, _ := mountCrashing(t)
 	f, g := filepath.Join(mnt, "f"), filepath.Join(mnt, "g")
 	held := openWritten(t, f)
-	if err := os.WriteFile(g, []byte("g"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeG(t, g)
 	fsys.arm(crashBeforeAndTaken, 0)
-	_ = s
 	if err := os.Rename(g, f); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("renaming g over f while the server crashes: %v, want ECONNREFUSED", err)
 	}
