@@ -39,7 +39,18 @@ func (n *node) hide(ctx context.Context, parent *node, name string) syscall.Errn
 			return errno(err)
 		}
 	}
-	if err := n.m.fsys.Rename(ctx, parent.child(name), parent.child(hidden), renameNoReplace); err != nil {
+	err := untilAnswered(func() error {
+		err := n.m.fsys.Rename(ctx, parent.child(name), parent.child(hidden), renameNoReplace)
+		if errors.Is(err, syscall.ENOENT) {
+			// A try whose answer got lost with a connection may have
+			// moved the file already.
+			if a, aerr := n.m.fsys.GetAttr(ctx, parent.child(hidden)); aerr == nil && a.Ino == n.StableAttr().Ino {
+				return nil
+			}
+		}
+		return err
+	})
+	if err != nil {
 		return errno(err)
 	}
 	parent.MvChild(name, parent.EmbeddedInode(), hidden, true)
@@ -334,6 +345,20 @@ func (n *node) restore(ctx context.Context, parent *node, name, oldPath string, 
 	n.hidden = false
 	n.mu.Unlock()
 	return restored
+}
+
+// untilAnswered runs call, and again while its error says that the
+// servers could not be reached (unreachable), for up to restoreWait, and
+// returns its last error: a server that crashed may be back by then.
+func untilAnswered(call func() error) error {
+	deadline := time.Now().Add(restoreWait)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		err := call()
+		if err == nil || !unreachable(err) || !time.Now().Add(wait).Before(deadline) {
+			return err
+		}
+		time.Sleep(wait)
+	}
 }
 
 // unreachable reports whether err may say that the servers could not be

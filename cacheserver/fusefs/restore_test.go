@@ -29,6 +29,10 @@ const (
 	// crashBeforeAndTaken: as crashBefore, and another mount then made
 	// a file under the name the rename was to replace.
 	crashBeforeAndTaken
+	// crashHiding: the server gave the file that the rename replaces its
+	// hidden name, and the answer got lost (ECONNRESET); the rename
+	// itself then goes through.
+	crashHiding
 )
 
 // crashingRenames is a namespace whose next rename between names that are
@@ -57,7 +61,13 @@ func (c *crashingRenames) Rename(ctx context.Context, oldPath, newPath string, f
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case c.armed && !hidden(oldPath) && !hidden(newPath):
+	case c.armed && c.crash == crashHiding && hidden(newPath):
+		c.armed = false
+		if err := c.FS.Rename(ctx, oldPath, newPath, flags); err != nil {
+			return err
+		}
+		return fmt.Errorf("connection to cache server lost: %w", syscall.ECONNRESET)
+	case c.armed && c.crash != crashHiding && !hidden(oldPath) && !hidden(newPath):
 		c.armed = false
 		switch c.crash {
 		case crashAfter:
@@ -175,6 +185,29 @@ func TestARenameWhoseAnswerGotLostAfterHidingItsTarget(t *testing.T) {
 	fsys.arm(crashAfter, 0)
 	if err := os.Rename(g, f); err != nil {
 		t.Fatalf("renaming g over f, which the server did before the connection broke: %v", err)
+	}
+	buf := make([]byte, 2)
+	if n, err := held.ReadAt(buf, 0); n != 1 || buf[0] != 'f' {
+		t.Errorf("the open file reads %q, %v after the rename; want f", buf[:n], err)
+	}
+	held.Close()
+	waitReleased(t, s, "f")
+	waitFiles(t, backing, map[string]string{"f": "g"})
+}
+
+// TestAHidingWhoseAnswerGotLost renames g over f, which the mount has
+// open and so hides first, and has the answer to the hiding get lost with
+// the connection after the server moved the file: the hiding took place,
+// and the rename goes on. Before, the rename failed, and f stayed under
+// its hidden name for good, its own name missing.
+func TestAHidingWhoseAnswerGotLost(t *testing.T) {
+	mnt, backing, fsys, s := mountCrashing(t)
+	f, g := filepath.Join(mnt, "f"), filepath.Join(mnt, "g")
+	held := openWritten(t, f)
+	writeG(t, g)
+	fsys.arm(crashHiding, 0)
+	if err := os.Rename(g, f); err != nil {
+		t.Fatalf("renaming g over f, whose hiding the server did before the connection broke: %v", err)
 	}
 	buf := make([]byte, 2)
 	if n, err := held.ReadAt(buf, 0); n != 1 || buf[0] != 'f' {
