@@ -172,50 +172,34 @@ func TestARenameThatFailsAfterHidingItsTargetLosesNothing(t *testing.T) {
 	}
 }
 
-// TestARenameWhoseAnswerGotLostAfterHidingItsTarget has the server rename
-// g over f, which the mount hid first since it is open, and the answer get
-// lost with the connection: the rename took place, so it succeeds, and the
-// open file's hidden name goes at its last close, as after any rename over
-// an open file. Before, the rename failed, although f now read g.
-func TestARenameWhoseAnswerGotLostAfterHidingItsTarget(t *testing.T) {
-	mnt, backing, fsys, s := mountCrashing(t)
-	f, g := filepath.Join(mnt, "f"), filepath.Join(mnt, "g")
-	held := openWritten(t, f)
-	writeG(t, g)
-	fsys.arm(crashAfter, 0)
-	if err := os.Rename(g, f); err != nil {
-		t.Fatalf("renaming g over f, which the server did before the connection broke: %v", err)
+// TestAnAnswerLostAfterTheServerActed renames g over f, which the mount
+// has open and so hides first, and has the answer get lost with the
+// connection after the server acted: to the rename (the rename took
+// place, so it succeeds), or to the hiding (which took place, so the
+// rename goes on). The open file's hidden name goes at its last close, as
+// after any rename over an open file. Before, the rename failed although
+// f now read g, or f stayed under its hidden name for good, its own name
+// missing.
+func TestAnAnswerLostAfterTheServerActed(t *testing.T) {
+	for name, how := range map[string]crash{"rename": crashAfter, "hiding": crashHiding} {
+		t.Run(name, func(t *testing.T) {
+			mnt, backing, fsys, s := mountCrashing(t)
+			f, g := filepath.Join(mnt, "f"), filepath.Join(mnt, "g")
+			held := openWritten(t, f)
+			writeG(t, g)
+			fsys.arm(how, 0)
+			if err := os.Rename(g, f); err != nil {
+				t.Fatalf("renaming g over f, the answer to the %s lost after the server made it: %v", name, err)
+			}
+			buf := make([]byte, 2)
+			if n, err := held.ReadAt(buf, 0); n != 1 || buf[0] != 'f' {
+				t.Errorf("the open file reads %q, %v after the rename; want f", buf[:n], err)
+			}
+			held.Close()
+			waitReleased(t, s, "f")
+			waitFiles(t, backing, map[string]string{"f": "g"})
+		})
 	}
-	buf := make([]byte, 2)
-	if n, err := held.ReadAt(buf, 0); n != 1 || buf[0] != 'f' {
-		t.Errorf("the open file reads %q, %v after the rename; want f", buf[:n], err)
-	}
-	held.Close()
-	waitReleased(t, s, "f")
-	waitFiles(t, backing, map[string]string{"f": "g"})
-}
-
-// TestAHidingWhoseAnswerGotLost renames g over f, which the mount has
-// open and so hides first, and has the answer to the hiding get lost with
-// the connection after the server moved the file: the hiding took place,
-// and the rename goes on. Before, the rename failed, and f stayed under
-// its hidden name for good, its own name missing.
-func TestAHidingWhoseAnswerGotLost(t *testing.T) {
-	mnt, backing, fsys, s := mountCrashing(t)
-	f, g := filepath.Join(mnt, "f"), filepath.Join(mnt, "g")
-	held := openWritten(t, f)
-	writeG(t, g)
-	fsys.arm(crashHiding, 0)
-	if err := os.Rename(g, f); err != nil {
-		t.Fatalf("renaming g over f, whose hiding the server did before the connection broke: %v", err)
-	}
-	buf := make([]byte, 2)
-	if n, err := held.ReadAt(buf, 0); n != 1 || buf[0] != 'f' {
-		t.Errorf("the open file reads %q, %v after the rename; want f", buf[:n], err)
-	}
-	held.Close()
-	waitReleased(t, s, "f")
-	waitFiles(t, backing, map[string]string{"f": "g"})
 }
 
 // TestAFileWhoseNameWasTakenAfterAFailedRenameIsKept fails a rename of g
