@@ -233,8 +233,9 @@ func (n *node) unhide(ctx context.Context, parent *node, name, oldPath string) (
 			return true
 		case unrestorable:
 			n.strand()
-			n.keep(ctx, parent, name, h)
-			return false
+			if n.keep(ctx, parent, name, h) {
+				return false
+			}
 		}
 		if !time.Now().Add(wait).Before(deadline) {
 			break
