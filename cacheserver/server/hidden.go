@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"path"
 	"slices"
 	"sync"
 	"syscall"
@@ -252,11 +251,6 @@ func (s *Server) noteHidden(ctx context.Context, req *wire.Request, _ *wire.Resp
 		// A mount of an earlier release sends the path alone.
 		if n.from, err = readPath(req.Args); err != nil {
 			return err
-		}
-		if path.Dir(n.from) != path.Dir(p) {
-			// A mount hides a file in its own directory; the teardown
-			// moves nothing elsewhere.
-			return syscall.EINVAL
 		}
 	}
 	c, ok := ident.FromContext(ctx)
