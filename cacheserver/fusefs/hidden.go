@@ -287,7 +287,7 @@ func (n *node) restoreLater(ctx context.Context, parent *node, name, oldPath str
 	for {
 		select {
 		case <-n.m.stopped:
-			n.m.log.Error("A file hidden for a rename that failed keeps its hidden name: the servers could not be reached before the mount stopped; the teardown of the instance gives the file its name back if that is still missing",
+			n.m.log.Error("A file hidden for a rename that failed keeps its hidden name: the servers could not be reached before the mount stopped",
 				"path", parent.child(name), "hidden", parent.child(h.name))
 			return
 		case <-t.C:
