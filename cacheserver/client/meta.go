@@ -420,16 +420,11 @@ func (f *FS) Link(ctx context.Context, oldPath, newPath string) (namespace.Attr,
 }
 
 // NoteHidden tells the metadata server of the hidden name p, before the
-// mount renames an open file that was unlinked to it, or that a rename
-// would replace (from, its name), that the name is one: the server removes
-// it at the teardown of the instance if the mount has not removed it by
-// then, or gives it its name back (fusefs.HiddenNoter).
-func (f *FS) NoteHidden(ctx context.Context, p, from string) error {
-	args := pathArgs(p)
-	if from != "" {
-		args.String(from)
-	}
-	_, err := f.meta(ctx, p, wire.OpNoteHidden, args)
+// mount renames an open file that was unlinked to it, that the name is one:
+// the server removes it at the teardown of the instance if the mount has
+// not removed it by then (fusefs.HiddenNoter).
+func (f *FS) NoteHidden(ctx context.Context, p string) error {
+	_, err := f.meta(ctx, p, wire.OpNoteHidden, pathArgs(p))
 	return err
 }
 

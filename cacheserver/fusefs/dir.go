@@ -194,7 +194,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 		// what it was asked.
 		defer func() { _ = c.dropOpen(ctx) }()
 		if a, err := n.m.fsys.GetAttr(ctx, n.child(name)); err != nil || a.Nlink < 2 {
-			return c.hide(ctx, n, name, false)
+			return c.hide(ctx, n, name)
 		}
 	}
 	return errno(n.m.fsys.Unlink(ctx, n.child(name)))
@@ -245,7 +245,7 @@ func (n *node) rename(ctx context.Context, name string, np *node, newName string
 		}
 		return e
 	}
-	if e := victim.hide(ctx, np, newName, true); e != 0 {
+	if e := victim.hide(ctx, np, newName); e != 0 {
 		if !busy {
 			return e
 		}
@@ -258,7 +258,6 @@ func (n *node) rename(ctx context.Context, name string, np *node, newName string
 	if err := n.m.fsys.Rename(ctx, oldPath, newPath, flags); err != nil && !victim.unhide(ctx, np, newName, oldPath) {
 		return errno(err)
 	}
-	victim.replaced(ctx)
 	return 0
 }
 

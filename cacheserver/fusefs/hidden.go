@@ -21,14 +21,8 @@ const hiddenPrefix = ".burstcache-open-"
 // good when the mount dies before the file's last close (see the package
 // documentation). ENOSYS says it cannot keep the name (a server older than
 // the mount), and the mount goes on without.
-//
-// from is the name of a file hidden to make way for a rename over it, and
-// "" for a file unlinked: should the mount die before it gave such a file
-// its name back after the rename failed, the namespace gives it back
-// instead of removing it. Once the rename took place, the mount notes the
-// name again with no from.
 type HiddenNoter interface {
-	NoteHidden(ctx context.Context, path, from string) error
+	NoteHidden(ctx context.Context, path string) error
 }
 
 // hiddenName is the hidden name of a file in directory dir.
@@ -37,16 +31,11 @@ type hiddenName struct {
 	name string
 }
 
-// hide renames the open file n, name in parent, to a hidden name, for an
-// unlink of the name, or to make way for a rename over it (forRename).
-func (n *node) hide(ctx context.Context, parent *node, name string, forRename bool) syscall.Errno {
+// hide renames the open file n, name in parent, to a hidden name.
+func (n *node) hide(ctx context.Context, parent *node, name string) syscall.Errno {
 	hidden := hiddenPrefix + strconv.FormatUint(rand.Uint64(), 36)
 	if hn, ok := n.m.fsys.(HiddenNoter); ok {
-		from := ""
-		if forRename {
-			from = parent.child(name)
-		}
-		if err := hn.NoteHidden(ctx, parent.child(hidden), from); err != nil && !errors.Is(err, syscall.ENOSYS) {
+		if err := hn.NoteHidden(ctx, parent.child(hidden)); err != nil && !errors.Is(err, syscall.ENOSYS) {
 			return errno(err)
 		}
 	}
@@ -127,7 +116,7 @@ func (n *node) liftHidden(ctx context.Context, name string) bool {
 	for i, c := range hidden {
 		hn := es[i].Name
 		if noter, ok := n.m.fsys.(HiddenNoter); ok {
-			if err := noter.NoteHidden(ctx, n.child(hn), ""); err != nil && !errors.Is(err, syscall.ENOSYS) {
+			if err := noter.NoteHidden(ctx, n.child(hn)); err != nil && !errors.Is(err, syscall.ENOSYS) {
 				return false
 			}
 		}
@@ -247,28 +236,6 @@ func (n *node) unhide(ctx context.Context, parent *node, name, oldPath string) (
 		"path", parent.child(name), "hidden", parent.child(h.name))
 	go n.restoreLater(context.WithoutCancel(ctx), parent, name, oldPath, h)
 	return false
-}
-
-// replaced tells the namespace that n, hidden for a rename over it, was
-// replaced: its hidden name is then one of a file unlinked, which the
-// teardown removes should the mount die before its last release does.
-//
-// A file that only the rename holds (busy, not open) loses its hidden name
-// right after, as the rename drops its count: it needs no note.
-func (n *node) replaced(ctx context.Context) {
-	hn, ok := n.m.fsys.(HiddenNoter)
-	h := n.hiddenAt.Load()
-	n.mu.Lock()
-	held := n.opens > 1
-	n.mu.Unlock()
-	if !ok || h == nil || !held {
-		return
-	}
-	p := h.dir.child(h.name)
-	if err := untilAnswered(func() error { return hn.NoteHidden(ctx, p, "") }); err != nil && !errors.Is(err, syscall.ENOSYS) {
-		n.m.log.Warn("Noting a replaced file's hidden name as unlinked failed; should the mount end before the file's last close, the teardown gives the file its name back if the name is missing by then",
-			"path", p, "err", err)
-	}
 }
 
 // strand keeps n under its hidden name for good, or until restoreLater

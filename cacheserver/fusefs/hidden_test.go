@@ -29,17 +29,13 @@ type notingFS struct {
 	refuse syscall.Errno
 }
 
-func (n *notingFS) NoteHidden(_ context.Context, p, from string) error {
+func (n *notingFS) NoteHidden(_ context.Context, p string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.refuse != 0 {
 		return n.refuse
 	}
-	call := "note " + p
-	if from != "" {
-		call += " from " + from
-	}
-	n.calls = append(n.calls, call)
+	n.calls = append(n.calls, "note "+p)
 	return nil
 }
 
@@ -108,43 +104,13 @@ func TestHiddenNamesAreNotedFirst(t *testing.T) {
 	}
 }
 
-// TestARenameOverAnOpenFileNotesItsName renames a file over one that the
-// mount has open: the namespace hears the hidden name with the file's
-// name before the file gets it, so that a mount that dies before it gives
-// the name back after a failed rename leaves the file to be given it back;
-// and once the rename took place, it hears the hidden name again as that
-// of a file replaced, which must not come back, whatever then becomes of
-// its name.
-func TestARenameOverAnOpenFileNotesItsName(t *testing.T) {
-	mnt, _, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *notingFS { return &notingFS{FS: p} })
-	held := openWritten(t, filepath.Join(mnt, "f"))
-	defer held.Close()
-	if err := os.WriteFile(filepath.Join(mnt, "g"), []byte("g"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(filepath.Join(mnt, "g"), filepath.Join(mnt, "f")); err != nil {
-		t.Fatal(err)
-	}
-	fsys.mu.Lock()
-	calls := append([]string(nil), fsys.calls...)
-	fsys.mu.Unlock()
-	if len(calls) != 4 || !strings.HasPrefix(calls[0], "note "+hiddenPrefix) {
-		t.Fatalf("renaming over an open file made the calls %q, want a note, two renames and a note", calls)
-	}
-	hidden := strings.TrimSuffix(strings.TrimPrefix(calls[0], "note "), " from f")
-	want := []string{"note " + hidden + " from f", "rename f " + hidden, "rename g f", "note " + hidden}
-	if !slices.Equal(calls, want) {
-		t.Fatalf("renaming over an open file made the calls %q, want %q", calls, want)
-	}
-}
-
 // gatedNotes is a namespace whose notes of hidden names wait at a gate.
 type gatedNotes struct {
 	namespace.FS
 	entered, gate chan struct{}
 }
 
-func (g *gatedNotes) NoteHidden(context.Context, string, string) error {
+func (g *gatedNotes) NoteHidden(context.Context, string) error {
 	g.entered <- struct{}{}
 	<-g.gate
 	return nil
@@ -603,7 +569,7 @@ func TestAnOpenLandingDuringARenameOverItsFileOpensTheFile(t *testing.T) {
 // refusingNotes is a namespace that cannot keep hidden names.
 type refusingNotes struct{ *posixns.FS }
 
-func (refusingNotes) NoteHidden(context.Context, string, string) error { return syscall.EIO }
+func (refusingNotes) NoteHidden(context.Context, string) error { return syscall.EIO }
 
 // TestARenameOverAFileJustReadGoesOnWhenItCannotHideTheFile renames a file
 // over one read just before through a namespace that refuses to keep the

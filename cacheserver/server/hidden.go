@@ -14,8 +14,6 @@ import (
 	"sync"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/cacheserver/durable"
 	"github.com/burstcache/burstcache/cacheserver/ident"
@@ -45,17 +43,9 @@ type hiddenNames struct {
 	mu    sync.Mutex
 	path  string // "" keeps the records in memory only
 	f     *os.File
-	names map[string]hiddenNote
+	names map[string]ident.Cred
 	// stale counts the lines of the log that a rewrite would drop.
 	stale int
-}
-
-// hiddenNote is what a server knows of a hidden name: who hid the file,
-// and the name it had when it was hidden to make way for a rename over
-// it, which may fail ("" for a file unlinked while open).
-type hiddenNote struct {
-	cred ident.Cred
-	from string
 }
 
 // hiddenRewriteAt is how many stale lines a log may hold, beyond twice the
@@ -74,19 +64,16 @@ const HiddenNamesFile = "hidden-names.jsonl"
 type hiddenRecord struct {
 	Path    control.Path `json:"path"`
 	Removed bool         `json:"removed,omitempty"`
-	// From is the name of a file hidden to make way for a rename over it.
-	From   control.Path `json:"from,omitempty"`
-	UID    uint32       `json:"uid,omitempty"`
-	GID    uint32       `json:"gid,omitempty"`
-	Groups []uint32     `json:"groups,omitempty"`
+	UID     uint32       `json:"uid,omitempty"`
+	GID     uint32       `json:"gid,omitempty"`
+	Groups  []uint32     `json:"groups,omitempty"`
 	// Caps are the capabilities of the identity, when they were known.
 	Caps *uint64 `json:"caps,omitempty"`
 }
 
-// recordOf returns the log line that says n.cred hid p.
-func recordOf(p string, n hiddenNote) hiddenRecord {
-	c := n.cred
-	r := hiddenRecord{Path: control.Path(p), From: control.Path(n.from), UID: c.UID, GID: c.GID, Groups: c.Groups}
+// recordOf returns the log line that says c hid p.
+func recordOf(p string, c ident.Cred) hiddenRecord {
+	r := hiddenRecord{Path: control.Path(p), UID: c.UID, GID: c.GID, Groups: c.Groups}
 	if c.HasCaps {
 		caps := uint64(c.Caps)
 		r.Caps = &caps
@@ -106,7 +93,7 @@ func (r hiddenRecord) cred() ident.Cred {
 // openHiddenNames opens the log at path, creating it if needed; an empty
 // path keeps the records in memory.
 func openHiddenNames(path string) (*hiddenNames, error) {
-	h := &hiddenNames{path: path, names: map[string]hiddenNote{}}
+	h := &hiddenNames{path: path, names: map[string]ident.Cred{}}
 	if path == "" {
 		return h, nil
 	}
@@ -124,7 +111,7 @@ func openHiddenNames(path string) (*hiddenNames, error) {
 		if r.Removed {
 			delete(h.names, string(r.Path))
 		} else {
-			h.names[string(r.Path)] = hiddenNote{cred: r.cred(), from: string(r.From)}
+			h.names[string(r.Path)] = r.cred()
 		}
 	}
 	if err := h.rewrite(); err != nil {
@@ -137,8 +124,8 @@ func openHiddenNames(path string) (*hiddenNames, error) {
 // crash leaves the old log or the new one, which say the same.
 func (h *hiddenNames) rewrite() error {
 	var buf bytes.Buffer
-	for p, n := range h.names {
-		line, err := json.Marshal(recordOf(p, n))
+	for p, c := range h.names {
+		line, err := json.Marshal(recordOf(p, c))
 		if err != nil {
 			return err
 		}
@@ -160,18 +147,14 @@ func (h *hiddenNames) rewrite() error {
 	return nil
 }
 
-// note records that n.cred hid a file under the name p, durably. A note
-// of a name noted already replaces the record.
-func (h *hiddenNames) note(p string, n hiddenNote) error {
+// note records that c hid a file under the name p, durably.
+func (h *hiddenNames) note(p string, c ident.Cred) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.append(recordOf(p, n), true); err != nil {
+	if err := h.append(recordOf(p, c), true); err != nil {
 		return err
 	}
-	if _, ok := h.names[p]; ok {
-		h.stale++
-	}
-	h.names[p] = n
+	h.names[p] = c
 	return nil
 }
 
@@ -215,9 +198,9 @@ func (h *hiddenNames) append(r hiddenRecord, sync bool) error {
 	return nil
 }
 
-// records returns a copy of the recorded names, each with what its note
-// said.
-func (h *hiddenNames) records() map[string]hiddenNote {
+// records returns a copy of the recorded names, each with the identity
+// that hid it.
+func (h *hiddenNames) records() map[string]ident.Cred {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return maps.Clone(h.names)
@@ -239,26 +222,17 @@ func (h *hiddenNames) close() {
 }
 
 // noteHidden records the hidden name a mount is about to give a file
-// unlinked while open, or replaced by a rename, with the caller's identity
-// and, for a rename, the name the file has.
+// unlinked while open, with the caller's identity.
 func (s *Server) noteHidden(ctx context.Context, req *wire.Request, _ *wire.Response) error {
 	p, err := readPath(req.Args)
 	if err != nil {
 		return err
 	}
-	n := hiddenNote{}
-	if req.Args.More() {
-		// A mount of an earlier release sends the path alone.
-		if n.from, err = readPath(req.Args); err != nil {
-			return err
-		}
-	}
 	c, ok := ident.FromContext(ctx)
 	if !ok {
 		c = s.cfg.Cred
 	}
-	n.cred = c
-	return s.hidden.note(p, n)
+	return s.hidden.note(p, c)
 }
 
 // RemoveHidden removes from the backing store, as the identity that hid
@@ -269,25 +243,13 @@ func (s *Server) noteHidden(ctx context.Context, req *wire.Request, _ *wire.Resp
 // the file back. A name already gone counts as removed. It returns how many
 // names it removed; the ones it could not remove stay recorded, and the
 // error names them.
-//
-// A file hidden to make way for a rename over it whose name is missing
-// now gets its name back instead: the rename failed, and its mount ended
-// before it could give the name back (a server it needed was down). Had
-// the rename taken place, the renamed file would hold the name; a mount
-// that made the rename says so before the file's last close (the note of
-// the name again, as of a file unlinked), so that a name removed later
-// does not bring the replaced file back.
 func (s *Server) RemoveHidden(ctx context.Context) (int, error) {
-	removed, restored := 0, 0
+	removed := 0
 	var errs []error
 	recs := s.hidden.records()
 	for _, p := range slices.Sorted(maps.Keys(recs)) {
-		note := recs[p]
-		cctx := ident.NewContext(ctx, note.cred)
-		back, err := s.restoreHidden(cctx, p, note.from)
-		if err == nil && !back {
-			err = s.cfg.NS.Unlink(cctx, p)
-		}
+		cctx := ident.NewContext(ctx, recs[p])
+		err := s.cfg.NS.Unlink(cctx, p)
 		if errors.Is(err, syscall.ENOENT) {
 			err = nil
 		}
@@ -300,42 +262,13 @@ func (s *Server) RemoveHidden(ctx context.Context) (int, error) {
 		}
 		s.hidden.forget(p)
 		removed++
-		if back {
-			restored++
-			s.log.Warn("Gave a file hidden for a rename that failed its name back", "path", note.from, "hidden", p)
-		}
 	}
 	if len(errs) > 0 {
 		s.log.Warn("Some hidden names of files unlinked while open stay in the backing store", "left", len(errs), "err", errors.Join(errs...))
 		return removed, fmt.Errorf("removing hidden names of files unlinked while open: %w", errors.Join(errs...))
 	}
 	if removed > 0 {
-		s.log.Info("Removed the hidden names of files unlinked while open by mounts that ended first", "removed", removed, "givenTheirNamesBack", restored)
+		s.log.Info("Removed the hidden names of files unlinked while open by mounts that ended first", "removed", removed)
 	}
 	return removed, nil
-}
-
-// restoreHidden gives the file hidden as p its name from back if from is
-// set and missing, and reports whether it did.
-func (s *Server) restoreHidden(ctx context.Context, p, from string) (bool, error) {
-	if from == "" {
-		return false, nil
-	}
-	_, err := s.cfg.NS.GetAttr(ctx, from)
-	switch {
-	case err == nil:
-		return false, nil
-	case !errors.Is(err, syscall.ENOENT):
-		// Whether the name is missing is not known: the file stays.
-		return false, fmt.Errorf("looking for %q: %w", from, err)
-	}
-	// The cache may know from as the file a rename made there, which
-	// the backing store no longer holds.
-	if err := s.cfg.Cache.Drop(ctx, from); err != nil {
-		return false, err
-	}
-	if err := s.cfg.NS.Rename(ctx, p, from, unix.RENAME_NOREPLACE); err != nil {
-		return false, err
-	}
-	return true, nil
 }

@@ -61,7 +61,7 @@ func TestHiddenNamesLeftByDeadMountsAreRemoved(t *testing.T) {
 			continue
 		}
 		hidden := d + "/.burstcache-open-" + name
-		if err := f.NoteHidden(ctx, hidden, ""); err != nil {
+		if err := f.NoteHidden(ctx, hidden); err != nil {
 			t.Fatal(err)
 		}
 		if err := f.Rename(ctx, d+"/"+name, hidden, 0); err != nil {
@@ -131,79 +131,5 @@ func TestHiddenNamesLeftByDeadMountsAreRemoved(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "kept")); err != nil {
 		t.Fatalf("a file nobody hid went with the hidden names: %v", err)
-	}
-}
-
-// TestAFileHiddenForAFailedRenameGetsItsNameBackAtTeardown hides files as
-// a mount does before a rename over them, and has the mount end without
-// removing or restoring the hidden names. At the teardown, a file whose
-// name is missing (the rename failed, and the server the mount needed to
-// give the name back was down until the mount ended) gets its name back
-// with its data; one whose name the rename gave the renamed file is
-// removed; so is one that the mount noted again as replaced, although its
-// name was removed later: it must not come back.
-func TestAFileHiddenForAFailedRenameGetsItsNameBackAtTeardown(t *testing.T) {
-	backingDir := t.TempDir()
-	in := servertest.Start(t, backingDir, servertest.Options{Servers: 2, ExtentSize: 4096})
-	f, err := client.New(client.Options{Servers: in.Data, ExtentSize: 4096})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ctx := context.Background()
-	hide := func(name, from string) {
-		t.Helper()
-		if _, err := f.Create(ctx, name, os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.WriteAt(ctx, name, []byte("data of "+name), 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.NoteHidden(ctx, ".burstcache-open-"+name, from); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Rename(ctx, name, ".burstcache-open-"+name, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	hide("failed", "failed")
-	hide("replaced", "replaced")
-	if _, err := f.Create(ctx, "replaced", os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	hide("gone", "gone")
-	if err := f.NoteHidden(ctx, ".burstcache-open-gone", ""); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Flush(ctx, ""); err != nil {
-		t.Fatal(err)
-	}
-	removed := 0
-	for _, s := range in.Servers {
-		n, err := s.RemoveHidden(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		removed += n
-	}
-	if removed != 3 {
-		t.Errorf("RemoveHidden took %d hidden names away, want 3", removed)
-	}
-	entries, err := os.ReadDir(backingDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	if fmt.Sprint(names) != "[failed replaced]" {
-		t.Fatalf("after the teardown the backing directory holds %q; want failed and replaced", names)
-	}
-	if got, err := os.ReadFile(filepath.Join(backingDir, "failed")); err != nil || string(got) != "data of failed" {
-		t.Errorf("the file hidden for a failed rename reads %q, %v; want its data", got, err)
-	}
-	if got, err := os.ReadFile(filepath.Join(backingDir, "replaced")); err != nil || len(got) != 0 {
-		t.Errorf("the file that replaced another reads %q, %v; want it empty", got, err)
 	}
 }

@@ -249,14 +249,11 @@ const (
 	// it at intervals for as long as the backing store takes to remove the
 	// file.
 	OpHoldDoom
-	// OpNoteHidden (path[, from]) records, durably, that the caller is
-	// about to give a file it has open, and that was unlinked, the hidden
-	// name path; or a file named from, which a rename is to replace. The
-	// server that removes path (its metadata server) forgets the record
-	// when it does; the teardown of the instance removes the names left,
-	// those of mounts that died with the file open, and gives a file
-	// hidden for a rename its name from back if that is missing (the
-	// rename failed). A note of a noted path replaces the record.
+	// OpNoteHidden (path) records, durably, that the caller is about to
+	// give a file it has open, and that was unlinked, the hidden name
+	// path. The server that removes path (its metadata server) forgets
+	// the record when it does; the teardown of the instance removes the
+	// names left, those of mounts that died with the file open.
 	OpNoteHidden
 	// OpEndDoom (path, unlink u64, how u32) ends the doom of the unlink,
 	// as its removal ended (how: Unlink*), once: sent again, or for a doom
