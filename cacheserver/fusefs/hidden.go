@@ -254,7 +254,7 @@ func (n *node) restoreLater(ctx context.Context, parent *node, name, oldPath str
 	for {
 		select {
 		case <-n.m.stopped:
-			n.m.log.Error("A file hidden for a rename that failed keeps its hidden name: the servers could not be reached before the mount stopped",
+			n.m.log.Error("A file hidden for a rename that failed keeps its hidden name: the servers could not be reached before the mount stopped, and the teardown of the instance removes the hidden names it recorded; move the file back by hand before it",
 				"path", parent.child(name), "hidden", parent.child(h.name))
 			return
 		case <-t.C:
