@@ -420,11 +420,17 @@ func (f *FS) Link(ctx context.Context, oldPath, newPath string) (namespace.Attr,
 }
 
 // NoteHidden tells the metadata server of the hidden name p, before the
-// mount renames an open file that was unlinked to it, that the name is one:
-// the server removes it at the teardown of the instance if the mount has
-// not removed it by then (fusefs.HiddenNoter).
-func (f *FS) NoteHidden(ctx context.Context, p string) error {
-	_, err := f.meta(ctx, p, wire.OpNoteHidden, pathArgs(p))
+// mount renames an open file to it (for an unlink, or to make way for a
+// rename over it: why), that the name is one: the server removes it at the
+// teardown of the instance if the mount has not removed it by then, or
+// gives the file its name back if the rename did not take place
+// (fusefs.HiddenNoter).
+func (f *FS) NoteHidden(ctx context.Context, p string, why namespace.Hiding) error {
+	args := pathArgs(p)
+	if why.Name != "" {
+		args.String(why.Name).String(why.Source).Uint64(why.SourceIno)
+	}
+	_, err := f.meta(ctx, p, wire.OpNoteHidden, args)
 	return err
 }
 

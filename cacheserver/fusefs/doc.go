@@ -90,7 +90,9 @@
 // rename whose answer got lost with a connection, and that took place
 // after all, succeeds. A file whose name another mount took meanwhile is
 // kept beside it, under its name followed by ".burstcache-kept-" and a
-// number, and the mount logs where.
+// number, and the mount logs where. The note of the hidden name says which
+// rename it was for (namespace.Hiding), so that the teardown gives the
+// file its name back when the mount ended first, rather than remove it.
 //
 // # Symbolic links
 //

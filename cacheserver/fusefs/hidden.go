@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
 )
 
 // hiddenPrefix starts the names of files that were unlinked while open.
@@ -21,8 +22,13 @@ const hiddenPrefix = ".burstcache-open-"
 // good when the mount dies before the file's last close (see the package
 // documentation). ENOSYS says it cannot keep the name (a server older than
 // the mount), and the mount goes on without.
+//
+// why says whether the file was unlinked, or is about to be replaced by a
+// rename, which may fail: should the mount end before it gives such a file
+// its name back, the namespace gives it back instead of removing it, if
+// the file to be renamed is still where it was.
 type HiddenNoter interface {
-	NoteHidden(ctx context.Context, path string) error
+	NoteHidden(ctx context.Context, path string, why namespace.Hiding) error
 }
 
 // hiddenName is the hidden name of a file in directory dir.
@@ -31,11 +37,12 @@ type hiddenName struct {
 	name string
 }
 
-// hide renames the open file n, name in parent, to a hidden name.
-func (n *node) hide(ctx context.Context, parent *node, name string) syscall.Errno {
+// hide renames the open file n, name in parent, to a hidden name, for an
+// unlink or a rename over it (why).
+func (n *node) hide(ctx context.Context, parent *node, name string, why namespace.Hiding) syscall.Errno {
 	hidden := hiddenPrefix + strconv.FormatUint(rand.Uint64(), 36)
 	if hn, ok := n.m.fsys.(HiddenNoter); ok {
-		if err := hn.NoteHidden(ctx, parent.child(hidden)); err != nil && !errors.Is(err, syscall.ENOSYS) {
+		if err := hn.NoteHidden(ctx, parent.child(hidden), why); err != nil && !errors.Is(err, syscall.ENOSYS) {
 			return errno(err)
 		}
 	}
@@ -116,7 +123,7 @@ func (n *node) liftHidden(ctx context.Context, name string) bool {
 	for i, c := range hidden {
 		hn := es[i].Name
 		if noter, ok := n.m.fsys.(HiddenNoter); ok {
-			if err := noter.NoteHidden(ctx, n.child(hn)); err != nil && !errors.Is(err, syscall.ENOSYS) {
+			if err := noter.NoteHidden(ctx, n.child(hn), namespace.Hiding{}); err != nil && !errors.Is(err, syscall.ENOSYS) {
 				return false
 			}
 		}

@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -29,15 +30,25 @@ type notingFS struct {
 	refuse syscall.Errno
 }
 
-func (n *notingFS) NoteHidden(_ context.Context, p string) error {
+func (n *notingFS) NoteHidden(_ context.Context, p string, why namespace.Hiding) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.refuse != 0 {
 		return n.refuse
 	}
-	n.calls = append(n.calls, "note "+p)
+	call := "note " + p
+	if why.Name != "" {
+		call += fmt.Sprintf(" for a rename of %s (%d) over %s", why.Source, why.SourceIno, why.Name)
+	}
+	n.calls = append(n.calls, call)
 	return nil
 }
+
+var (
+	_ HiddenNoter = (*notingFS)(nil)
+	_ HiddenNoter = (*gatedNotes)(nil)
+	_ HiddenNoter = refusingNotes{}
+)
 
 func (n *notingFS) Rename(ctx context.Context, oldPath, newPath string, flags uint32) error {
 	n.mu.Lock()
@@ -104,13 +115,46 @@ func TestHiddenNamesAreNotedFirst(t *testing.T) {
 	}
 }
 
+// TestARenameOverAnOpenFileNotesWhatItReplaces renames a file over one
+// that the mount has open: the namespace hears the hidden name with the
+// file's name and the file renamed, by path and inode number, before the
+// file gets the hidden name, so that a teardown after a mount that died
+// before it could give the file its name back (the rename failed) can tell
+// that the rename did not take place.
+func TestARenameOverAnOpenFileNotesWhatItReplaces(t *testing.T) {
+	mnt, _, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *notingFS { return &notingFS{FS: p} })
+	held := openWritten(t, filepath.Join(mnt, "f"))
+	defer held.Close()
+	if err := os.WriteFile(filepath.Join(mnt, "g"), []byte("g"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(mnt, "g"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(mnt, "g"), filepath.Join(mnt, "f")); err != nil {
+		t.Fatal(err)
+	}
+	fsys.mu.Lock()
+	calls := append([]string(nil), fsys.calls...)
+	fsys.mu.Unlock()
+	suffix := fmt.Sprintf(" for a rename of g (%d) over f", st.Ino)
+	if len(calls) != 3 || !strings.HasPrefix(calls[0], "note "+hiddenPrefix) || !strings.HasSuffix(calls[0], suffix) {
+		t.Fatalf("renaming over an open file made the calls %q, want a note%s, then two renames", calls, suffix)
+	}
+	hidden := strings.TrimSuffix(strings.TrimPrefix(calls[0], "note "), suffix)
+	if want := []string{"rename f " + hidden, "rename g f"}; !slices.Equal(calls[1:], want) {
+		t.Fatalf("after the note the mount called %q, want %q", calls[1:], want)
+	}
+}
+
 // gatedNotes is a namespace whose notes of hidden names wait at a gate.
 type gatedNotes struct {
 	namespace.FS
 	entered, gate chan struct{}
 }
 
-func (g *gatedNotes) NoteHidden(context.Context, string) error {
+func (g *gatedNotes) NoteHidden(context.Context, string, namespace.Hiding) error {
 	g.entered <- struct{}{}
 	<-g.gate
 	return nil
@@ -569,7 +613,7 @@ func TestAnOpenLandingDuringARenameOverItsFileOpensTheFile(t *testing.T) {
 // refusingNotes is a namespace that cannot keep hidden names.
 type refusingNotes struct{ *posixns.FS }
 
-func (refusingNotes) NoteHidden(context.Context, string) error { return syscall.EIO }
+func (refusingNotes) NoteHidden(context.Context, string, namespace.Hiding) error { return syscall.EIO }
 
 // TestARenameOverAFileJustReadGoesOnWhenItCannotHideTheFile renames a file
 // over one read just before through a namespace that refuses to keep the

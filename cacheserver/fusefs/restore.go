@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/burstcache/burstcache/cacheserver/namespace"
 )
 
 // restoreWait bounds how long a rename over a file it hid, which then
@@ -91,7 +92,7 @@ func (n *node) restoreLater(ctx context.Context, parent *node, name, oldPath str
 	for {
 		select {
 		case <-n.m.stopped:
-			n.m.log.Error("A file hidden for a rename that failed keeps its hidden name: the servers could not be reached before the mount stopped, and the teardown of the instance removes the hidden names it recorded; move the file back by hand before it",
+			n.m.log.Error("A file hidden for a rename that failed keeps its hidden name: the servers could not be reached before the mount stopped; the teardown of the instance gives the file its name back if the file the rename was to move is still where it was, and removes it otherwise",
 				"path", parent.child(name), "hidden", parent.child(h.name))
 			return
 		case <-t.C:
@@ -116,21 +117,10 @@ func (n *node) restoreLater(ctx context.Context, parent *node, name, oldPath str
 	}
 }
 
-// keptInfix names a file that a rename hid and then failed to replace,
-// and that cannot have its name back since another file took it: the
-// file keeps the name with this and a random suffix, in its directory,
-// where its owner finds it and nothing removes it (a hidden name is not
-// listed, and the teardown of the instance removes the hidden names it
-// knows).
-const keptInfix = ".burstcache-kept-"
-
 // keep moves n, stranded under its hidden name h, to a name its owner can
-// see beside name (keptInfix), and reports whether it could.
+// see beside name (namespace.KeptInfix), and reports whether it could.
 func (n *node) keep(ctx context.Context, parent *node, name string, h *hiddenName) bool {
-	kept := name + keptInfix + strconv.FormatUint(rand.Uint64(), 36)
-	if len(kept) > 255 {
-		kept = name[:255-len(kept)+len(name)] + kept[len(name):]
-	}
+	kept := namespace.KeptName(name, rand.Uint64())
 	if err := n.m.fsys.Rename(ctx, parent.child(h.name), parent.child(kept), renameNoReplace); err != nil {
 		n.m.log.Error("A file hidden for a rename that failed cannot have its name back, nor another; it keeps its hidden name",
 			"path", parent.child(name), "hidden", parent.child(h.name), "err", err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/posixns"
 )
 
@@ -221,7 +222,7 @@ func TestAFileWhoseNameWasTakenAfterAFailedRenameIsKept(t *testing.T) {
 	i := -1
 	for deadline := time.Now().Add(10 * time.Second); i < 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		names = entryNames(t, backing)
-		i = slices.IndexFunc(names, func(n string) bool { return strings.HasPrefix(n, "f"+keptInfix) })
+		i = slices.IndexFunc(names, func(n string) bool { return strings.HasPrefix(n, "f"+namespace.KeptInfix) })
 	}
 	if i < 0 {
 		t.Fatalf("the backing directory holds %q; want f, g and f kept under another name", names)

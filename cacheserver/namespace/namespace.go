@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -42,6 +43,40 @@ func (a Attr) IsDir() bool { return a.Mode&syscall.S_IFMT == syscall.S_IFDIR }
 
 // IsRegular reports whether a describes a regular file.
 func (a Attr) IsRegular() bool { return a.Mode&syscall.S_IFMT == syscall.S_IFREG }
+
+// Hiding says why a mount gives a file a hidden name: the zero value for
+// a file unlinked while open; for a file that a rename is about to
+// replace, its name and the file the rename moves, so that a teardown that
+// finds the file still hidden can tell whether the rename took place.
+type Hiding struct {
+	// Name is the path the file has, which the rename of Source takes.
+	Name string
+	// Source is the path of the file the rename moves, and SourceIno its
+	// inode number (0 when the mount does not know it): while a file of
+	// that number is at Source, the rename did not take place.
+	Source    string
+	SourceIno uint64
+}
+
+// KeptInfix names a file that a rename hid and then failed to replace,
+// and that cannot have its name back since another file took it: the
+// file keeps the name with this and a random suffix, in its directory,
+// where its owner finds it and nothing removes it (a hidden name is not
+// listed, and the teardown of an instance removes the hidden names of
+// files unlinked while open).
+const KeptInfix = ".burstcache-kept-"
+
+// KeptName returns the name that a file a rename hid and failed to
+// replace takes when another file took its name (KeptInfix): the name
+// with the infix and suffix r, shortened to stay within 255 bytes.
+func KeptName(name string, r uint64) string {
+	dir, base := path.Split(name)
+	kept := base + KeptInfix + strconv.FormatUint(r, 36)
+	if len(kept) > 255 {
+		kept = base[:255-len(kept)+len(base)] + kept[len(base):]
+	}
+	return dir + kept
+}
 
 // DirEntry is one entry of a directory listing.
 type DirEntry struct {

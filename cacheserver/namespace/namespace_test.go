@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -62,5 +64,22 @@ func TestErrno(t *testing.T) {
 				t.Errorf("Errno(%v) = %v, want %v", tc.err, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestKeptName checks the name a file takes beside the one another file
+// took: in the same directory, recognisable by its infix, and no longer
+// than a name may be, however long the file's name.
+func TestKeptName(t *testing.T) {
+	long := strings.Repeat("x", 255)
+	for _, name := range []string{"f", "d/e/f", long, "d/" + long} {
+		got := KeptName(name, 1<<63)
+		dir, base := path.Split(got)
+		if wantDir, _ := path.Split(name); dir != wantDir {
+			t.Errorf("KeptName(%q) = %q, in another directory", name, got)
+		}
+		if len(base) > 255 || !strings.Contains(base, KeptInfix) || !strings.HasPrefix(path.Base(name), strings.Split(base, KeptInfix)[0]) {
+			t.Errorf("KeptName(%q) = %q", name, got)
+		}
 	}
 }

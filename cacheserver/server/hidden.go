@@ -9,14 +9,19 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math/rand/v2"
 	"os"
+	"path"
 	"slices"
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/burstcache/burstcache/cacheserver/control"
 	"github.com/burstcache/burstcache/cacheserver/durable"
 	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/wire"
 )
 
@@ -43,9 +48,16 @@ type hiddenNames struct {
 	mu    sync.Mutex
 	path  string // "" keeps the records in memory only
 	f     *os.File
-	names map[string]ident.Cred
+	names map[string]hiddenNote
 	// stale counts the lines of the log that a rewrite would drop.
 	stale int
+}
+
+// hiddenNote is what a server knows of a hidden name: who hid the file,
+// and why.
+type hiddenNote struct {
+	cred ident.Cred
+	why  namespace.Hiding
 }
 
 // hiddenRewriteAt is how many stale lines a log may hold, beyond twice the
@@ -69,11 +81,18 @@ type hiddenRecord struct {
 	Groups  []uint32     `json:"groups,omitempty"`
 	// Caps are the capabilities of the identity, when they were known.
 	Caps *uint64 `json:"caps,omitempty"`
+	// From, Source and SourceIno say that the file was hidden to make way
+	// for a rename (namespace.Hiding).
+	From      control.Path `json:"from,omitempty"`
+	Source    control.Path `json:"source,omitempty"`
+	SourceIno uint64       `json:"sourceIno,omitempty"`
 }
 
-// recordOf returns the log line that says c hid p.
-func recordOf(p string, c ident.Cred) hiddenRecord {
-	r := hiddenRecord{Path: control.Path(p), UID: c.UID, GID: c.GID, Groups: c.Groups}
+// recordOf returns the log line that says n.cred hid p.
+func recordOf(p string, n hiddenNote) hiddenRecord {
+	c := n.cred
+	r := hiddenRecord{Path: control.Path(p), UID: c.UID, GID: c.GID, Groups: c.Groups,
+		From: control.Path(n.why.Name), Source: control.Path(n.why.Source), SourceIno: n.why.SourceIno}
 	if c.HasCaps {
 		caps := uint64(c.Caps)
 		r.Caps = &caps
@@ -81,19 +100,19 @@ func recordOf(p string, c ident.Cred) hiddenRecord {
 	return r
 }
 
-// cred returns the identity that a log line names.
-func (r hiddenRecord) cred() ident.Cred {
+// note returns what a log line says.
+func (r hiddenRecord) note() hiddenNote {
 	c := ident.Cred{UID: r.UID, GID: r.GID, Groups: r.Groups}
 	if r.Caps != nil {
 		c.Caps, c.HasCaps = ident.Caps(*r.Caps)&ident.FSCaps, true
 	}
-	return c
+	return hiddenNote{cred: c, why: namespace.Hiding{Name: string(r.From), Source: string(r.Source), SourceIno: r.SourceIno}}
 }
 
 // openHiddenNames opens the log at path, creating it if needed; an empty
 // path keeps the records in memory.
 func openHiddenNames(path string) (*hiddenNames, error) {
-	h := &hiddenNames{path: path, names: map[string]ident.Cred{}}
+	h := &hiddenNames{path: path, names: map[string]hiddenNote{}}
 	if path == "" {
 		return h, nil
 	}
@@ -111,7 +130,7 @@ func openHiddenNames(path string) (*hiddenNames, error) {
 		if r.Removed {
 			delete(h.names, string(r.Path))
 		} else {
-			h.names[string(r.Path)] = r.cred()
+			h.names[string(r.Path)] = r.note()
 		}
 	}
 	if err := h.rewrite(); err != nil {
@@ -124,8 +143,8 @@ func openHiddenNames(path string) (*hiddenNames, error) {
 // crash leaves the old log or the new one, which say the same.
 func (h *hiddenNames) rewrite() error {
 	var buf bytes.Buffer
-	for p, c := range h.names {
-		line, err := json.Marshal(recordOf(p, c))
+	for p, n := range h.names {
+		line, err := json.Marshal(recordOf(p, n))
 		if err != nil {
 			return err
 		}
@@ -147,14 +166,17 @@ func (h *hiddenNames) rewrite() error {
 	return nil
 }
 
-// note records that c hid a file under the name p, durably.
-func (h *hiddenNames) note(p string, c ident.Cred) error {
+// note records that n.cred hid a file under the name p, durably.
+func (h *hiddenNames) note(p string, n hiddenNote) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.append(recordOf(p, c), true); err != nil {
+	if err := h.append(recordOf(p, n), true); err != nil {
 		return err
 	}
-	h.names[p] = c
+	if _, ok := h.names[p]; ok {
+		h.stale++
+	}
+	h.names[p] = n
 	return nil
 }
 
@@ -198,9 +220,9 @@ func (h *hiddenNames) append(r hiddenRecord, sync bool) error {
 	return nil
 }
 
-// records returns a copy of the recorded names, each with the identity
-// that hid it.
-func (h *hiddenNames) records() map[string]ident.Cred {
+// records returns a copy of the recorded names, each with what its note
+// said.
+func (h *hiddenNames) records() map[string]hiddenNote {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return maps.Clone(h.names)
@@ -222,17 +244,37 @@ func (h *hiddenNames) close() {
 }
 
 // noteHidden records the hidden name a mount is about to give a file
-// unlinked while open, with the caller's identity.
+// unlinked while open, or replaced by a rename, with the caller's identity
+// and, for a rename, the file's name and the file the rename moves.
 func (s *Server) noteHidden(ctx context.Context, req *wire.Request, _ *wire.Response) error {
 	p, err := readPath(req.Args)
 	if err != nil {
 		return err
 	}
-	c, ok := ident.FromContext(ctx)
-	if !ok {
-		c = s.cfg.Cred
+	var n hiddenNote
+	if req.Args.More() {
+		// A mount of an earlier release sends the path alone.
+		if n.why.Name, err = readPath(req.Args); err != nil {
+			return err
+		}
+		if n.why.Source, err = readPath(req.Args); err != nil {
+			return err
+		}
+		n.why.SourceIno = req.Args.Uint64()
+		if err := req.Args.Err(); err != nil {
+			return err
+		}
+		if path.Dir(n.why.Name) != path.Dir(p) {
+			// A mount hides a file in its own directory; the teardown
+			// moves nothing elsewhere.
+			return syscall.EINVAL
+		}
 	}
-	return s.hidden.note(p, c)
+	var ok bool
+	if n.cred, ok = ident.FromContext(ctx); !ok {
+		n.cred = s.cfg.Cred
+	}
+	return s.hidden.note(p, n)
 }
 
 // RemoveHidden removes from the backing store, as the identity that hid
@@ -243,13 +285,22 @@ func (s *Server) noteHidden(ctx context.Context, req *wire.Request, _ *wire.Resp
 // the file back. A name already gone counts as removed. It returns how many
 // names it removed; the ones it could not remove stay recorded, and the
 // error names them.
+//
+// A file hidden to make way for a rename over it, whose rename then
+// failed, and whose mount ended before it could give the file its name
+// back (a server it needed was down), gets its name back instead, or a
+// name beside it if another file took the name (giveBack). It counts as
+// removed.
 func (s *Server) RemoveHidden(ctx context.Context) (int, error) {
 	removed := 0
 	var errs []error
 	recs := s.hidden.records()
 	for _, p := range slices.Sorted(maps.Keys(recs)) {
-		cctx := ident.NewContext(ctx, recs[p])
-		err := s.cfg.NS.Unlink(cctx, p)
+		cctx := ident.NewContext(ctx, recs[p].cred)
+		back, err := s.giveBack(cctx, p, recs[p].why)
+		if err == nil && !back {
+			err = s.cfg.NS.Unlink(cctx, p)
+		}
 		if errors.Is(err, syscall.ENOENT) {
 			err = nil
 		}
@@ -271,4 +322,48 @@ func (s *Server) RemoveHidden(ctx context.Context) (int, error) {
 		s.log.Info("Removed the hidden names of files unlinked while open by mounts that ended first", "removed", removed)
 	}
 	return removed, nil
+}
+
+// giveBack gives the file hidden as p its name back if it was hidden for
+// a rename (why) that did not take place: the file the rename was to move
+// is still at its path, with the same inode number. A file that another
+// took the name of meanwhile gets a name beside it (namespace.KeptInfix). It reports
+// whether it moved the file; a hidden name already gone is no error.
+func (s *Server) giveBack(ctx context.Context, p string, why namespace.Hiding) (bool, error) {
+	if why.Name == "" || why.SourceIno == 0 {
+		return false, nil
+	}
+	a, err := s.cfg.NS.GetAttr(ctx, why.Source)
+	switch {
+	case errors.Is(err, syscall.ENOENT) || err == nil && a.Ino != why.SourceIno:
+		// The rename took place, and replaced the file; or the file it
+		// was to move went since, which no mount can tell from that.
+		return false, nil
+	case err != nil:
+		// Whether the rename took place is not known: the file stays.
+		return false, fmt.Errorf("looking for %q, whose rename over %q may have failed: %w", why.Source, why.Name, err)
+	}
+	name := why.Name
+	err = s.cfg.NS.Rename(ctx, p, name, unix.RENAME_NOREPLACE)
+	if errors.Is(err, syscall.EEXIST) {
+		name = namespace.KeptName(why.Name, rand.Uint64())
+		err = s.cfg.NS.Rename(ctx, p, name, unix.RENAME_NOREPLACE)
+	}
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	// What this server cached under either name is of no file now.
+	if err := errors.Join(s.cfg.Cache.Drop(ctx, p), s.cfg.Cache.Drop(ctx, name), s.cfg.Cache.NamesMoved(ctx, p, name)); err != nil {
+		return true, err
+	}
+	if name == why.Name {
+		s.log.Warn("Gave a file hidden for a rename that failed its name back", "path", name, "hidden", p)
+	} else {
+		s.log.Error("A file hidden for a rename that failed cannot have its name back, which another file took; it is kept under another name",
+			"path", why.Name, "kept", name)
+	}
+	return true, nil
 }

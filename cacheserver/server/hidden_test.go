@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/burstcache/burstcache/cacheserver/client"
 	"github.com/burstcache/burstcache/cacheserver/ident"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/cacheserver/server"
 	"github.com/burstcache/burstcache/cacheserver/server/servertest"
 )
@@ -61,7 +65,7 @@ func TestHiddenNamesLeftByDeadMountsAreRemoved(t *testing.T) {
 			continue
 		}
 		hidden := d + "/.burstcache-open-" + name
-		if err := f.NoteHidden(ctx, hidden); err != nil {
+		if err := f.NoteHidden(ctx, hidden, namespace.Hiding{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := f.Rename(ctx, d+"/"+name, hidden, 0); err != nil {
@@ -131,5 +135,122 @@ func TestHiddenNamesLeftByDeadMountsAreRemoved(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "kept")); err != nil {
 		t.Fatalf("a file nobody hid went with the hidden names: %v", err)
+	}
+}
+
+// TestAFileHiddenForAFailedRenameGetsItsNameBackAtTeardown hides files as
+// a mount does before a rename over them, and has the mount end without
+// removing the hidden names or giving them back. At the teardown, a file
+// whose rename did not take place (the file to be renamed is still at its
+// path) gets its name back with its data, or a name beside it if another
+// file took the name meanwhile. One whose rename took place is removed,
+// also when its name was removed after the rename: it must not come back.
+func TestAFileHiddenForAFailedRenameGetsItsNameBackAtTeardown(t *testing.T) {
+	backingDir := t.TempDir()
+	in := servertest.Start(t, backingDir, servertest.Options{Servers: 2, ExtentSize: 4096})
+	f, err := client.New(client.Options{Servers: in.Data, ExtentSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx := context.Background()
+	write := func(name string) namespace.Attr {
+		t.Helper()
+		if _, err := f.Create(ctx, name, os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(ctx, name, []byte("data of "+name), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Flush(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		a, err := f.GetAttr(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	// hide hides name to make way for a rename of source over it.
+	hide := func(name, source string) {
+		t.Helper()
+		write(name)
+		a := write(source)
+		why := namespace.Hiding{Name: name, Source: source, SourceIno: a.Ino}
+		if err := f.NoteHidden(ctx, ".burstcache-open-"+name, why); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Rename(ctx, name, ".burstcache-open-"+name, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.NoteHidden(ctx, ".burstcache-open-x", namespace.Hiding{Name: "elsewhere/x", Source: "y", SourceIno: 1}); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("noting a hidden name for a file of another directory: %v, want EINVAL", err)
+	}
+	hide("failed", "failed-source")
+	hide("taken", "taken-source")
+	write("taken")
+	hide("replaced", "replaced-source")
+	if err := f.Rename(ctx, "replaced-source", "replaced", 0); err != nil {
+		t.Fatal(err)
+	}
+	hide("removed", "removed-source")
+	if err := f.Rename(ctx, "removed-source", "removed", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Unlink(ctx, "removed"); err != nil {
+		t.Fatal(err)
+	}
+	hide("reused", "reused-source")
+	if err := f.Rename(ctx, "reused-source", "reused", 0); err != nil {
+		t.Fatal(err)
+	}
+	write("reused-source")
+	if err := f.Unlink(ctx, "reused"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range in.Servers {
+		if left, err := s.Flush(ctx); err != nil || left != 0 {
+			t.Fatalf("write-back: %d bytes left, %v", left, err)
+		}
+	}
+	removed := 0
+	for _, s := range in.Servers {
+		n, err := s.RemoveHidden(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		removed += n
+	}
+	if removed != 5 {
+		t.Errorf("RemoveHidden took %d hidden names away, want 5", removed)
+	}
+	entries, err := os.ReadDir(backingDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(backingDir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := e.Name()
+		if strings.HasPrefix(name, "taken"+namespace.KeptInfix) {
+			name = "taken (kept)"
+		}
+		got[name] = string(data)
+	}
+	want := map[string]string{
+		"failed":        "data of failed",
+		"failed-source": "data of failed-source",
+		"taken":         "data of taken",
+		"taken (kept)":  "data of taken",
+		"taken-source":  "data of taken-source",
+		"replaced":      "data of replaced-source",
+		"reused-source": "data of reused-source",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("the backing directory after the teardown (-want +got):\n%s", diff)
 	}
 }

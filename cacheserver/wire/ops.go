@@ -249,11 +249,16 @@ const (
 	// it at intervals for as long as the backing store takes to remove the
 	// file.
 	OpHoldDoom
-	// OpNoteHidden (path) records, durably, that the caller is about to
-	// give a file it has open, and that was unlinked, the hidden name
-	// path. The server that removes path (its metadata server) forgets
-	// the record when it does; the teardown of the instance removes the
-	// names left, those of mounts that died with the file open.
+	// OpNoteHidden (path[, name, source, sourceIno u64]) records, durably,
+	// that the caller is about to give a file it has open, and that was
+	// unlinked, the hidden name path; or a file named name, which a rename
+	// of source (inode number sourceIno) is to replace. The server that
+	// removes path (its metadata server) forgets the record when it does;
+	// the teardown of the instance removes the names left, those of mounts
+	// that died with the file open, but gives a file hidden for a rename
+	// its name back while source still has that number (the rename did
+	// not take place). Servers of earlier releases ignore the name and
+	// remove such a file too.
 	OpNoteHidden
 	// OpEndDoom (path, unlink u64, how u32) ends the doom of the unlink,
 	// as its removal ended (how: Unlink*), once: sent again, or for a doom

@@ -22,6 +22,10 @@ import (
 	"github.com/burstcache/burstcache/cacheserver/fusefs"
 )
 
+// The mount gives the servers the hidden names of files it hides, so that
+// the teardown can remove them, or give them their names back.
+var _ fusefs.HiddenNoter = (*client.FS)(nil)
+
 type mountFlags struct {
 	servers     []string
 	secretFile  string
