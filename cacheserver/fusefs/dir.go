@@ -194,7 +194,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 		// what it was asked.
 		defer func() { _ = c.dropOpen(ctx) }()
 		if a, err := n.m.fsys.GetAttr(ctx, n.child(name)); err != nil || a.Nlink < 2 {
-			return c.hide(ctx, n, name, namespace.Hiding{})
+			return c.hide(ctx, n, name, namespace.Hiding{}, true)
 		}
 	}
 	return errno(n.m.fsys.Unlink(ctx, n.child(name)))
@@ -249,7 +249,7 @@ func (n *node) rename(ctx context.Context, name string, np *node, newName string
 	if moved := n.GetChild(name); moved != nil {
 		why.SourceIno = moved.StableAttr().Ino
 	}
-	if e := victim.hide(ctx, np, newName, why); e != 0 {
+	if e := victim.hide(ctx, np, newName, why, !busy); e != 0 {
 		if !busy {
 			return e
 		}

@@ -88,7 +88,10 @@
 // and restarts), the rename asks them again for a moment, and returns its
 // error after that, while the mount goes on asking in the background. A
 // rename whose answer got lost with a connection, and that took place
-// after all, succeeds. A file whose name another mount took meanwhile is
+// after all, succeeds. So does the hiding whose answer got lost; when the
+// servers stay away past that moment, the rename fails, and the mount
+// takes the file for hidden and gives it its name back in the same way
+// (finding it there if the hiding did not take place). A file whose name another mount took meanwhile is
 // kept beside it, under its name followed by ".burstcache-kept-" and a
 // number, and the mount logs where. The note of the hidden name says which
 // rename it was for (namespace.Hiding), so that the teardown gives the

@@ -38,8 +38,10 @@ type hiddenName struct {
 }
 
 // hide renames the open file n, name in parent, to a hidden name, for an
-// unlink or a rename over it (why).
-func (n *node) hide(ctx context.Context, parent *node, name string, why namespace.Hiding) syscall.Errno {
+// unlink or a rename over it (why). A rename that fails when the file
+// cannot be hidden (failing) has the file given its name back when the
+// servers cannot tell whether it was (unanswered).
+func (n *node) hide(ctx context.Context, parent *node, name string, why namespace.Hiding, failing bool) syscall.Errno {
 	hidden := hiddenPrefix + strconv.FormatUint(rand.Uint64(), 36)
 	if hn, ok := n.m.fsys.(HiddenNoter); ok {
 		if err := hn.NoteHidden(ctx, parent.child(hidden), why); err != nil && !errors.Is(err, syscall.ENOSYS) {
@@ -58,6 +60,9 @@ func (n *node) hide(ctx context.Context, parent *node, name string, why namespac
 		return err
 	})
 	if err != nil {
+		if failing && why.Name != "" && unreachable(err) {
+			n.unanswered(ctx, parent, name, hidden, why.Source)
+		}
 		return errno(err)
 	}
 	parent.MvChild(name, parent.EmbeddedInode(), hidden, true)

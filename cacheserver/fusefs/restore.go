@@ -76,6 +76,21 @@ func (n *node) unhide(ctx context.Context, parent *node, name, oldPath string) (
 	return false
 }
 
+// unanswered takes n for hidden in parent as hidden, for a rename of
+// oldPath over name that fails since the servers could not be reached to
+// hide it: the move may have taken place, its answer lost with a
+// connection, and a failed rename must change nothing. The mount gives the
+// file its name back once a server answers (restoreLater), and finds it
+// there if the move did not take place. Its last release leaves it alone.
+func (n *node) unanswered(ctx context.Context, parent *node, name, hidden, oldPath string) {
+	h := &hiddenName{dir: parent, name: hidden}
+	parent.MvChild(name, parent.EmbeddedInode(), hidden, true)
+	n.hiddenAt.Store(h)
+	n.m.log.Warn("Cannot tell whether a file that a rename was to replace was given a hidden name, since the servers could not be reached; the rename fails, and the file gets its name back in the background",
+		"path", parent.child(name), "hidden", parent.child(hidden))
+	go n.restoreLater(context.WithoutCancel(ctx), parent, name, oldPath, h)
+}
+
 // strand keeps n under its hidden name for good, or until restoreLater
 // gives it its name back: its last release leaves it alone.
 func (n *node) strand() {

@@ -34,6 +34,12 @@ const (
 	// hidden name, and the answer got lost (ECONNRESET); the rename
 	// itself then goes through.
 	crashHiding
+	// crashHidingAndStay: as crashHiding, and the server stays down for
+	// as many renames as refusals says, whatever they rename.
+	crashHidingAndStay
+	// crashBeforeHidingAndStay: the server went before it hid the file
+	// the rename replaces, and stays down as for crashHidingAndStay.
+	crashBeforeHidingAndStay
 )
 
 // crashingRenames is a namespace whose next rename between names that are
@@ -47,28 +53,34 @@ type crashingRenames struct {
 	armed   bool
 	crash   crash
 	// refusals is how many tries to give a hidden file its name back
-	// fail; refused counts them.
+	// fail (with stay, renames of any names); refused counts them.
 	refusals, refused int
+	stay              bool
 }
 
 func (c *crashingRenames) arm(how crash, refusals int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.armed, c.crash, c.refusals, c.refused = true, how, refusals, 0
+	c.armed, c.crash, c.refusals, c.refused, c.stay = true, how, refusals, 0, false
 }
 
 func (c *crashingRenames) Rename(ctx context.Context, oldPath, newPath string, flags uint32) error {
 	hidden := func(p string) bool { return strings.HasPrefix(filepath.Base(p), hiddenPrefix) }
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	hiding := c.crash == crashHiding || c.crash == crashHidingAndStay || c.crash == crashBeforeHidingAndStay
 	switch {
-	case c.armed && c.crash == crashHiding && hidden(newPath):
+	case c.armed && hiding && hidden(newPath):
 		c.armed = false
+		c.stay = c.crash != crashHiding
+		if c.crash == crashBeforeHidingAndStay {
+			return fmt.Errorf("dialing cache server: %w", syscall.ECONNREFUSED)
+		}
 		if err := c.FS.Rename(ctx, oldPath, newPath, flags); err != nil {
 			return err
 		}
 		return fmt.Errorf("connection to cache server lost: %w", syscall.ECONNRESET)
-	case c.armed && c.crash != crashHiding && !hidden(oldPath) && !hidden(newPath):
+	case c.armed && !hiding && !hidden(oldPath) && !hidden(newPath):
 		c.armed = false
 		switch c.crash {
 		case crashAfter:
@@ -82,7 +94,7 @@ func (c *crashingRenames) Rename(ctx context.Context, oldPath, newPath string, f
 			}
 		}
 		return fmt.Errorf("dialing cache server: %w", syscall.ECONNREFUSED)
-	case hidden(oldPath) && c.refused < c.refusals:
+	case (c.stay || hidden(oldPath)) && c.refused < c.refusals:
 		c.refused++
 		return fmt.Errorf("dialing cache server: %w", syscall.ECONNREFUSED)
 	}
@@ -199,6 +211,46 @@ func TestAnAnswerLostAfterTheServerActed(t *testing.T) {
 			held.Close()
 			waitReleased(t, s, "f")
 			waitFiles(t, backing, map[string]string{"f": "g"})
+		})
+	}
+}
+
+// TestAHidingThatGoesUnansweredLosesNothing renames g over f, which the
+// mount has open and so hides first, and has the server go down during
+// the hiding, after it hid f (the answer got lost) or before, and stay
+// down past the time the rename waits: the rename fails, and once the
+// server is back f must have its name back, with its data, rather than
+// stay under a hidden name that the teardown would remove, its own name
+// missing meanwhile.
+func TestAHidingThatGoesUnansweredLosesNothing(t *testing.T) {
+	for name, how := range map[string]crash{"after hiding": crashHidingAndStay, "before hiding": crashBeforeHidingAndStay} {
+		t.Run(name, func(t *testing.T) {
+			shortRestoreWait(t)
+			mnt, backing, fsys, _ := mountCrashing(t)
+			f, g := filepath.Join(mnt, "f"), filepath.Join(mnt, "g")
+			held := openWritten(t, f)
+			writeG(t, g)
+			fsys.arm(how, 8)
+			if err := os.Rename(g, f); !errors.Is(err, syscall.ECONNREFUSED) {
+				t.Fatalf("renaming g over f while the server is down: %v, want ECONNREFUSED", err)
+			}
+			held.Close()
+			want := map[string]string{"f": "f", "g": "g"}
+			waitFiles(t, backing, want)
+			// The mount finds out whether f moved once the server answers;
+			// until then f is missing to it.
+			for name, data := range want {
+				var got []byte
+				var err error
+				for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+					if got, err = os.ReadFile(filepath.Join(mnt, name)); err == nil && string(got) == data {
+						break
+					}
+				}
+				if err != nil || string(got) != data {
+					t.Errorf("%s reads %q, %v through the mount; want %q", name, got, err, data)
+				}
+			}
 		})
 	}
 }
