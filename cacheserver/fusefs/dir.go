@@ -262,6 +262,7 @@ func (n *node) rename(ctx context.Context, name string, np *node, newName string
 	if err := n.m.fsys.Rename(ctx, oldPath, newPath, flags); err != nil && !victim.unhide(ctx, np, newName, oldPath) {
 		return errno(err)
 	}
+	victim.replaced(ctx)
 	return 0
 }
 

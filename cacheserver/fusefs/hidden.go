@@ -75,6 +75,29 @@ func (n *node) hide(ctx context.Context, parent *node, name string, why namespac
 	return 0
 }
 
+// replaced tells the namespace that n, hidden for a rename over it, was
+// replaced: its hidden name is then one of a file unlinked, which the
+// teardown removes should the mount end before its last release does,
+// even if the renamed file is moved back to where the rename took it from
+// (which the note of the rename would take for a rename that failed). A
+// file that only the rename holds loses its hidden name right after, as
+// the rename drops its count: it needs no note.
+func (n *node) replaced(ctx context.Context) {
+	hn, ok := n.m.fsys.(HiddenNoter)
+	h := n.hiddenAt.Load()
+	n.mu.Lock()
+	held := n.opens > 1
+	n.mu.Unlock()
+	if !ok || h == nil || !held {
+		return
+	}
+	p := h.dir.child(h.name)
+	if err := untilAnswered(func() error { return hn.NoteHidden(ctx, p, namespace.Hiding{}) }); err != nil && !errors.Is(err, syscall.ENOSYS) {
+		n.m.log.Warn("Noting a replaced file's hidden name as unlinked failed; should the mount end before the file's last close, and the file renamed over it be moved back first, the teardown would give it its name back",
+			"path", p, "err", err)
+	}
+}
+
 // clearHidden empties directory name of n of the hidden names of files
 // unlinked while open that this mount knows, and reports whether it may now
 // be empty: it waits for the removals of those whose last release came

@@ -120,7 +120,10 @@ func TestHiddenNamesAreNotedFirst(t *testing.T) {
 // file's name and the file renamed, by path and inode number, before the
 // file gets the hidden name, so that a teardown after a mount that died
 // before it could give the file its name back (the rename failed) can tell
-// that the rename did not take place.
+// that the rename did not take place. Once the rename took place, the
+// namespace hears the hidden name again, as that of a file unlinked: the
+// renamed file may be moved back later, and the replaced one must not
+// come back then.
 func TestARenameOverAnOpenFileNotesWhatItReplaces(t *testing.T) {
 	mnt, _, fsys, _ := mountOver(t, Options{}, func(p *posixns.FS) *notingFS { return &notingFS{FS: p} })
 	held := openWritten(t, filepath.Join(mnt, "f"))
@@ -139,11 +142,11 @@ func TestARenameOverAnOpenFileNotesWhatItReplaces(t *testing.T) {
 	calls := append([]string(nil), fsys.calls...)
 	fsys.mu.Unlock()
 	suffix := fmt.Sprintf(" for a rename of g (%d) over f", st.Ino)
-	if len(calls) != 3 || !strings.HasPrefix(calls[0], "note "+hiddenPrefix) || !strings.HasSuffix(calls[0], suffix) {
-		t.Fatalf("renaming over an open file made the calls %q, want a note%s, then two renames", calls, suffix)
+	if len(calls) != 4 || !strings.HasPrefix(calls[0], "note "+hiddenPrefix) || !strings.HasSuffix(calls[0], suffix) {
+		t.Fatalf("renaming over an open file made the calls %q, want a note%s, two renames and a note", calls, suffix)
 	}
 	hidden := strings.TrimSuffix(strings.TrimPrefix(calls[0], "note "), suffix)
-	if want := []string{"rename f " + hidden, "rename g f"}; !slices.Equal(calls[1:], want) {
+	if want := []string{"rename f " + hidden, "rename g f", "note " + hidden}; !slices.Equal(calls[1:], want) {
 		t.Fatalf("after the note the mount called %q, want %q", calls[1:], want)
 	}
 }

@@ -144,7 +144,9 @@ func TestHiddenNamesLeftByDeadMountsAreRemoved(t *testing.T) {
 // whose rename did not take place (the file to be renamed is still at its
 // path) gets its name back with its data, or a name beside it if another
 // file took the name meanwhile. One whose rename took place is removed,
-// also when its name was removed after the rename: it must not come back.
+// also when its name was removed after the rename, or a file made where
+// the renamed file was, or the renamed file moved back there once the
+// mount noted the name again: it must not come back.
 func TestAFileHiddenForAFailedRenameGetsItsNameBackAtTeardown(t *testing.T) {
 	backingDir := t.TempDir()
 	in := servertest.Start(t, backingDir, servertest.Options{Servers: 2, ExtentSize: 4096})
@@ -201,6 +203,18 @@ func TestAFileHiddenForAFailedRenameGetsItsNameBackAtTeardown(t *testing.T) {
 	if err := f.Unlink(ctx, "removed"); err != nil {
 		t.Fatal(err)
 	}
+	// A mount notes the name of a replaced file that stays open again,
+	// as of a file unlinked: the renamed file may move back.
+	hide("back", "back-source")
+	if err := f.Rename(ctx, "back-source", "back", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.NoteHidden(ctx, ".burstcache-open-back", namespace.Hiding{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Rename(ctx, "back", "back-source", 0); err != nil {
+		t.Fatal(err)
+	}
 	hide("reused", "reused-source")
 	if err := f.Rename(ctx, "reused-source", "reused", 0); err != nil {
 		t.Fatal(err)
@@ -222,8 +236,8 @@ func TestAFileHiddenForAFailedRenameGetsItsNameBackAtTeardown(t *testing.T) {
 		}
 		removed += n
 	}
-	if removed != 5 {
-		t.Errorf("RemoveHidden took %d hidden names away, want 5", removed)
+	if removed != 6 {
+		t.Errorf("RemoveHidden took %d hidden names away, want 6", removed)
 	}
 	entries, err := os.ReadDir(backingDir)
 	if err != nil {
@@ -248,6 +262,7 @@ func TestAFileHiddenForAFailedRenameGetsItsNameBackAtTeardown(t *testing.T) {
 		"taken (kept)":  "data of taken",
 		"taken-source":  "data of taken-source",
 		"replaced":      "data of replaced-source",
+		"back-source":   "data of back-source",
 		"reused-source": "data of reused-source",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
