@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/burstcache/burstcache/api/v1alpha1"
+	bcclient "github.com/burstcache/burstcache/cacheserver/client"
+	"github.com/burstcache/burstcache/cacheserver/namespace"
 	"github.com/burstcache/burstcache/controllers/cacheinstance"
 	"github.com/burstcache/burstcache/test/kubelet"
 )
@@ -103,6 +105,39 @@ var _ = Describe("Teardown", func() {
 		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
 		Expect(hidden()).To(BeEmpty())
 		Expect(eventReasons(w.ns, inst.Name)).NotTo(ContainElement(cachev1alpha1.ReasonHiddenNamesLeft))
+	})
+
+	It("gives a file hidden for a rename that failed its name back when its mount ended first, and says so", func() {
+		w := newWorld()
+		inst, addrs := started(w, nil)
+		// A mount that hid f for a rename of g over it, and ended before
+		// the rename or before it could give f its name back: the
+		// servers' client does what such a mount did, and no more.
+		sec := &corev1.Secret{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: inst.Namespace, Name: cachev1alpha1.DataSecretName(inst.Name)}, sec)).To(Succeed())
+		c, err := bcclient.New(bcclient.Options{Servers: addrs, Secret: bytes.TrimSpace(sec.Data[cachev1alpha1.DataSecretKey])})
+		Expect(err).NotTo(HaveOccurred())
+		defer c.Close()
+		for _, name := range []string{"f", "g"} {
+			_, err := c.Create(ctx, name, os.O_RDWR|os.O_CREATE, 0o644)
+			Expect(err).NotTo(HaveOccurred())
+			_, err = c.WriteAt(ctx, name, []byte("data of "+name), 0)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(c.Flush(ctx, name)).To(Succeed())
+		}
+		g, err := c.GetAttr(ctx, "g")
+		Expect(err).NotTo(HaveOccurred())
+		const hidden = ".burstcache-open-f"
+		Expect(c.NoteHidden(ctx, hidden, namespace.Hiding{Name: "f", Source: "g", SourceIno: g.Ino})).To(Succeed())
+		Expect(c.Rename(ctx, "f", hidden, 0)).To(Succeed())
+
+		Expect(k8sClient.Delete(ctx, inst)).To(Succeed())
+		Eventually(gone(inst), 60*time.Second, 200*time.Millisecond).Should(BeTrue())
+		for name, data := range map[string]string{"f": "data of f", "g": "data of g"} {
+			Expect(os.ReadFile(filepath.Join(w.hostPath(w.backing), name))).To(Equal([]byte(data)))
+		}
+		Expect(filepath.Join(w.hostPath(w.backing), hidden)).NotTo(BeAnExistingFile())
+		Expect(eventReasons(w.ns, inst.Name)).To(ContainElement(cachev1alpha1.ReasonFilesGivenBack))
 	})
 
 	It("creates no server for an instance that its reconciler's cache still shows after it is gone", func() {

@@ -23,6 +23,14 @@ const (
 	// backing file system under those names, which the event lists.
 	ReasonHiddenNamesLeft = "HiddenNamesLeft"
 
+	// ReasonFilesGivenBack means that the teardown gave files their names
+	// back that renames over them had hidden and then failed to replace
+	// (a cache server crashed during the rename, and the mount ended
+	// before it could give the names back itself); a file whose name
+	// another file took meanwhile is kept beside it, under its name
+	// followed by .burstcache-kept- and a number. The event lists them.
+	ReasonFilesGivenBack = "FilesGivenBack"
+
 	// ReasonNamespaceUnguarded means the operator may not label the
 	// instance's namespace as one that holds instances (a policy of the
 	// cluster refuses it): the instance goes on, but while the manager is

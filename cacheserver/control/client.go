@@ -137,7 +137,7 @@ func (c *Client) RemoveHidden(ctx context.Context) (HiddenResult, error) {
 	var res HiddenResult
 	err := c.call(ctx, "remove hidden names", http.MethodPost, "/v1/hidden/remove", nil, &res)
 	if e := (*Error)(nil); errors.As(err, &e) {
-		res.Removed = e.Body.Removed
+		res.Removed, res.GivenBack = e.Body.Removed, e.Body.GivenBack
 	}
 	return res, err
 }

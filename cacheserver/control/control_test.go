@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +24,7 @@ type fakeService struct {
 	err       error
 	tunables  Tunables
 	ready     bool
+	givenBack []GivenBack
 }
 
 func (f *fakeService) record(call string) error {
@@ -35,8 +37,8 @@ func (f *fakeService) record(call string) error {
 func (f *fakeService) Flush(context.Context) (int64, error) { return f.remaining, f.record("flush") }
 func (f *fakeService) Drain(context.Context) (int64, error) { return f.remaining, f.record("drain") }
 func (f *fakeService) Discard(context.Context) error        { return f.record("discard") }
-func (f *fakeService) RemoveHidden(context.Context) (int, error) {
-	return int(f.remaining), f.record("remove hidden")
+func (f *fakeService) RemoveHidden(context.Context) (HiddenResult, error) {
+	return HiddenResult{Removed: int(f.remaining), GivenBack: f.givenBack}, f.record("remove hidden")
 }
 func (f *fakeService) FlushPath(_ context.Context, p string) error {
 	return f.record("flush " + p)
@@ -124,18 +126,20 @@ func TestFlushReportsWhatIsLeft(t *testing.T) {
 	}
 }
 
-// TestRemoveHiddenReportsWhatItRemoved: the count comes back with success
-// and with a failure, which keeps its errno.
+// TestRemoveHiddenReportsWhatItRemoved: the count and the files given
+// their names back come back with success and with a failure, which keeps
+// its errno. Names go byte for byte.
 func TestRemoveHiddenReportsWhatItRemoved(t *testing.T) {
 	ctx := context.Background()
-	res, err := start(t, &fakeService{remaining: 3}).RemoveHidden(ctx)
-	if err != nil || res.Removed != 3 {
-		t.Fatalf("RemoveHidden = %+v, %v; want 3 removed", res, err)
+	back := []GivenBack{{Path: "d/f", As: "d/f"}, {Path: "caf\xe9", As: "caf\xe9.burstcache-kept-1"}}
+	res, err := start(t, &fakeService{remaining: 3, givenBack: back}).RemoveHidden(ctx)
+	if err != nil || res.Removed != 3 || !slices.Equal(res.GivenBack, back) {
+		t.Fatalf("RemoveHidden = %+v, %v; want 3 removed, %v given back", res, err, back)
 	}
-	svc := &fakeService{remaining: 2, err: fmt.Errorf("unlink a: %w", syscall.EACCES)}
+	svc := &fakeService{remaining: 2, givenBack: back[1:], err: fmt.Errorf("unlink a: %w", syscall.EACCES)}
 	res, err = start(t, svc).RemoveHidden(ctx)
-	if !errors.Is(err, syscall.EACCES) || res.Removed != 2 {
-		t.Fatalf("failed RemoveHidden = %+v, %v; want 2 removed and EACCES", res, err)
+	if !errors.Is(err, syscall.EACCES) || res.Removed != 2 || !slices.Equal(res.GivenBack, back[1:]) {
+		t.Fatalf("failed RemoveHidden = %+v, %v; want 2 removed, %v given back and EACCES", res, err, back[1:])
 	}
 	if diff := cmp.Diff([]string{"remove hidden"}, svc.calls); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)

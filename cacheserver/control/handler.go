@@ -25,10 +25,11 @@ type Service interface {
 	Discard(ctx context.Context) error
 	// RemoveHidden removes from the backing store the hidden names of
 	// files unlinked while open that the server recorded, left by mounts
-	// that ended before they closed the files, and returns how many it
-	// removed. Only a teardown calls it, once nothing mounts the instance
-	// and every server is drained.
-	RemoveHidden(ctx context.Context) (removed int, err error)
+	// that ended before they closed the files, gives files hidden for
+	// renames that failed their names back, and says what it did, also
+	// when it failed. Only a teardown calls it, once nothing mounts the
+	// instance and every server is drained.
+	RemoveHidden(ctx context.Context) (HiddenResult, error)
 	FlushPath(ctx context.Context, path string) error
 	EvictPath(ctx context.Context, path string) error
 	InvalidatePath(ctx context.Context, path string) error
@@ -168,14 +169,14 @@ func (h *handler) discard(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) removeHidden(w http.ResponseWriter, r *http.Request) {
-	n, err := h.svc.RemoveHidden(r.Context())
+	res, err := h.svc.RemoveHidden(r.Context())
 	if err != nil {
 		body := errorBody(err)
-		body.Removed = n
+		body.Removed, body.GivenBack = res.Removed, res.GivenBack
 		writeJSON(w, http.StatusInternalServerError, body)
 		return
 	}
-	writeJSON(w, http.StatusOK, HiddenResult{Removed: n})
+	writeJSON(w, http.StatusOK, res)
 }
 
 func (h *handler) path(fn func(context.Context, string) error) http.HandlerFunc {

@@ -174,8 +174,24 @@ type FlushResult struct {
 
 // HiddenResult is the answer to RemoveHidden.
 type HiddenResult struct {
-	// Removed is how many hidden names the server removed.
+	// Removed is how many hidden names the server removed, or gave back
+	// (GivenBack).
 	Removed int `json:"removed"`
+	// GivenBack are the files hidden for renames over them that failed
+	// (a server crashed, and the mount ended before it could give them
+	// their names back), which the server gave their names back rather
+	// than remove them.
+	GivenBack []GivenBack `json:"givenBack,omitempty"`
+}
+
+// GivenBack is a file hidden for a rename over it that failed, given its
+// name back at teardown.
+type GivenBack struct {
+	// Path is the name the file had.
+	Path Path `json:"path"`
+	// As is the name it has now: Path, or a name beside it when another
+	// file took Path meanwhile (namespace.KeptInfix).
+	As Path `json:"as"`
 }
 
 // PreloadResult is the answer to Preload.
@@ -217,9 +233,10 @@ type ErrorBody struct {
 	Errno int `json:"errno,omitempty"`
 	// RemainingBytes is set by a flush or drain that could not finish.
 	RemainingBytes int64 `json:"remainingBytes,omitempty"`
-	// Removed is set by a RemoveHidden that removed some names but not
-	// all.
-	Removed int `json:"removed,omitempty"`
+	// Removed and GivenBack are set by a RemoveHidden that removed some
+	// names but not all.
+	Removed   int         `json:"removed,omitempty"`
+	GivenBack []GivenBack `json:"givenBack,omitempty"`
 }
 
 // Error is a failed control call as the Client returns it.

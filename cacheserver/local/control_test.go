@@ -105,3 +105,32 @@ func (w *lockedWriter) String() string {
 	defer w.mu.Unlock()
 	return w.b.String()
 }
+
+// TestDownSaysWhichFilesWereGivenTheirNamesBack has a server answer the
+// removal of hidden names with two files hidden for renames that failed:
+// one given its name back, one kept beside it. Down's output names both,
+// under the backing directory, so that the user finds them.
+func TestDownSaysWhichFilesWereGivenTheirNamesBack(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path != "/v1/hidden/remove" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(`{"removed": 3, "givenBack": [{"path": "d/f", "as": "d/f"}, {"path": "g", "as": "g.burstcache-kept-7"}]}`))
+	}))
+	defer srv.Close()
+	st := &State{CacheDir: t.TempDir(), Backing: "/lus/scratch", Servers: []ServerState{{Control: strings.TrimPrefix(srv.URL, "http://")}}}
+	if err := os.WriteFile(secretPath(st.CacheDir), []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out lockedWriter
+	if err := removeHiddenAll(context.Background(), st, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"/lus/scratch/d/f was given its name back", "/lus/scratch/g is kept as /lus/scratch/g.burstcache-kept-7"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("down said:\n%s\nwant a line with %q", out.String(), want)
+		}
+	}
+}

@@ -46,7 +46,7 @@ func Down(ctx context.Context, bin string, st *State, timeout time.Duration, war
 	if flushErr == nil {
 		// Only now: a name removed while another server still held data
 		// of it would come back with that data's write-back.
-		if err := removeHiddenAll(ctx, st); err != nil {
+		if err := removeHiddenAll(ctx, st, warn); err != nil {
 			_, _ = fmt.Fprintf(warn, "burstcache: warning: %v\n", err)
 		}
 	}
@@ -191,13 +191,24 @@ func dirtyLeft(ctx context.Context, st *State) int64 {
 	return n
 }
 
-// removeHiddenAll has every server remove the hidden names it recorded.
-func removeHiddenAll(ctx context.Context, st *State) error {
+// removeHiddenAll has every server remove the hidden names it recorded,
+// and says on warn which files hidden for renames that failed they gave
+// their names back instead.
+func removeHiddenAll(ctx context.Context, st *State, warn io.Writer) error {
 	var errs []error
 	for _, s := range st.Servers {
 		c, err := st.controlClient(s, nil)
 		if err == nil {
-			_, err = c.RemoveHidden(ctx)
+			var res control.HiddenResult
+			res, err = c.RemoveHidden(ctx)
+			for _, b := range res.GivenBack {
+				p, as := filepath.Join(st.Backing, string(b.Path)), filepath.Join(st.Backing, string(b.As))
+				if p == as {
+					_, _ = fmt.Fprintf(warn, "burstcache: %s was given its name back: a rename over it failed while a cache server was down, and the mount ended before it could give the name back\n", p)
+				} else {
+					_, _ = fmt.Fprintf(warn, "burstcache: warning: %s is kept as %s: a rename over it failed while a cache server was down, the mount ended before it could give the name back, and another file has the name now\n", p, as)
+				}
+			}
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("server %d: %w", s.Index, err))

@@ -291,14 +291,17 @@ func (s *Server) noteHidden(ctx context.Context, req *wire.Request, _ *wire.Resp
 // back (a server it needed was down), gets its name back instead, or a
 // name beside it if another file took the name (giveBack). It counts as
 // removed.
-func (s *Server) RemoveHidden(ctx context.Context) (int, error) {
-	removed := 0
+func (s *Server) RemoveHidden(ctx context.Context) (control.HiddenResult, error) {
+	var res control.HiddenResult
 	var errs []error
 	recs := s.hidden.records()
 	for _, p := range slices.Sorted(maps.Keys(recs)) {
 		cctx := ident.NewContext(ctx, recs[p].cred)
-		back, err := s.giveBack(cctx, p, recs[p].why)
-		if err == nil && !back {
+		as, err := s.giveBack(cctx, p, recs[p].why)
+		if as != "" {
+			res.GivenBack = append(res.GivenBack, control.GivenBack{Path: control.Path(recs[p].why.Name), As: control.Path(as)})
+		}
+		if err == nil && as == "" {
 			err = s.cfg.NS.Unlink(cctx, p)
 		}
 		if errors.Is(err, syscall.ENOENT) {
@@ -312,36 +315,37 @@ func (s *Server) RemoveHidden(ctx context.Context) (int, error) {
 			continue
 		}
 		s.hidden.forget(p)
-		removed++
+		res.Removed++
 	}
 	if len(errs) > 0 {
 		s.log.Warn("Some hidden names of files unlinked while open stay in the backing store", "left", len(errs), "err", errors.Join(errs...))
-		return removed, fmt.Errorf("removing hidden names of files unlinked while open: %w", errors.Join(errs...))
+		return res, fmt.Errorf("removing hidden names of files unlinked while open: %w", errors.Join(errs...))
 	}
-	if removed > 0 {
-		s.log.Info("Removed the hidden names of files unlinked while open by mounts that ended first", "removed", removed)
+	if res.Removed > 0 {
+		s.log.Info("Removed the hidden names of files unlinked while open by mounts that ended first", "removed", res.Removed, "givenBack", len(res.GivenBack))
 	}
-	return removed, nil
+	return res, nil
 }
 
 // giveBack gives the file hidden as p its name back if it was hidden for
 // a rename (why) that did not take place: the file the rename was to move
 // is still at its path, with the same inode number. A file that another
-// took the name of meanwhile gets a name beside it (namespace.KeptInfix). It reports
-// whether it moved the file; a hidden name already gone is no error.
-func (s *Server) giveBack(ctx context.Context, p string, why namespace.Hiding) (bool, error) {
+// took the name of meanwhile gets a name beside it (namespace.KeptInfix).
+// It returns the name it gave the file, or "" if it left the file alone;
+// a hidden name already gone is no error.
+func (s *Server) giveBack(ctx context.Context, p string, why namespace.Hiding) (string, error) {
 	if why.Name == "" || why.SourceIno == 0 {
-		return false, nil
+		return "", nil
 	}
 	a, err := s.cfg.NS.GetAttr(ctx, why.Source)
 	switch {
 	case errors.Is(err, syscall.ENOENT) || err == nil && a.Ino != why.SourceIno:
 		// The rename took place, and replaced the file; or the file it
 		// was to move went since, which no mount can tell from that.
-		return false, nil
+		return "", nil
 	case err != nil:
 		// Whether the rename took place is not known: the file stays.
-		return false, fmt.Errorf("looking for %q, whose rename over %q may have failed: %w", why.Source, why.Name, err)
+		return "", fmt.Errorf("looking for %q, whose rename over %q may have failed: %w", why.Source, why.Name, err)
 	}
 	name := why.Name
 	err = s.cfg.NS.Rename(ctx, p, name, unix.RENAME_NOREPLACE)
@@ -351,13 +355,9 @@ func (s *Server) giveBack(ctx context.Context, p string, why namespace.Hiding) (
 	}
 	switch {
 	case errors.Is(err, syscall.ENOENT):
-		return false, nil
+		return "", nil
 	case err != nil:
-		return false, err
-	}
-	// What this server cached under either name is of no file now.
-	if err := errors.Join(s.cfg.Cache.Drop(ctx, p), s.cfg.Cache.Drop(ctx, name), s.cfg.Cache.NamesMoved(ctx, p, name)); err != nil {
-		return true, err
+		return "", err
 	}
 	if name == why.Name {
 		s.log.Warn("Gave a file hidden for a rename that failed its name back", "path", name, "hidden", p)
@@ -365,5 +365,6 @@ func (s *Server) giveBack(ctx context.Context, p string, why namespace.Hiding) (
 		s.log.Error("A file hidden for a rename that failed cannot have its name back, which another file took; it is kept under another name",
 			"path", why.Name, "kept", name)
 	}
-	return true, nil
+	// What this server cached under either name is of no file now.
+	return name, errors.Join(s.cfg.Cache.Drop(ctx, p), s.cfg.Cache.Drop(ctx, name), s.cfg.Cache.NamesMoved(ctx, p, name))
 }

@@ -111,9 +111,9 @@ func TestHiddenNamesLeftByDeadMountsAreRemoved(t *testing.T) {
 	if err := os.Chmod(dir, 0o555); err != nil {
 		t.Fatal(err)
 	}
-	n, err := in.Servers[holder].RemoveHidden(context.Background())
-	if n != 0 || !errors.Is(err, syscall.EACCES) {
-		t.Fatalf("RemoveHidden in a directory the user may not change = %d, %v; want 0 and EACCES", n, err)
+	res, err := in.Servers[holder].RemoveHidden(context.Background())
+	if res.Removed != 0 || !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("RemoveHidden in a directory the user may not change = %+v, %v; want 0 and EACCES", res, err)
 	}
 	if _, err := os.Stat(hiddenFile); err != nil {
 		t.Fatalf("the hidden name is gone after a refused removal: %v", err)
@@ -122,9 +122,9 @@ func TestHiddenNamesLeftByDeadMountsAreRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, s := range in.Servers {
-		n, err := s.RemoveHidden(context.Background())
-		if err != nil || n != map[bool]int{true: 1}[i == holder] {
-			t.Fatalf("RemoveHidden on server %d = %d, %v", i, n, err)
+		res, err := s.RemoveHidden(context.Background())
+		if err != nil || res.Removed != map[bool]int{true: 1}[i == holder] || res.GivenBack != nil {
+			t.Fatalf("RemoveHidden on server %d = %+v, %v", i, res, err)
 		}
 	}
 	if _, err := os.Stat(hiddenFile); !errors.Is(err, os.ErrNotExist) {
@@ -229,12 +229,16 @@ func TestAFileHiddenForAFailedRenameGetsItsNameBackAtTeardown(t *testing.T) {
 		}
 	}
 	removed := 0
+	givenBack := map[string]string{}
 	for _, s := range in.Servers {
-		n, err := s.RemoveHidden(ctx)
+		res, err := s.RemoveHidden(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		removed += n
+		removed += res.Removed
+		for _, b := range res.GivenBack {
+			givenBack[string(b.Path)] = string(b.As)
+		}
 	}
 	if removed != 6 {
 		t.Errorf("RemoveHidden took %d hidden names away, want 6", removed)
@@ -267,5 +271,8 @@ func TestAFileHiddenForAFailedRenameGetsItsNameBackAtTeardown(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("the backing directory after the teardown (-want +got):\n%s", diff)
+	}
+	if len(givenBack) != 2 || givenBack["failed"] != "failed" || !strings.HasPrefix(givenBack["taken"], "taken"+namespace.KeptInfix) {
+		t.Errorf("RemoveHidden says it gave back %v; want failed as itself and taken beside its name", givenBack)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,12 +64,27 @@ func (r *Reconciler) flush(ctx context.Context, s *scope) (ctrl.Result, error) {
 // write-back: nothing mounts the instance any more, so no such file is
 // open, and no server holds data that a write-back would bring back under
 // a removed name. A name that stays loses nothing and only holds the
-// teardown for nothing: it is a Warning event, not a retry.
+// teardown for nothing: it is a Warning event, not a retry. Files hidden
+// for renames that failed get their names back instead, which a Warning
+// event lists, so that their owners look at them.
 func (r *Reconciler) removeHidden(ctx context.Context, s *scope) {
+	var back []string
 	errs := r.eachReadyServer(ctx, s, func(c *control.Client, ctx context.Context) error {
-		_, err := c.RemoveHidden(ctx)
+		res, err := c.RemoveHidden(ctx)
+		for _, b := range res.GivenBack {
+			if b.As == b.Path {
+				back = append(back, fmt.Sprintf("%q", string(b.Path)))
+			} else {
+				back = append(back, fmt.Sprintf("%q (kept as %q: another file has its name)", string(b.Path), string(b.As)))
+			}
+		}
 		return err
 	})
+	if len(back) > 0 {
+		r.Recorder.Eventf(s.inst, nil, corev1.EventTypeWarning, cachev1alpha1.ReasonFilesGivenBack, "Flush", "%s", clip(fmt.Sprintf(
+			"Renames over %d files failed while a cache server was down, and their mounts ended before they could give the files their names back; the teardown did (paths in the cached directory): %s",
+			len(back), strings.Join(back, ", ")), maxEventNote))
+	}
 	if len(errs) > 0 {
 		r.Recorder.Eventf(s.inst, nil, corev1.EventTypeWarning, cachev1alpha1.ReasonHiddenNamesLeft, "Flush",
 			"Files unlinked while open by a mount that ended first keep hidden names in the backing file system: %v", errors.Join(errs...))
