@@ -166,14 +166,20 @@ func (h *hiddenNames) rewrite() error {
 	return nil
 }
 
-// note records that n.cred hid a file under the name p, durably.
+// note records that n.cred hid a file under the name p, durably; a note
+// that only says that a name recorded for a rename is now one of a file
+// unlinked (the rename took place) is not synced, since the record before
+// it, which a crash would leave, says nothing the teardown would get
+// wrong but for a renamed file moved back where it came from, and a sync
+// would cost every rename over an open file a disk flush more.
 func (h *hiddenNames) note(p string, n hiddenNote) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.append(recordOf(p, n), true); err != nil {
+	_, known := h.names[p]
+	if err := h.append(recordOf(p, n), !known || n.why.Name != ""); err != nil {
 		return err
 	}
-	if _, ok := h.names[p]; ok {
+	if known {
 		h.stale++
 	}
 	h.names[p] = n
