@@ -1,0 +1,124 @@
+package integration
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestAMountKilledAtRandomLosesNothingAcknowledged renames files over one
+// another through a 3-server instance while the test holds every file
+// open, so that each rename first gives the file it replaces a hidden
+// name, and rewrites and removes some, until the mount is killed with
+// SIGKILL at a random moment: within a rename, between the hiding and the
+// rename itself, or anywhere else. After down, whatever a close
+// acknowledged must be in the backing directory, every name known to
+// exist must be there, no name whose removal (or rename away) succeeded
+// may come back, and no hidden name may be left: the files the dead mount
+// had hidden for renames that did not take place have their names back,
+// and the others are gone.
+//
+// It depends on timing as much as on its seed: soak it with -count.
+func TestAMountKilledAtRandomLosesNothingAcknowledged(t *testing.T) {
+	requireFUSE(t)
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("BURSTCACHE_KILL_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (BURSTCACHE_KILL_SEED repeats it)", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	in := dirs(t)
+	up(t, in, 3, holdDirty...)
+	k := &killRun{t: t, rng: rng, mount: in.mount, backing: in.backing, known: map[string][]byte{}, exists: map[string]bool{}}
+	for _, name := range killFiles {
+		data := randomBytes(rng.IntN(1<<20)+1, byte(rng.Uint32()))
+		if err := writeFile(filepath.Join(in.mount, name), data, os.O_CREATE|os.O_TRUNC, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		k.known[name], k.exists[name] = data, true
+	}
+	var held []*os.File
+	defer func() {
+		for _, f := range held {
+			f.Close()
+		}
+	}()
+	mount := readState(t, in.cacheDir).MountPID
+	delay := time.Duration(50+rng.IntN(400)) * time.Millisecond
+	killed := make(chan struct{})
+	go func() {
+		time.Sleep(delay)
+		_ = syscall.Kill(mount, syscall.SIGKILL)
+		close(killed)
+	}()
+	ops := 0
+	for done := false; !done; ops++ {
+		// Hold each file open, as a reader of it would, so that a rename
+		// over it hides it first.
+		for _, name := range killFiles {
+			if f, err := os.Open(filepath.Join(in.mount, name)); err == nil {
+				held = append(held, f)
+			}
+		}
+		from, to := killFiles[rng.IntN(len(killFiles))], killFiles[rng.IntN(len(killFiles))]
+		switch {
+		case !k.exists[from]:
+			k.write(from)
+		case from != to:
+			k.rename(from, to)
+		}
+		select {
+		case <-killed:
+			done = true
+		default:
+		}
+	}
+	waitGone(t, mount)
+	for _, f := range held {
+		f.Close()
+	}
+	held = nil
+	k.log = append(k.log, fmt.Sprintf("mount killed after %v", delay))
+	r := burstcache(t, "local", "down", "--mount", in.mount)
+	if r.code != 7 {
+		t.Fatalf("down after the mount was killed: exit %d, want 7:\n%s", r.code, r.out)
+	}
+	t.Logf("%d operations before the kill after %v; %d files known at the end", ops, delay, len(k.known))
+	k.check("in the backing directory after down", in.backing)
+	for name, exists := range k.exists {
+		if _, err := os.Lstat(filepath.Join(in.backing, name)); exists && errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s, which exists, is gone after down; down said:\n%s\noperations:\n%s", name, r.out, strings.Join(k.log, "\n"))
+		}
+	}
+	hidden, err := filepath.Glob(filepath.Join(in.backing, ".burstcache-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hidden) > 0 {
+		t.Fatalf("hidden names left after down: %v; down said:\n%s", hidden, r.out)
+	}
+}
+
+// write rewrites name, creating it, and reports whether it succeeded.
+func (k *killRun) write(name string) bool {
+	data := randomBytes(k.rng.IntN(1<<20)+1, byte(k.rng.Uint32()))
+	err := writeFile(filepath.Join(k.mount, name), data, os.O_CREATE|os.O_TRUNC, 0, false)
+	k.logged(name, fmt.Sprintf("rewrite %d bytes", len(data)), err)
+	if err != nil {
+		delete(k.known, name)
+		if !k.exists[name] {
+			delete(k.exists, name) // the O_CREAT may have made it
+		}
+		return false
+	}
+	k.known[name], k.exists[name] = data, true
+	return true
+}
