@@ -29,6 +29,12 @@ import (
 // It depends on timing as much as on its seed: soak it with -count.
 func TestAMountKilledAtRandomLosesNothingAcknowledged(t *testing.T) {
 	requireFUSE(t)
+	for name, extra := range map[string][]string{"no client cache": nil, "client cache": {"--client-cache"}} {
+		t.Run(name, func(t *testing.T) { mountKillSoak(t, extra) })
+	}
+}
+
+func mountKillSoak(t *testing.T, extra []string) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("BURSTCACHE_KILL_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
@@ -36,7 +42,7 @@ func TestAMountKilledAtRandomLosesNothingAcknowledged(t *testing.T) {
 	t.Logf("seed %d (BURSTCACHE_KILL_SEED repeats it)", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	in := dirs(t)
-	up(t, in, 3, holdDirty...)
+	up(t, in, 3, append(holdDirty, extra...)...)
 	k := &killRun{t: t, rng: rng, mount: in.mount, backing: in.backing, known: map[string][]byte{}, exists: map[string]bool{}}
 	for _, name := range killFiles {
 		data := randomBytes(rng.IntN(1<<20)+1, byte(rng.Uint32()))
