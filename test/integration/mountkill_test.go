@@ -17,7 +17,7 @@ import (
 // TestAMountKilledAtRandomLosesNothingAcknowledged renames files over one
 // another through a 3-server instance while the test holds every file
 // open, so that each rename first gives the file it replaces a hidden
-// name, and rewrites and removes some, until the mount is killed with
+// name, and writes, truncates and removes some, until the mount is killed with
 // SIGKILL at a random moment: within a rename, between the hiding and the
 // rename itself, or anywhere else. After down, whatever a close
 // acknowledged must be in the backing directory, every name known to
@@ -78,6 +78,8 @@ func mountKillSoak(t *testing.T, extra []string) {
 		switch {
 		case !k.exists[from]:
 			k.write(from)
+		case rng.IntN(3) == 0:
+			k.step("") // a rewrite, write, truncate, unlink or rename
 		case from != to:
 			k.rename(from, to)
 		}
