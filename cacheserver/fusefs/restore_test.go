@@ -226,15 +226,7 @@ func TestAHidingThatGoesUnansweredLosesNothing(t *testing.T) {
 	for name, how := range map[string]crash{"after hiding": crashHidingAndStay, "before hiding": crashBeforeHidingAndStay} {
 		t.Run(name, func(t *testing.T) {
 			shortRestoreWait(t)
-			mnt, backing, fsys, _ := mountCrashing(t)
-			f, g := filepath.Join(mnt, "f"), filepath.Join(mnt, "g")
-			held := openWritten(t, f)
-			writeG(t, g)
-			fsys.arm(how, 8)
-			if err := os.Rename(g, f); !errors.Is(err, syscall.ECONNREFUSED) {
-				t.Fatalf("renaming g over f while the server is down: %v, want ECONNREFUSED", err)
-			}
-			held.Close()
+			mnt, backing := failRenameOverOpen(t, how, 8)
 			want := map[string]string{"f": "f", "g": "g"}
 			waitFiles(t, backing, want)
 			// The mount finds out whether f moved once the server answers;
@@ -261,15 +253,7 @@ func TestAHidingThatGoesUnansweredLosesNothing(t *testing.T) {
 // last close nor left under a hidden name, which the teardown removes. It
 // is kept beside f under a name that says so.
 func TestAFileWhoseNameWasTakenAfterAFailedRenameIsKept(t *testing.T) {
-	mnt, backing, fsys, _ := mountCrashing(t)
-	f, g := filepath.Join(mnt, "f"), filepath.Join(mnt, "g")
-	held := openWritten(t, f)
-	writeG(t, g)
-	fsys.arm(crashBeforeAndTaken, 0)
-	if err := os.Rename(g, f); !errors.Is(err, syscall.ECONNREFUSED) {
-		t.Fatalf("renaming g over f while the server crashes: %v, want ECONNREFUSED", err)
-	}
-	held.Close()
+	mnt, backing := failRenameOverOpen(t, crashBeforeAndTaken, 0)
 	var names []string
 	i := -1
 	for deadline := time.Now().Add(10 * time.Second); i < 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
@@ -283,6 +267,24 @@ func TestAFileWhoseNameWasTakenAfterAFailedRenameIsKept(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(mnt, names[i])); err != nil || string(got) != "f" {
 		t.Errorf("%s reads %q, %v through the mount; want f", names[i], got, err)
 	}
+}
+
+// failRenameOverOpen mounts a crashingRenames, writes f and keeps it
+// open, writes g, and renames g over f with the namespace armed with how
+// and refusals: the rename must fail with ECONNREFUSED. It closes f and
+// returns the mount point and the backing directory.
+func failRenameOverOpen(t *testing.T, how crash, refusals int) (mnt, backing string) {
+	t.Helper()
+	mnt, backing, fsys, _ := mountCrashing(t)
+	f, g := filepath.Join(mnt, "f"), filepath.Join(mnt, "g")
+	held := openWritten(t, f)
+	writeG(t, g)
+	fsys.arm(how, refusals)
+	if err := os.Rename(g, f); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("renaming g over f while the server is down: %v, want ECONNREFUSED", err)
+	}
+	held.Close()
+	return mnt, backing
 }
 
 // waitFiles waits, up to 10 s, for dir to hold exactly the files of want,

@@ -46,12 +46,7 @@ func TestRandomServerKillsLoseNothingAcknowledged(t *testing.T) {
 }
 
 func killSoak(t *testing.T, extra []string) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("BURSTCACHE_KILL_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("seed %d (BURSTCACHE_KILL_SEED repeats it)", seed)
-	rng := rand.New(rand.NewPCG(seed, 0))
+	rng := killRand(t, 0)
 	in := dirs(t)
 	const servers = 3
 	up(t, in, servers, append(append(holdDirty, "--server-arg=--commit-interval=1h"), extra...)...)
@@ -114,6 +109,17 @@ func killSoak(t *testing.T, extra []string) {
 		t.Fatalf("local down: exit %d\n%s", r.code, r.out)
 	}
 	k.check("in the backing directory after down", in.backing)
+}
+
+// killRand returns the random source of a kill soak, of stream stream, and
+// logs its seed: BURSTCACHE_KILL_SEED, or the time.
+func killRand(t *testing.T, stream uint64) *rand.Rand {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("BURSTCACHE_KILL_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (BURSTCACHE_KILL_SEED repeats it)", seed)
+	return rand.New(rand.NewPCG(seed, stream))
 }
 
 // killRun is the state of TestRandomServerKillsLoseNothingAcknowledged:

@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,12 +33,7 @@ func TestAMountKilledAtRandomLosesNothingAcknowledged(t *testing.T) {
 }
 
 func mountKillSoak(t *testing.T, extra []string) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("BURSTCACHE_KILL_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("seed %d (BURSTCACHE_KILL_SEED repeats it)", seed)
-	rng := rand.New(rand.NewPCG(seed, 1))
+	rng := killRand(t, 1)
 	in := dirs(t)
 	up(t, in, 3, append(holdDirty, extra...)...)
 	k := &killRun{t: t, rng: rng, mount: in.mount, backing: in.backing, known: map[string][]byte{}, exists: map[string]bool{}}
