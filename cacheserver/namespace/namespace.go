@@ -52,8 +52,10 @@ type Hiding struct {
 	// Name is the path the file has, which the rename of Source takes.
 	Name string
 	// Source is the path of the file the rename moves, and SourceIno its
-	// inode number (0 when the mount does not know it): while a file of
-	// that number is at Source, the rename did not take place.
+	// inode number (0 when the mount does not know it): while that file
+	// is at Source, the rename did not take place. A new file may take
+	// the number of one removed: whoever keeps the note tells them apart
+	// by more (Identifier).
 	Source    string
 	SourceIno uint64
 }
@@ -227,6 +229,15 @@ type LinkReader interface {
 	// ReadlinkAttr is Readlink that also returns the attributes of the
 	// link it read, or a zero Attr (Ino 0) when it cannot tell them.
 	ReadlinkAttr(ctx context.Context, path string) (string, Attr, error)
+}
+
+// Identifier is implemented by an FS that can tell a file apart from one
+// that took its inode number after it was removed, as file systems hand
+// out freed numbers again at once.
+type Identifier interface {
+	// Identity is GetAttr with Birth set, the file's creation time, or 0
+	// when the file system does not tell it.
+	Identity(ctx context.Context, path string) (Attr, error)
 }
 
 // OpenExec is the flag of an open by the kernel of a program it is about to

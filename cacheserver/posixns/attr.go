@@ -65,6 +65,26 @@ func mountID(dirfd int, name string) uint64 {
 	return stx.Mnt_id
 }
 
+var _ namespace.Identifier = (*FS)(nil)
+
+// Identity returns the attributes of p, without following a final
+// symbolic link, with its creation time (namespace.Identifier).
+func (f *FS) Identity(ctx context.Context, p string) (namespace.Attr, error) {
+	var a namespace.Attr
+	err := f.at(ctx, "getattr", p, func(dirfd int, name string) (err error) {
+		if a, err = f.lookupAt(dirfd, name); err != nil {
+			return err
+		}
+		var stx unix.Statx_t
+		if unix.Statx(dirfd, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME|unix.STATX_INO, &stx) == nil &&
+			stx.Mask&unix.STATX_BTIME != 0 && stx.Ino == a.Ino {
+			a.Birth = stx.Btime.Sec*1e9 + int64(stx.Btime.Nsec)
+		}
+		return nil
+	})
+	return a, err
+}
+
 // GetAttr returns the attributes of p without following a final symbolic
 // link.
 func (f *FS) GetAttr(ctx context.Context, p string) (namespace.Attr, error) {

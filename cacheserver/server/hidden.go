@@ -54,10 +54,14 @@ type hiddenNames struct {
 }
 
 // hiddenNote is what a server knows of a hidden name: who hid the file,
-// and why.
+// and why; for a rename, the creation time of the file it moves, as the
+// server found it when the note came (0 where the file system does not
+// tell it): its inode number alone may be another file's by the
+// teardown, since file systems give freed numbers out again at once.
 type hiddenNote struct {
-	cred ident.Cred
-	why  namespace.Hiding
+	cred        ident.Cred
+	why         namespace.Hiding
+	sourceBirth int64
 }
 
 // hiddenRewriteAt is how many stale lines a log may hold, beyond twice the
@@ -82,17 +86,19 @@ type hiddenRecord struct {
 	// Caps are the capabilities of the identity, when they were known.
 	Caps *uint64 `json:"caps,omitempty"`
 	// From, Source and SourceIno say that the file was hidden to make way
-	// for a rename (namespace.Hiding).
-	From      control.Path `json:"from,omitempty"`
-	Source    control.Path `json:"source,omitempty"`
-	SourceIno uint64       `json:"sourceIno,omitempty"`
+	// for a rename (namespace.Hiding), and SourceBirth when the file the
+	// rename moves was created (hiddenNote).
+	From        control.Path `json:"from,omitempty"`
+	Source      control.Path `json:"source,omitempty"`
+	SourceIno   uint64       `json:"sourceIno,omitempty"`
+	SourceBirth int64        `json:"sourceBirth,omitempty"`
 }
 
 // recordOf returns the log line that says n.cred hid p.
 func recordOf(p string, n hiddenNote) hiddenRecord {
 	c := n.cred
 	r := hiddenRecord{Path: control.Path(p), UID: c.UID, GID: c.GID, Groups: c.Groups,
-		From: control.Path(n.why.Name), Source: control.Path(n.why.Source), SourceIno: n.why.SourceIno}
+		From: control.Path(n.why.Name), Source: control.Path(n.why.Source), SourceIno: n.why.SourceIno, SourceBirth: n.sourceBirth}
 	if c.HasCaps {
 		caps := uint64(c.Caps)
 		r.Caps = &caps
@@ -106,7 +112,7 @@ func (r hiddenRecord) note() hiddenNote {
 	if r.Caps != nil {
 		c.Caps, c.HasCaps = ident.Caps(*r.Caps)&ident.FSCaps, true
 	}
-	return hiddenNote{cred: c, why: namespace.Hiding{Name: string(r.From), Source: string(r.Source), SourceIno: r.SourceIno}}
+	return hiddenNote{cred: c, why: namespace.Hiding{Name: string(r.From), Source: string(r.Source), SourceIno: r.SourceIno}, sourceBirth: r.SourceBirth}
 }
 
 // openHiddenNames opens the log at path, creating it if needed; an empty
@@ -280,6 +286,13 @@ func (s *Server) noteHidden(ctx context.Context, req *wire.Request, _ *wire.Resp
 	if n.cred, ok = ident.FromContext(ctx); !ok {
 		n.cred = s.cfg.Cred
 	}
+	if n.why.Name != "" {
+		// The file the rename moves, as the backing store has it now,
+		// before the rename: the teardown compares it with what it finds.
+		if a, err := s.identity(ctx, n.why.Source); err == nil {
+			n.why.SourceIno, n.sourceBirth = a.Ino, a.Birth
+		}
+	}
 	return s.hidden.note(p, n)
 }
 
@@ -303,7 +316,7 @@ func (s *Server) RemoveHidden(ctx context.Context) (control.HiddenResult, error)
 	recs := s.hidden.records()
 	for _, p := range slices.Sorted(maps.Keys(recs)) {
 		cctx := ident.NewContext(ctx, recs[p].cred)
-		as, err := s.giveBack(cctx, p, recs[p].why)
+		as, err := s.giveBack(cctx, p, recs[p])
 		if as != "" {
 			res.GivenBack = append(res.GivenBack, control.GivenBack{Path: control.Path(recs[p].why.Name), As: control.Path(as)})
 		}
@@ -334,18 +347,23 @@ func (s *Server) RemoveHidden(ctx context.Context) (control.HiddenResult, error)
 }
 
 // giveBack gives the file hidden as p its name back if it was hidden for
-// a rename (why) that did not take place: the file the rename was to move
-// is still at its path, with the same inode number. A file that another
-// took the name of meanwhile gets a name beside it (namespace.KeptInfix).
-// It returns the name it gave the file, or "" if it left the file alone;
-// a hidden name already gone is no error.
-func (s *Server) giveBack(ctx context.Context, p string, why namespace.Hiding) (string, error) {
+// a rename (n.why) that did not take place: the file the rename was to
+// move is still at its path, the same file (its inode number, and its
+// creation time where the file system tells it). A file that another
+// took the name of meanwhile gets a name beside it (namespace.KeptInfix),
+// and so does one whose identity the note could not record in full: the
+// inode number of a file removed since may be a new file's, and the file
+// must neither be lost nor take the name of one removed. It returns the
+// name it gave the file, or "" if it left the file alone; a hidden name
+// already gone is no error.
+func (s *Server) giveBack(ctx context.Context, p string, n hiddenNote) (string, error) {
+	why := n.why
 	if why.Name == "" || why.SourceIno == 0 {
 		return "", nil
 	}
-	a, err := s.cfg.NS.GetAttr(ctx, why.Source)
+	a, err := s.identity(ctx, why.Source)
 	switch {
-	case errors.Is(err, syscall.ENOENT) || err == nil && a.Ino != why.SourceIno:
+	case errors.Is(err, syscall.ENOENT) || err == nil && (a.Ino != why.SourceIno || n.sourceBirth != 0 && a.Birth != n.sourceBirth):
 		// The rename took place, and replaced the file; or the file it
 		// was to move went since, which no mount can tell from that.
 		return "", nil
@@ -354,6 +372,9 @@ func (s *Server) giveBack(ctx context.Context, p string, why namespace.Hiding) (
 		return "", fmt.Errorf("looking for %q, whose rename over %q may have failed: %w", why.Source, why.Name, err)
 	}
 	name := why.Name
+	if n.sourceBirth == 0 {
+		name = namespace.KeptName(why.Name, rand.Uint64())
+	}
 	err = s.cfg.NS.Rename(ctx, p, name, unix.RENAME_NOREPLACE)
 	if errors.Is(err, syscall.EEXIST) {
 		name = namespace.KeptName(why.Name, rand.Uint64())
@@ -368,9 +389,18 @@ func (s *Server) giveBack(ctx context.Context, p string, why namespace.Hiding) (
 	if name == why.Name {
 		s.log.Warn("Gave a file hidden for a rename that failed its name back", "path", name, "hidden", p)
 	} else {
-		s.log.Error("A file hidden for a rename that failed cannot have its name back, which another file took; it is kept under another name",
+		s.log.Error("A file hidden for a rename that may have failed is kept beside its name: another file took the name, or the file system does not tell whether the file the rename was to move is the same one",
 			"path", why.Name, "kept", name)
 	}
 	// What this server cached under either name is of no file now.
 	return name, errors.Join(s.cfg.Cache.Drop(ctx, p), s.cfg.Cache.Drop(ctx, name), s.cfg.Cache.NamesMoved(ctx, p, name))
+}
+
+// identity returns the attributes of p in the backing store with its
+// creation time, where the namespace and the file system tell it.
+func (s *Server) identity(ctx context.Context, p string) (namespace.Attr, error) {
+	if id, ok := s.cfg.NS.(namespace.Identifier); ok {
+		return id.Identity(ctx, p)
+	}
+	return s.cfg.NS.GetAttr(ctx, p)
 }

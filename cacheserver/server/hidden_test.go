@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -275,4 +276,128 @@ func TestAFileHiddenForAFailedRenameGetsItsNameBackAtTeardown(t *testing.T) {
 	if len(givenBack) != 2 || givenBack["failed"] != "failed" || !strings.HasPrefix(givenBack["taken"], "taken"+namespace.KeptInfix) {
 		t.Errorf("RemoveHidden says it gave back %v; want failed as itself and taken beside its name", givenBack)
 	}
+}
+
+// TestATeardownTellsAFileFromOneUnderItsReusedInodeNumber hides f for a
+// rename of s over it; the rename takes place, f's hidden name stays (its
+// mount died), and the moved file is removed, after which a new file at s
+// takes its inode number, as file systems give freed numbers out again at
+// once. The teardown must take the new s for another file, by its creation
+// time, and remove f rather than bring it back, and give g, whose rename
+// failed, its name back. Over a namespace that cannot tell creation times
+// both are kept beside their names: the teardown cannot tell one from the
+// other, and a file must neither be lost nor take the name of one removed.
+func TestATeardownTellsAFileFromOneUnderItsReusedInodeNumber(t *testing.T) {
+	for name, wrap := range map[string]func(namespace.FS) namespace.FS{
+		"creation times":    nil,
+		"no creation times": func(ns namespace.FS) namespace.FS { return struct{ namespace.FS }{ns} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			backingDir := t.TempDir()
+			in := servertest.Start(t, backingDir, servertest.Options{Servers: 1, ExtentSize: 4096, WrapNS: wrap})
+			f, err := client.New(client.Options{Servers: in.Data, ExtentSize: 4096})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			ctx := context.Background()
+			for _, p := range []string{"f", "s", "g", "t"} {
+				if err := os.WriteFile(filepath.Join(backingDir, p), []byte("data of "+p), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ino := func(p string) uint64 {
+				t.Helper()
+				a, err := f.GetAttr(ctx, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return a.Ino
+			}
+			hide := func(name, source string) {
+				t.Helper()
+				why := namespace.Hiding{Name: name, Source: source, SourceIno: ino(source)}
+				if err := f.NoteHidden(ctx, ".burstcache-open-"+name, why); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Rename(ctx, name, ".burstcache-open-"+name, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// f: replaced, then the moved file removed, and its number
+			// given to a new s.
+			hide("f", "s")
+			old := ino("s")
+			if err := f.Rename(ctx, "s", "f", 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Unlink(ctx, "f"); err != nil {
+				t.Fatal(err)
+			}
+			reused := false
+			for i := 0; i < 10000 && !reused; i++ {
+				p := filepath.Join(backingDir, fmt.Sprintf("new%d", i))
+				if err := os.WriteFile(p, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				var st syscall.Stat_t
+				if err := syscall.Stat(p, &st); err != nil {
+					t.Fatal(err)
+				}
+				if reused = st.Ino == old; reused {
+					if err := os.Rename(p, filepath.Join(backingDir, "s")); err != nil {
+						t.Fatal(err)
+					}
+				} else if err := os.Remove(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !reused {
+				t.Fatalf("no new file took inode number %d in 10000 tries", old)
+			}
+			// g: the rename of t over it failed.
+			hide("g", "t")
+			res, err := in.Servers[0].RemoveHidden(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := entryNames(t, backingDir)
+			keptF := slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "f"+namespace.KeptInfix) })
+			if slices.Contains(names, "f") || wrap == nil && keptF {
+				t.Errorf("the file replaced by a rename came back: the backing directory holds %q", names)
+			}
+			back := map[string]string{}
+			for _, b := range res.GivenBack {
+				back[string(b.Path)] = string(b.As)
+			}
+			wantG, wantBack := "g", 1
+			if wrap != nil {
+				// Kept beside their names, both: nothing tells them apart.
+				wantG, wantBack = "g"+namespace.KeptInfix, 2
+				if !keptF {
+					t.Errorf("without creation times the file hidden for the rename that took place is gone: the backing directory holds %q", names)
+				}
+			}
+			if len(back) != wantBack || !strings.HasPrefix(back["g"], wantG) {
+				t.Fatalf("RemoveHidden gave back %+v; want %d files, g as %s...", res.GivenBack, wantBack, wantG)
+			}
+			if got, err := os.ReadFile(filepath.Join(backingDir, back["g"])); err != nil || string(got) != "data of g" {
+				t.Errorf("%s reads %q, %v; want the data of g", back["g"], got, err)
+			}
+		})
+	}
+}
+
+// entryNames lists dir.
+func entryNames(t *testing.T, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	return names
 }

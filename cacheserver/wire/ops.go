@@ -256,8 +256,9 @@ const (
 	// removes path (its metadata server) forgets the record when it does;
 	// the teardown of the instance removes the names left, those of mounts
 	// that died with the file open, but gives a file hidden for a rename
-	// its name back while source still has that number (the rename did
-	// not take place). Servers of earlier releases ignore the name and
+	// its name back while source is still the same file (that number, and
+	// the creation time the server reads when the note comes: the rename
+	// did not take place). Servers of earlier releases ignore the name and
 	// remove such a file too.
 	OpNoteHidden
 	// OpEndDoom (path, unlink u64, how u32) ends the doom of the unlink,
