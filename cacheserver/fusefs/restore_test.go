@@ -250,8 +250,8 @@ func TestAHidingThatGoesUnansweredLosesNothing(t *testing.T) {
 // TestAFileWhoseNameWasTakenAfterAFailedRenameIsKept fails a rename of g
 // over f, open and so hidden first, and has another mount make a new f
 // meanwhile: f cannot have its name back, and must not be removed at its
-// last close nor left under a hidden name, which the teardown removes. It
-// is kept beside f under a name that says so.
+// last close nor left under a hidden name, which nobody lists. It is kept
+// beside f under a name that says so.
 func TestAFileWhoseNameWasTakenAfterAFailedRenameIsKept(t *testing.T) {
 	mnt, backing := failRenameOverOpen(t, crashBeforeAndTaken, 0)
 	var names []string
