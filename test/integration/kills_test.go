@@ -155,11 +155,7 @@ func (k *killRun) step(except string) bool {
 	var what string
 	switch op := k.rng.IntN(10); {
 	case op < 3 || !known && op < 8:
-		// Rewrite the whole file, made durable by the close or by an
-		// fsync before it.
-		next = randomBytes(k.rng.IntN(3<<20)+1, byte(k.rng.Uint32()))
-		what = fmt.Sprintf("rewrite %d bytes", len(next))
-		err = writeFile(path, next, os.O_TRUNC|os.O_CREATE, 0, k.rng.IntN(2) == 0)
+		return k.rewrite(name, k.rng.IntN(3<<20)+1, k.rng.IntN(2) == 0)
 	case op < 6:
 		// Overwrite a range, possibly past the end.
 		off := k.rng.IntN(len(old) + 1)
@@ -197,6 +193,24 @@ func (k *killRun) step(except string) bool {
 	}
 	k.exists[name] = true
 	k.known[name] = next
+	return true
+}
+
+// rewrite writes size random bytes over the whole of name, creating it,
+// made durable by the close or by an fsync before it (sync), and reports
+// whether it succeeded.
+func (k *killRun) rewrite(name string, size int, sync bool) bool {
+	data := randomBytes(size, byte(k.rng.Uint32()))
+	err := writeFile(filepath.Join(k.mount, name), data, os.O_CREATE|os.O_TRUNC, 0, sync)
+	k.logged(name, fmt.Sprintf("rewrite %d bytes", len(data)), err)
+	if err != nil {
+		delete(k.known, name)
+		if !k.exists[name] {
+			delete(k.exists, name) // the O_CREAT may have made it
+		}
+		return false
+	}
+	k.known[name], k.exists[name] = data, true
 	return true
 }
 

@@ -70,7 +70,7 @@ func mountKillSoak(t *testing.T, extra []string) {
 		from, to := killFiles[rng.IntN(len(killFiles))], killFiles[rng.IntN(len(killFiles))]
 		switch {
 		case !k.exists[from]:
-			k.write(from)
+			k.rewrite(from, rng.IntN(1<<20)+1, false)
 		case rng.IntN(3) == 0:
 			k.step("") // a rewrite, write, truncate, unlink or rename
 		case from != to:
@@ -106,20 +106,4 @@ func mountKillSoak(t *testing.T, extra []string) {
 	if len(hidden) > 0 {
 		t.Fatalf("hidden names left after down: %v; down said:\n%s", hidden, r.out)
 	}
-}
-
-// write rewrites name, creating it, and reports whether it succeeded.
-func (k *killRun) write(name string) bool {
-	data := randomBytes(k.rng.IntN(1<<20)+1, byte(k.rng.Uint32()))
-	err := writeFile(filepath.Join(k.mount, name), data, os.O_CREATE|os.O_TRUNC, 0, false)
-	k.logged(name, fmt.Sprintf("rewrite %d bytes", len(data)), err)
-	if err != nil {
-		delete(k.known, name)
-		if !k.exists[name] {
-			delete(k.exists, name) // the O_CREAT may have made it
-		}
-		return false
-	}
-	k.known[name], k.exists[name] = data, true
-	return true
 }
